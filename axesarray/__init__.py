@@ -1,0 +1,90 @@
+"""axesarray: named-axis arrays whose expressions fuse into one compiled kernel.
+
+>>> import axesarray as ax, numpy as np
+>>> x = ax.tensor(np.ones((2, 3)), "N C")
+>>> y = ax.tensor(np.arange(3.0), "C")
+>>> (x + y).sum("N").numpy()
+array([2., 4., 6.])
+"""
+
+from .axes import Axes, Axis, broadcast_axes
+
+__all__ = ["Axis", "Axes", "broadcast_axes"]
+
+from .errors import AxesError, LayoutError
+
+__all__ += ["AxesError", "LayoutError"]
+
+from .options import get_option, set_options
+
+__all__ += ["get_option", "set_options"]
+
+from .tensor import Tensor, TensorDescription, assign
+
+__all__ += ["Tensor", "TensorDescription", "assign"]
+
+from .creation import arange, empty, full, ones, random, tensor, zeros
+
+__all__ += ["arange", "empty", "full", "ones", "random", "tensor", "zeros"]
+
+from .functions import (
+    abs,
+    ceil,
+    clip,
+    concat,
+    cos,
+    dot,
+    exp,
+    expm1,
+    floor,
+    isfinite,
+    isinf,
+    isnan,
+    log,
+    log1p,
+    logical_not,
+    maximum,
+    minimum,
+    pad,
+    relu,
+    round,
+    sigmoid,
+    sign,
+    sin,
+    sqrt,
+    square,
+    tanh,
+    where,
+)
+
+__all__ += [
+    "abs",
+    "ceil",
+    "clip",
+    "concat",
+    "cos",
+    "dot",
+    "exp",
+    "expm1",
+    "floor",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "log",
+    "log1p",
+    "logical_not",
+    "maximum",
+    "minimum",
+    "pad",
+    "relu",
+    "round",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sqrt",
+    "square",
+    "tanh",
+    "where",
+]
+
+__version__ = "0.1.0"

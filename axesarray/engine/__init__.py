@@ -1,0 +1,62 @@
+"""Engines: evaluate a node into fresh storage, or assign it into an existing l-tensor.
+
+``engine="numpy"`` runs the reference engine; ``engine="numba"`` the fused engine (when
+it is importable). Both allocate results in the order ``order.result_order`` picks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..expr import Leaf, Node
+from ..options import get_option
+from ..storage import fresh, leaf_array
+from . import reference
+from .order import result_order
+
+__all__ = ["evaluate", "assign", "to_numpy", "result_order"]
+
+
+def _fused():
+    """The fused engine module, or None when the reference engine is selected."""
+    if get_option("engine") != "numba":
+        return None
+    try:
+        from . import fused
+    except ImportError:  # pragma: no cover - the fused engine is part of the package
+        return None
+    return fused
+
+
+def allocate_for(root: Node) -> Leaf:
+    """A fresh, writeable leaf shaped like ``root``, in its dominant input's memory order."""
+    order, _ = result_order(root)
+    data, view = fresh(root.shape, root.dtype, order)
+    return Leaf(data, view)
+
+
+def evaluate(root: Node) -> Leaf:
+    """Compute ``root`` into newly allocated storage."""
+    fused = _fused()
+    if fused is not None:
+        return fused.evaluate(root)
+    out = allocate_for(root)
+    reference.assign(out, root)
+    return out
+
+
+def assign(dst: Leaf, root: Node) -> None:
+    """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
+    fused = _fused()
+    if fused is not None:
+        fused.assign(dst, root)
+    else:
+        reference.assign(dst, root)
+
+
+def to_numpy(root: Node) -> np.ndarray:
+    """The value in logical order: a view for plain leaves, else a computed array."""
+    if isinstance(root, Leaf):
+        return leaf_array(root.data, root.view, root.writeable)
+    leaf = evaluate(root)
+    return leaf_array(leaf.data, leaf.view)

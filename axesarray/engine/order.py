@@ -1,0 +1,73 @@
+"""Physical order of a freshly allocated result: the memory order of its dominant input.
+
+Shared by both engines so that ``eval()`` lays memory out the same way whichever runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..expr import Cast, Leaf, Map, Node, Reduce
+
+__all__ = ["result_order"]
+
+
+def _leaves_in_index_space(root: Node) -> list[tuple[Leaf, tuple[int | None, ...]]]:
+    """Leaves read at the root's own index, each with root dim -> leaf dim positions."""
+    found = []
+    stack = [(root, tuple(range(root.ndim)))]
+    while stack:
+        node, dims = stack.pop()
+        if isinstance(node, Leaf):
+            found.append((node, dims))
+        elif isinstance(node, (Map, Cast)):
+            stack.extend((c, dims) for c in reversed(node.children))
+        elif isinstance(node, Reduce):
+            kept = [d for d in range(node.arg.ndim) if d not in node.axes]
+            stack.append((node.arg, tuple(kept[d] if d is not None else None for d in dims)))
+    return found
+
+
+def _distinct_elements(leaf: Leaf) -> int:
+    return math.prod(n for n, s in zip(leaf.shape, leaf.view.strides, strict=True) if s != 0)
+
+
+def result_order(root: Node) -> tuple[tuple[int, ...], Leaf | None]:
+    """Dims of ``root`` from outermost to innermost, and the leaf that decided it.
+
+    Leaves are ranked by how many distinct elements they hold (ties: first seen). Two dims
+    are ordered by the first leaf in that ranking with a non-zero stride on both (larger
+    |stride| goes outside), else they keep logical order: numpy's nditer rule, with the
+    biggest operand consulted first.
+    """
+    n = root.ndim
+    if n < 2:
+        return tuple(range(n)), None
+    leaves = _leaves_in_index_space(root)
+    plain = [(lf, dims) for lf, dims in leaves if lf.view.blocks is None]
+    if not plain:
+        return tuple(range(n)), None
+    plain.sort(key=lambda item: -_distinct_elements(item[0]))
+
+    def stride(item, d):
+        leaf, dims = item
+        k = dims[d]
+        if k is None or leaf.shape[k] <= 1:
+            return 0
+        return abs(leaf.view.strides[k])
+
+    def outer_first(a: int, b: int) -> bool:
+        """Whether dim a must be placed outside dim b."""
+        for item in plain:
+            sa, sb = stride(item, a), stride(item, b)
+            if sa and sb and sa != sb:
+                return sa > sb
+        return False
+
+    order: list[int] = []
+    for d in range(n):  # insertion sort: stable, like numpy's
+        pos = len(order)
+        while pos > 0 and outer_first(d, order[pos - 1]):
+            pos -= 1
+        order.insert(pos, d)
+    return tuple(order), plain[0][0]

@@ -1,0 +1,353 @@
+"""Lazy expression DAG nodes (r-tensors) and their constructors; no execution.
+
+Owns the node types, dtype inference (through ``dtypes``), and the rewrite that pushes an
+index remap (transpose, slice, broadcast) down to the leaves, where it becomes view math.
+Nodes are positional: dim ``k`` of a node is the ``k``-th axis of the Tensor wrapping it.
+Equality is identity; ``sig`` is a structural signature computed once at construction.
+
+Every node type lowers to a scalar loop body: ``Leaf`` is a strided read, ``Const`` a
+scalar, ``Map``/``Cast`` scalar code, ``Remap`` index substitution, ``Pad``/``Concat``
+guarded reads, ``Reduce`` an accumulation loop and ``Dot`` a sum of products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .ops import OPS, apply_map
+from .strided import View, remap_view
+
+__all__ = [
+    "Node",
+    "Leaf",
+    "Const",
+    "Map",
+    "Cast",
+    "Reduce",
+    "Remap",
+    "Pad",
+    "Concat",
+    "Dot",
+    "map_op",
+    "cast",
+    "remap",
+    "reduce",
+    "walk",
+    "compose_maps",
+    "transform_views",
+]
+
+
+class Node:
+    """Base of all nodes: a shape (positional), a dtype and a structural signature."""
+
+    __slots__ = ("shape", "dtype", "sig", "__weakref__")
+    children: tuple = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.dtype} {self.shape}>"
+
+
+class Leaf(Node):
+    """A strided view over 1-D storage: the only node that holds data (an l-tensor)."""
+
+    __slots__ = ("data", "view", "writeable")
+
+    def __init__(self, data, view: View, writeable: bool = True):
+        self.data = data
+        self.view = view
+        self.shape = view.shape
+        self.dtype = data.dtype
+        self.writeable = writeable
+        self.sig = ("L", self.dtype.char, len(view.shape))
+
+
+class Const(Node):
+    """A scalar value broadcast to ``shape``; the value is a run-time argument."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, dtype: np.dtype, shape: tuple[int, ...] = ()):
+        self.dtype = dtype
+        self.value = dtype.type(value)
+        self.shape = shape
+        self.sig = ("K", dtype.char, len(shape))
+
+
+class Map(Node):
+    """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype."""
+
+    __slots__ = ("op", "args")
+
+    def __init__(self, op: str, args: tuple[Node, ...], dtype: np.dtype):
+        self.op = op
+        self.args = args
+        self.shape = args[0].shape
+        self.dtype = dtype
+        self.sig = ("M", op, dtype.char) + tuple(a.sig for a in args)
+
+    @property
+    def children(self):
+        return self.args
+
+
+class Cast(Node):
+    """Convert to ``dtype`` with numpy's ``astype`` semantics (unsafe casting)."""
+
+    __slots__ = ("arg",)
+
+    def __init__(self, arg: Node, dtype: np.dtype):
+        self.arg = arg
+        self.shape = arg.shape
+        self.dtype = dtype
+        self.sig = ("C", dtype.char, arg.sig)
+
+    @property
+    def children(self):
+        return (self.arg,)
+
+
+class Reduce(Node):
+    """Reduce ``axes`` (positions in ``arg``) with sum/prod/max/min/argmax/argmin.
+
+    The result keeps the other dims in order. ``arg`` already has the accumulation dtype.
+    """
+
+    __slots__ = ("op", "arg", "axes")
+
+    def __init__(self, op: str, arg: Node, axes: tuple[int, ...], dtype: np.dtype):
+        self.op = op
+        self.arg = arg
+        self.axes = axes
+        self.shape = tuple(n for d, n in enumerate(arg.shape) if d not in axes)
+        self.dtype = dtype
+        self.sig = ("R", op, dtype.char, axes, arg.sig)
+
+    @property
+    def children(self):
+        return (self.arg,)
+
+
+class Remap(Node):
+    """Index remap of a computed node: ``arg[maps(out)]`` (see ``strided.remap_view``)."""
+
+    __slots__ = ("arg", "maps")
+
+    def __init__(self, arg: Node, shape: tuple[int, ...], maps: tuple):
+        self.arg = arg
+        self.maps = maps
+        self.shape = shape
+        self.dtype = arg.dtype
+        self.sig = ("X", shape, maps, arg.sig)
+
+    @property
+    def children(self):
+        return (self.arg,)
+
+
+class Pad(Node):
+    """Pad dim ``dim`` with ``before``/``after`` copies of ``value`` (a guarded read)."""
+
+    __slots__ = ("arg", "dim", "before", "after", "value")
+
+    def __init__(self, arg: Node, dim: int, before: int, after: int, value):
+        self.arg = arg
+        self.dim = dim
+        self.before = before
+        self.after = after
+        self.dtype = arg.dtype
+        self.value = arg.dtype.type(value)
+        shape = list(arg.shape)
+        shape[dim] += before + after
+        self.shape = tuple(shape)
+        self.sig = ("P", dim, before, after, arg.sig)
+
+    @property
+    def children(self):
+        return (self.arg,)
+
+
+class Concat(Node):
+    """Join ``args`` (same dtype, same shape but for ``dim``) along ``dim``."""
+
+    __slots__ = ("args", "dim")
+
+    def __init__(self, args: tuple[Node, ...], dim: int):
+        self.args = args
+        self.dim = dim
+        shape = list(args[0].shape)
+        shape[dim] = sum(a.shape[dim] for a in args)
+        self.shape = tuple(shape)
+        self.dtype = args[0].dtype
+        self.sig = ("J", dim) + tuple(a.sig for a in args)
+
+    @property
+    def children(self):
+        return self.args
+
+
+class Dot(Node):
+    """Sum of products, einsum style: each dim carries an integer label.
+
+    Labels of ``a`` and ``b`` missing from ``out_labels`` are contracted; labels shared by
+    ``a``, ``b`` and the output are batch dims.
+    """
+
+    __slots__ = ("a", "b", "a_labels", "b_labels", "out_labels")
+
+    def __init__(self, a, b, a_labels, b_labels, out_labels, shape, dtype):
+        self.a = a
+        self.b = b
+        self.a_labels = a_labels
+        self.b_labels = b_labels
+        self.out_labels = out_labels
+        self.shape = shape
+        self.dtype = dtype
+        self.sig = ("D", a_labels, b_labels, out_labels, dtype.char, a.sig, b.sig)
+
+    @property
+    def children(self):
+        return (self.a, self.b)
+
+
+# --- constructors: dtype inference and simplification ------------------------------------
+
+
+def cast(node: Node, dtype: np.dtype) -> Node:
+    """Cast ``node`` to ``dtype``; a no-op when it already has it; folds into constants."""
+    if node.dtype == dtype:
+        return node
+    if isinstance(node, Const):
+        with np.errstate(all="ignore"):
+            return Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
+    return Cast(node, dtype)
+
+
+def _operand_types(args) -> tuple:
+    return tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
+
+
+def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = None) -> Node:
+    """Build ``op(*args)`` where args are nodes of ``shape`` or weak Python scalars.
+
+    Inputs are cast to numpy's loop dtypes, so each Map computes in one dtype.
+    """
+    opname = opname or op
+    info = OPS[op]
+    if op == "where":
+        out = np.result_type(*(a.dtype if isinstance(a, Node) else a for a in args[1:]))
+        loop = (np.dtype(bool), out, out)
+    else:
+        resolved = dtypes.ufunc_dtypes(info.ufunc, _operand_types(args), opname)
+        loop, out = resolved[: info.arity], resolved[-1]
+    nodes = []
+    for a, dt in zip(args, loop, strict=True):
+        if isinstance(a, Node):
+            nodes.append(cast(a, dt))
+        else:
+            dtypes.check_weak_scalar(a, dt, opname)
+            nodes.append(Const(a, dt, shape))
+    if all(isinstance(n, Const) for n in nodes):
+        with np.errstate(all="ignore"):
+            value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
+        return Const(value[()], out, shape)
+    return Map(op, tuple(nodes), out)
+
+
+def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
+    """``op`` over ``axes`` (positions) with numpy's result dtype (sum of int8 is int64)."""
+    out = dtypes.reduce_dtype(op, node.dtype)
+    if op in ("sum", "prod"):
+        node = cast(node, out)
+    return Reduce(op, node, tuple(sorted(axes)), out)
+
+
+def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = None) -> Node:
+    """Apply an index remap, pushing it through elementwise nodes down to the leaves.
+
+    On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
+    ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
+    """
+    memo = {} if _memo is None else _memo
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    out: Node
+    if isinstance(node, Leaf):
+        v = remap_view(node.view, shape, maps)
+        out = Leaf(node.data, v, node.writeable) if v is not None else Remap(node, shape, maps)
+    elif isinstance(node, Const):
+        out = Const(node.value, node.dtype, shape)
+    elif isinstance(node, Map):
+        out = Map(node.op, tuple(remap(a, shape, maps, memo) for a in node.args), node.dtype)
+    elif isinstance(node, Cast):
+        out = Cast(remap(node.arg, shape, maps, memo), node.dtype)
+    elif isinstance(node, Remap):
+        out = remap(node.arg, shape, compose_maps(node.maps, maps))
+    else:
+        out = Remap(node, shape, maps)
+    memo[id(node)] = out
+    return out
+
+
+def transform_views(node: Node, shape: tuple[int, ...], view_fn, _memo=None) -> Node | None:
+    """Apply a reshaping ``view_fn`` (View -> View | None) to every leaf under ``node``.
+
+    Passes through elementwise nodes; returns None when a leaf cannot be reshaped as a view
+    or a non-elementwise node is in the way (the caller then copies).
+    """
+    memo = {} if _memo is None else _memo
+    if id(node) in memo:
+        return memo[id(node)]
+    out: Node | None = None
+    if isinstance(node, Leaf):
+        v = view_fn(node.view)
+        out = Leaf(node.data, v, node.writeable) if v is not None else None
+    elif isinstance(node, Const):
+        out = Const(node.value, node.dtype, shape)
+    elif isinstance(node, (Map, Cast)):
+        kids = [transform_views(c, shape, view_fn, memo) for c in node.children]
+        if all(k is not None for k in kids):
+            out = Map(node.op, tuple(kids), node.dtype) if isinstance(node, Map) else Cast(
+                kids[0], node.dtype
+            )
+    memo[id(node)] = out
+    return out
+
+
+def compose_maps(inner: tuple, outer: tuple) -> tuple:
+    """Maps of ``x[inner][outer]`` expressed directly on ``x``."""
+    composed = []
+    for src, start, step in inner:
+        if src < 0:
+            composed.append((-1, start, 0))
+            continue
+        src2, start2, step2 = outer[src]
+        first = start + step * start2
+        composed.append((src2, first, step * step2) if src2 >= 0 else (-1, first, 0))
+    return tuple(composed)
+
+
+def walk(root: Node) -> list[Node]:
+    """All distinct nodes, children before parents (a topological order)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in seen:
+            continue
+        if expanded:
+            seen.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for c in reversed(node.children):
+            if id(c) not in seen:
+                stack.append((c, False))
+    return order

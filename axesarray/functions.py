@@ -1,0 +1,280 @@
+"""Free functions: elementwise math, ``where``, ``clip``, ``dot``, ``pad``, ``concat``.
+
+Every function builds a lazy r-tensor; names are resolved to positions here, then the
+``expr`` constructors take over. Imports ``tensor`` and below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import expr as ex
+from .axes import Axes, Axis, broadcast_axes, parse_names
+from .dtypes import ufunc_dtypes
+from .errors import AxesError, fmt_axes, message
+from .tensor import Tensor, align, elementwise
+
+__all__ = [
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "sqrt",
+    "abs",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "floor",
+    "ceil",
+    "round",
+    "square",
+    "sign",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "logical_not",
+    "maximum",
+    "minimum",
+    "clip",
+    "where",
+    "dot",
+    "pad",
+    "concat",
+    "UFUNC_OPS",
+]
+
+
+def _unary(op: str, doc: str):
+    def fn(x):
+        return elementwise(op, x)
+
+    fn.__name__ = fn.__qualname__ = "abs" if op == "abs" else op
+    fn.__doc__ = doc
+    return fn
+
+
+exp = _unary(
+    "exp",
+    """Elementwise e**x (a lazy r-tensor).
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.exp(ax.tensor(np.zeros(2), "N")).numpy()
+    array([1., 1.])
+    """,
+)
+expm1 = _unary("expm1", "Elementwise exp(x) - 1, accurate near 0.")
+log = _unary("log", "Elementwise natural logarithm.")
+log1p = _unary("log1p", "Elementwise log(1 + x), accurate near 0.")
+sqrt = _unary("sqrt", "Elementwise square root.")
+abs = _unary("abs", "Elementwise absolute value.")  # noqa: A001 - the numpy name
+sin = _unary("sin", "Elementwise sine.")
+cos = _unary("cos", "Elementwise cosine.")
+tanh = _unary("tanh", "Elementwise hyperbolic tangent.")
+floor = _unary("floor", "Elementwise floor.")
+ceil = _unary("ceil", "Elementwise ceiling.")
+square = _unary("square", "Elementwise x*x.")
+sign = _unary("sign", "Elementwise sign (-1, 0 or 1; nan stays nan).")
+isnan = _unary("isnan", "Elementwise test for NaN.")
+isinf = _unary("isinf", "Elementwise test for +-inf.")
+isfinite = _unary("isfinite", "Elementwise test for finite values.")
+logical_not = _unary("logical_not", "Elementwise logical not.")
+sigmoid = _unary(
+    "sigmoid",
+    """Elementwise logistic function 1 / (1 + exp(-x)), with exp's dtype rule.
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.sigmoid(ax.tensor(np.zeros(1, "float32"), "N")).numpy()
+    array([0.5], dtype=float32)
+    """,
+)
+
+
+def round(x, decimals: int = 0):  # noqa: A001 - the numpy name
+    """Round half to even (numpy's ``np.round``); integers are unchanged."""
+    return x.round(decimals)
+
+
+def relu(x):
+    """max(x, 0) elementwise (nan stays nan, as ``np.maximum``)."""
+    return elementwise("maximum", x, 0, name="relu")
+
+
+def maximum(a, b):
+    """Elementwise maximum with numpy's NaN propagation, broadcasting by name."""
+    return elementwise("maximum", a, b)
+
+
+def minimum(a, b):
+    """Elementwise minimum with numpy's NaN propagation, broadcasting by name."""
+    return elementwise("minimum", a, b)
+
+
+def clip(x, lo=None, hi=None):
+    """Limit values to ``[lo, hi]`` (either may be None), as ``np.clip``.
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.clip(ax.tensor(np.array([-2.0, 0.5, 9.0]), "N"), 0, 1).numpy()
+    array([0. , 0.5, 1. ])
+    """
+    if lo is None and hi is None:
+        raise ValueError(message("clip", "give lo, hi or both"))
+    out = x
+    if lo is not None:
+        out = elementwise("maximum", out, lo, name="clip")
+    if hi is not None:
+        out = elementwise("minimum", out, hi, name="clip")
+    return out
+
+
+def where(cond, a, b):
+    """``a`` where ``cond`` is true, else ``b``; broadcasts all three by name.
+
+    The result axes follow the rule of ``broadcast_axes`` applied left to right over
+    ``cond, a, b``. ``cond`` is converted to bool as numpy does (non-zero is true).
+    """
+    return elementwise("where", cond, a, b)
+
+
+def dot(a: Tensor, b: Tensor, over) -> Tensor:
+    """Contract the named axes ``over``; other shared axes are batch axes.
+
+    The result has ``a``'s remaining axes followed by ``b``'s new ones.
+
+    >>> import axesarray as ax
+    >>> M, K, N = ax.Axis("M", 2), ax.Axis("K", 3), ax.Axis("N", 4)
+    >>> ax.dot(ax.ones((M, K)), ax.ones((K, N)), over="K").numpy()[0, 0]
+    np.float64(3.0)
+    """
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(message("dot", "both operands must be tensors"))
+    over_names = parse_names(over, "dot")
+    for name in over_names:
+        a.axes.index(name, "dot")
+        b.axes.index(name, "dot")
+    broadcast_axes(a.axes, b.axes, op="dot", mode="union")  # same-name lengths must agree
+    out_axes = Axes(
+        [x for x in a.axes if x.name not in over_names]
+        + [x for x in b.axes if x.name not in over_names and x.name not in a.axes]
+    )
+    label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
+    loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), "dot")
+    node = ex.Dot(
+        ex.cast(a._node, loop[0]),
+        ex.cast(b._node, loop[1]),
+        tuple(label[n] for n in a.names),
+        tuple(label[n] for n in b.names),
+        tuple(label[x.name] for x in out_axes),
+        out_axes.shape,
+        loop[-1],
+    )
+    return Tensor(out_axes, node)
+
+
+def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:
+    """Pad named axes: ``ax.pad(x, H=(1, 1), W=2, value=0.0)`` (an int pads both sides).
+
+    >>> import axesarray as ax
+    >>> ax.pad(ax.ones((ax.Axis("W", 2),)), W=(1, 0)).numpy()
+    array([0., 1., 1.])
+    """
+    spec = dict(widths or {}, **kwargs)
+    node = x._node
+    new_axes = list(x.axes)
+    for name, width in spec.items():
+        d = x.axes.index(name, "pad")
+        before, after = (width, width) if isinstance(width, int) else tuple(width)
+        if before < 0 or after < 0:
+            raise AxesError(
+                message(
+                    "pad",
+                    f"pad widths must be non-negative for axis {name!r}",
+                    f"got ({before}, {after})",
+                    "Slice with isel to crop",
+                )
+            )
+        node = ex.Pad(node, d, int(before), int(after), value)
+        new_axes[d] = Axis(name, new_axes[d].length + before + after)
+    return Tensor(Axes(new_axes), node)
+
+
+def concat(tensors, name: str) -> Tensor:
+    """Join tensors along the named axis; every other axis must match by name and length.
+
+    >>> import axesarray as ax
+    >>> C1, C2 = ax.Axis("C", 1), ax.Axis("C", 2)
+    >>> ax.concat([ax.zeros((C1,)), ax.ones((C2,))], "C").numpy()
+    array([0., 1., 1.])
+    """
+    items = list(tensors)
+    if not items:
+        raise ValueError(message("concat", "needs at least one tensor"))
+    first = items[0]
+    first.axes.index(name, "concat")
+    others = Axes([a for a in first.axes if a.name != name])
+    for t in items[1:]:
+        t.axes.index(name, "concat")
+        rest = Axes([a for a in t.axes if a.name != name])
+        if set(rest) != set(others):
+            raise AxesError(
+                message(
+                    "concat",
+                    f"all tensors must have the same axes besides {name!r}",
+                    f"first: {fmt_axes(first.axes)}; other: {fmt_axes(t.axes)}",
+                    "Broadcast, rename or slice to match",
+                )
+            )
+    dtype = np.result_type(*(t.dtype for t in items))
+    nodes = []
+    for t in items:
+        target = Axes([a if a.name != name else t.axes[name] for a in first.axes])
+        nodes.append(ex.cast(align(t, target, "concat"), dtype))
+    d = first.axes.index(name)
+    total = sum(t.axes[name].length for t in items)
+    axes = Axes([a if a.name != name else Axis(name, total) for a in first.axes])
+    return Tensor(axes, ex.Concat(tuple(nodes), d))
+
+
+# numpy ufunc name -> op, for ``np.exp(tensor)`` and friends (lazy, like our own functions).
+UFUNC_OPS = {
+    "add": "add",
+    "subtract": "sub",
+    "multiply": "mul",
+    "true_divide": "truediv",
+    "divide": "truediv",
+    "floor_divide": "floordiv",
+    "remainder": "mod",
+    "power": "pow",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "bitwise_and": "and",
+    "bitwise_or": "or",
+    "bitwise_xor": "xor",
+    "equal": "eq",
+    "not_equal": "ne",
+    "less": "lt",
+    "less_equal": "le",
+    "greater": "gt",
+    "greater_equal": "ge",
+    "negative": "neg",
+    "invert": "invert",
+    "absolute": "abs",
+    "square": "square",
+    "sign": "sign",
+    "exp": "exp",
+    "expm1": "expm1",
+    "log": "log",
+    "log1p": "log1p",
+    "sqrt": "sqrt",
+    "sin": "sin",
+    "cos": "cos",
+    "tanh": "tanh",
+    "floor": "floor",
+    "ceil": "ceil",
+    "rint": "rint",
+    "isnan": "isnan",
+    "isinf": "isinf",
+    "isfinite": "isfinite",
+    "logical_not": "logical_not",
+}
