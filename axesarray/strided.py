@@ -178,9 +178,12 @@ def merge_dims(v: View, dims: tuple[int, ...], pos: int) -> View | None:
     stride = 0
     if length > 1:
         live = [d for d in dims if v.shape[d] != 1]
-        for outer, inner in zip(live, live[1:], strict=False):
-            if v.strides[outer] != v.strides[inner] * v.shape[inner]:
-                return None
+        # An empty view addresses nothing, so any stride expresses it (numpy agrees:
+        # reshaping an empty array is always a view).
+        if 0 not in v.shape:
+            for outer, inner in zip(live, live[1:], strict=False):
+                if v.strides[outer] != v.strides[inner] * v.shape[inner]:
+                    return None
         stride = v.strides[live[-1]]
     rest = [d for d in range(v.ndim) if d not in dims]
     shape = [v.shape[d] for d in rest]
@@ -225,8 +228,10 @@ def span(v: View) -> tuple[int, int] | None:
 def has_internal_overlap(v: View) -> bool:
     """Whether two indices may share an address (conservative: may say True wrongly).
 
-    A broadcast axis (stride 0, length > 1) always overlaps.
+    A broadcast axis (stride 0, length > 1) always overlaps; an empty view never does.
     """
+    if 0 in v.shape:
+        return False
     dims = [
         (abs(s), n)
         for n, s in zip(v.shape, v.strides, strict=True)
@@ -255,6 +260,8 @@ def is_contiguous(v: View) -> bool:
     """Whether the view is exactly C-order contiguous (size-1 dims ignored)."""
     if v.blocks is not None:
         return False
+    if 0 in v.shape:
+        return True  # nothing is addressed; numpy flags empty arrays C-contiguous too
     expected = 1
     for n, s in zip(reversed(v.shape), reversed(v.strides), strict=True):
         if n == 1:
