@@ -330,7 +330,7 @@ class Tensor:
         ren = dict(mapping or {}, **kwargs)
         for old in ren:
             self._axes.index(old, "rename")
-        new = Axes(Axis(ren.get(a.name, a.name), a.length) for a in self._axes)
+        new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self._axes], "rename")
         return Tensor(new, self._node, self._layout)
 
     def broadcast_to(self, axes) -> Tensor:
@@ -366,7 +366,9 @@ class Tensor:
                 message("expand_dims", f"position {position} is out of range", f"rank {self.ndim}")
             )
         position %= self.ndim + 1
-        target = Axes(tuple(self._axes)[:position] + tuple(new) + tuple(self._axes)[position:])
+        target = as_axes(
+            tuple(self._axes)[:position] + tuple(new) + tuple(self._axes)[position:], "expand_dims"
+        )
         return self.broadcast_to(target)
 
     def squeeze(self, names=None) -> Tensor:
@@ -407,7 +409,7 @@ class Tensor:
                     f"Choose lengths whose product is {old.length}",
                 )
             )
-        target = Axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :])
+        target = as_axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :], "split")
 
         def view_fn(v):
             return split_dim(v, d, new.shape)
@@ -427,11 +429,15 @@ class Tensor:
         Axes(Axis('N', 2), Axis('S', 12))
         """
         dims = _resolve_names(self._axes, names, "flatten")
+        if not dims:
+            raise AxesError(
+                message("flatten", "no axes to merge", f"axes: {fmt_axes(self._axes)}", "Name at least one axis")
+            )
         pos = min(dims)
         rest = [a for d, a in enumerate(self._axes) if d not in dims]
         merged = Axis(new_name, math.prod(self._axes[d].length for d in dims))
         rest.insert(pos, merged)
-        target = Axes(rest)
+        target = as_axes(rest, "flatten")
 
         def view_fn(v):
             return merge_dims(v, tuple(dims), pos)
@@ -453,8 +459,12 @@ class Tensor:
                     "Pass copy=True (or leave copy unset) to allow a copy",
                 )
             )
-        # Copy into C order with this tensor's axis order: then the reshape is a view.
-        out = Tensor(self._axes, ex.Leaf(*fresh(self.shape, self.dtype)))
+        # Copy with the reshaped dims adjacent and in the requested order (``flatten`` may
+        # merge them in any order): then the reshape of the copy is a view.
+        rest = [d for d in range(self.ndim) if d not in dims]
+        pos = min(dims)
+        order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
+        out = Tensor(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
         assign(out, self)
         return Tensor(target, ex.transform_views(out._node, target.shape, view_fn))
 
