@@ -80,6 +80,8 @@ def make_array(src: Source, values) -> tuple[np.ndarray, np.ndarray]:
         n, step, pad = src.shape[d], src.steps[d], src.pads[d]
         s = abs(step)
         index.append(slice(pad, pad + n * s, s))
+    if not index:
+        return parent[...], parent  # parent[()] would give a numpy scalar, not a view
     arr = parent[tuple(index)]
     flips = tuple(slice(None, None, -1) if src.steps[d] < 0 else slice(None) for d in src.perm)
     arr = arr[flips]
