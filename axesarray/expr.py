@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .ops import OPS, apply_map
+from .ops import COMPARISONS, OPS, apply_map
 from .strided import View, remap_view
 
 __all__ = [
@@ -239,6 +239,10 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
     """
     opname = opname or op
     info = OPS[op]
+    if op in COMPARISONS:
+        folded = _compare_out_of_range(op, args, shape)
+        if folded is not None:
+            return folded
     if op == "where":
         out = np.result_type(*(a.dtype if isinstance(a, Node) else a for a in args[1:]))
         loop = (np.dtype(bool), out, out)
@@ -257,6 +261,29 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
             value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
         return Const(value[()], out, shape)
     return Map(op, tuple(nodes), out)
+
+
+_MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _compare_out_of_range(op: str, args: tuple, shape: tuple[int, ...]) -> Node | None:
+    """numpy compares a Python int exactly with an integer array, even one its dtype
+    cannot hold (``uint8 < 300`` is all True): then the answer is the same everywhere."""
+    a, b = args
+    if isinstance(a, Node) and type(b) is int:
+        node, value = a, b
+    elif isinstance(b, Node) and type(a) is int:
+        node, value, op = b, a, _MIRROR[op]  # ``v < x`` is ``x > v``
+    else:
+        return None
+    if node.dtype.kind not in "iu":
+        return None
+    info = np.iinfo(node.dtype)
+    if info.min <= value <= info.max:
+        return None
+    below = value > info.max  # every element is below the value
+    result = {"eq": False, "ne": True, "lt": below, "le": below, "gt": not below, "ge": not below}
+    return Const(result[op], np.dtype(bool), shape)
 
 
 def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
