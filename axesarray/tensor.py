@@ -597,7 +597,7 @@ class Tensor:
                 raise AxesError(
                     message(
                         op,
-                        "cannot reduce over an empty axis (there is no identity)",
+                        "cannot reduce over an empty axis, which has no identity",
                         fmt_axes(empty),
                         "Use sum, or guard the empty case",
                     )
@@ -631,6 +631,9 @@ class Tensor:
 
     def mean(self, names=None) -> Tensor:
         """Arithmetic mean over the named axes, with numpy's result dtype."""
+        if self.dtype == np.float16:
+            # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
+            return self.astype("float32").mean(names).astype("float16")
         dims = _resolve_names(self._axes, names, "mean")
         count = math.prod(self._axes[d].length for d in dims)
         total = self._reduce("sum", names)
