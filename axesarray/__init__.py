@@ -35,6 +35,7 @@ from .functions import (
     cos,
     dot,
     exp,
+    explain,
     expm1,
     floor,
     isfinite,
@@ -65,6 +66,7 @@ __all__ += [
     "cos",
     "dot",
     "exp",
+    "explain",
     "expm1",
     "floor",
     "isfinite",
@@ -86,5 +88,9 @@ __all__ += [
     "tanh",
     "where",
 ]
+
+from .layouts import Layout, empty_like_layout, physical, repack, to_layout
+
+__all__ += ["Layout", "empty_like_layout", "physical", "repack", "to_layout"]
 
 __version__ = "0.1.0"

@@ -310,6 +310,10 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
         out = Leaf(node.data, v, node.writeable) if v is not None else Remap(node, shape, maps)
     elif isinstance(node, Const):
         out = Const(node.value, node.dtype, shape)
+    elif isinstance(node, (Map, Cast)) and _broadcasts(shape, maps) and _costly(node):
+        # A computed value spread along a new axis: keep it whole so the engine computes it
+        # once and broadcasts the result, instead of recomputing it per element.
+        out = Remap(node, shape, maps)
     elif isinstance(node, Map):
         out = Map(node.op, tuple(remap(a, shape, maps, memo) for a in node.args), node.dtype)
     elif isinstance(node, Cast):
@@ -320,6 +324,24 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
         out = Remap(node, shape, maps)
     memo[id(node)] = out
     return out
+
+
+def _broadcasts(shape: tuple[int, ...], maps: tuple) -> bool:
+    """Whether a remap spreads its input along a result dim of length > 1 it does not read."""
+    used = {src for src, _, _ in maps if src >= 0}
+    return any(n > 1 and d not in used for d, n in enumerate(shape))
+
+
+def _costly(node: Node) -> bool:
+    """Whether an elementwise subtree contains an expensive op (exp, log, division...)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Map) and OPS[n.op].expensive:
+            return True
+        if isinstance(n, (Map, Cast)):
+            stack.extend(n.children)
+    return False
 
 
 def transform_views(node: Node, shape: tuple[int, ...], view_fn, _memo=None) -> Node | None:

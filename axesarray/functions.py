@@ -12,7 +12,7 @@ from . import expr as ex
 from .axes import Axes, Axis, broadcast_axes, parse_names
 from .dtypes import ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
-from .tensor import Tensor, align, elementwise
+from .tensor import Tensor, align, checked_assignment, elementwise
 
 __all__ = [
     "exp",
@@ -42,6 +42,7 @@ __all__ = [
     "dot",
     "pad",
     "concat",
+    "explain",
     "UFUNC_OPS",
 ]
 
@@ -234,6 +235,29 @@ def concat(tensors, name: str) -> Tensor:
     total = sum(t.axes[name].length for t in items)
     axes = Axes([a if a.name != name else Axis(name, total) for a in first.axes])
     return Tensor(axes, ex.Concat(tuple(nodes), d))
+
+
+def explain(expr: Tensor, out: Tensor | None = None):
+    """The fused engine's plan for ``expr.eval()`` (or ``out[...] = expr``), not run.
+
+    Shows the kernels in order (each with its loop nest after dropping and merging dims,
+    the arrays it reads, which input set the output's memory order, and whether its
+    compiled code is in memory, on disk or still to compile) and the temporaries.
+
+    >>> import axesarray as ax
+    >>> a = ax.ones((ax.Axis("N", 8), ax.Axis("C", 4)))
+    >>> plan = ax.explain((a * 2).sum("C"))
+    >>> [k.kind for k in plan.kernels]
+    ['reduction']
+    """
+    from .engine import fused
+
+    if out is None:
+        node, dst = expr._node, None
+    else:
+        dst, node = checked_assignment(out, expr)
+    names = (out if out is not None else expr).names
+    return fused.explain(node, dst, names)
 
 
 # numpy ufunc name -> op, for ``np.exp(tensor)`` and friends (lazy, like our own functions).

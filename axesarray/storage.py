@@ -58,7 +58,13 @@ def wrap_array(arr: np.ndarray) -> tuple[np.ndarray, View] | None:
 
 
 def leaf_array(data: np.ndarray, view: View, writeable: bool = True) -> np.ndarray:
-    """The numpy array a view describes: zero-copy for plain views, a gather when blocked."""
+    """The numpy array a view describes: zero-copy for plain views, a gather when blocked.
+
+    Device (CUDA) storage is copied to the host first.
+    """
+    if not isinstance(data, np.ndarray):
+        data = data.copy_to_host() if hasattr(data, "copy_to_host") else data.get()
+        writeable = False
     if view.blocks is not None:
         from .strided import addresses
 
@@ -81,8 +87,8 @@ def leaf_array(data: np.ndarray, view: View, writeable: bool = True) -> np.ndarr
 
 
 def device_of(data) -> str:
-    """'cpu' for numpy buffers, 'cuda' for anything with ``__cuda_array_interface__``."""
-    return "cuda" if hasattr(data, "__cuda_array_interface__") else "cpu"
+    """'cpu' for numpy buffers, 'cuda' for device arrays (CuPy, numba, the simulator's)."""
+    return "cpu" if isinstance(data, np.ndarray) else "cuda"
 
 
 def fresh(shape: tuple[int, ...], dtype: np.dtype, order: tuple[int, ...] | None = None):

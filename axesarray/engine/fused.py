@@ -10,6 +10,7 @@ any other overlap goes through a temporary), and dispatch to CPU kernels (serial
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -20,15 +21,19 @@ from .. import __version__
 from ..expr import Leaf, Node
 from ..kernels import cache as kcache
 from ..kernels import mathlib
+from ..devices import pointer as _pointer
+from ..errors import message
 from ..kernels.cpu import cpu_source
+from ..kernels.cuda import cuda_source
 from ..kernels.ir import KLeaf
 from ..kernels.lower import Lowered
 from ..options import get_option
-from ..storage import allocate, leaf_array
+from ..storage import allocate, device_of, leaf_array
 from ..strided import View, span
-from .planner import DotStep, KernelStep, Plan, build_plan, fresh_view, make_step, signature
+from .explain import debug_level, debug_print
+from .planner import DotStep, KernelStep, Schedule, build_plan, fresh_view, make_step, signature
 
-__all__ = ["evaluate", "assign", "plan_for", "run_plan", "PLAN_STATS"]
+__all__ = ["evaluate", "assign", "explain", "plan_for", "run_plan", "PLAN_STATS"]
 
 _PLANS: OrderedDict = OrderedDict()
 _PLANS_MAX = 512
@@ -40,18 +45,47 @@ _U16 = np.dtype(np.uint16)
 _MATHLIB = hashlib.sha256(Path(mathlib.__file__).read_bytes()).hexdigest()[:12]
 
 
-def plan_for(root: Node, dst: Leaf | None) -> tuple[Plan, list[Node], bool]:
-    """The (cached) plan for ``dst[...] = root`` or a fresh result; and whether it was cached."""
-    key, params = signature(root)
+def _device(params: list[Node], dst: Leaf | None) -> str:
+    """The one device all the data is on; mixing devices is an error."""
+    devices = {device_of(p.data) for p in params if isinstance(p, Leaf)}
     if dst is not None:
-        key = (key, dst.view, dst.dtype.char)
+        devices.add(device_of(dst.data))
+    if len(devices) > 1:
+        raise ValueError(
+            message(
+                "evaluate",
+                "the operands are on different devices",
+                ", ".join(sorted(devices)),
+                "Move them first: t.to('cuda') or t.to('cpu')",
+            )
+        )
+    return devices.pop() if devices else "cpu"
+
+
+def _blas(device: str) -> bool:
+    """Whether dot runs on BLAS: numpy on the CPU, CuPy (cuBLAS) on a real GPU."""
+    if device == "cpu":
+        return True
+    from .. import devices
+
+    return devices._cupy() is not None and not devices._simulated()
+
+
+def plan_for(root: Node, dst: Leaf | None) -> tuple[Schedule, list[Node], bool]:
+    """The (cached) plan for ``dst[...] = root`` or a fresh result; and whether it was cached."""
+    key, params, canon = signature(root)
+    device = _device(params, dst)
+    key = (key, device) if dst is None else (key, device, dst.view, dst.dtype.char)
     with _plans_lock:
         plan = _PLANS.get(key)
         if plan is not None:
             _PLANS.move_to_end(key)
             PLAN_STATS["hits"] += 1
             return plan, params, True
-    plan = build_plan(root, params, None if dst is None else (dst.view, dst.dtype))
+    target = None if dst is None else (dst.view, dst.dtype)
+    plan = build_plan(root, params, canon, target, _blas(device))
+    plan.device = device
+    debug_print(plan)
     with _plans_lock:
         PLAN_STATS["misses"] += 1
         _PLANS[key] = plan
@@ -80,13 +114,25 @@ def lowered(step: KernelStep) -> Lowered:
     return low
 
 
-def kernel_for(step: KernelStep, parallel: bool):
-    """The compiled CPU kernel of a step (from the kernel cache)."""
-    key = ("cpu", parallel)
+def cpu_source_for(step: KernelStep, parallel: bool) -> str:
+    return cpu_source(lowered(step), parallel, __version__, _MATHLIB)
+
+
+def kernel_for(step: KernelStep, device: str, parallel: bool):
+    """The compiled kernel of a step (from the kernel cache): a CPU variant, or CUDA's."""
+    key = (device, parallel)
     fn = step.compiled.get(key)
     if fn is None:
-        source = cpu_source(lowered(step), parallel, __version__, _MATHLIB)
-        fn = step.compiled[key] = kcache.get_kernel(source)
+        if device == "cpu":
+            source, entry = cpu_source_for(step, parallel), "kernel"
+        else:
+            from .. import devices
+
+            source = cuda_source(lowered(step), __version__, _MATHLIB, devices._simulated())
+            entry = "launch"
+        if debug_level() >= 3:
+            print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
+        fn = step.compiled[key] = kcache.get_kernel(source, entry)
     return fn
 
 
@@ -110,8 +156,11 @@ def _args(step: KernelStep, params, temps: dict, dst) -> list:
 # --- aliasing -------------------------------------------------------------------------------
 
 
-def _pointer(data: np.ndarray) -> int:
-    return data.__array_interface__["data"][0]
+def _may_share(a, b) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.may_share_memory(a, b)
+    pa, pb = _pointer(a), _pointer(b)
+    return pa < pb + b.size * b.dtype.itemsize and pb < pa + a.size * a.dtype.itemsize
 
 
 def _address_range(data: np.ndarray, view: View) -> tuple[int, int] | None:
@@ -130,7 +179,7 @@ def _overlaps(step: KernelStep, params, dst: Leaf) -> bool:
         if leaf.src[0] != "param":
             continue
         data = params[leaf.src[1]].data
-        if not np.may_share_memory(data, dst.data):
+        if not _may_share(data, dst.data):
             continue
         if (
             id(leaf) in step.same_index
@@ -160,23 +209,49 @@ def _via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:
 # --- running --------------------------------------------------------------------------------
 
 
-def _run_kernel(step: KernelStep, params, temps: dict, dst) -> None:
-    parallel = step.size >= get_option("serial_threshold")
-    kernel_for(step, parallel)(*_args(step, params, temps, dst))
+def _run_kernel(step: KernelStep, params, temps: dict, dst, device: str) -> None:
+    parallel = device == "cpu" and step.size >= get_option("serial_threshold")
+    kernel_for(step, device, parallel)(*_args(step, params, temps, dst))
+
+
+def _array_view(data, view: View):
+    """A (numpy or CuPy) array for a plain view of 1-D storage, without copying."""
+    if isinstance(data, np.ndarray):
+        return leaf_array(data, view)
+    import cupy
+
+    size = data.dtype.itemsize
+    ptr = data.data + view.offset * size
+    return cupy.ndarray(view.shape, data.dtype, ptr, tuple(s * size for s in view.strides))
 
 
 def _run_dot(step: DotStep, params, temps: dict, dst) -> None:
     nb, m, k, n = step.sizes
-    a = leaf_array(_array(step.a.src, params, temps, dst), step.a.view)
-    b = leaf_array(_array(step.b.src, params, temps, dst), step.b.view)
+    a = _array_view(_array(step.a.src, params, temps, dst), step.a.view)
+    b = _array_view(_array(step.b.src, params, temps, dst), step.b.view)
     a3 = a.transpose(step.perm_a).reshape(nb, m, k)
     b3 = b.transpose(step.perm_b).reshape(nb, k, n)
-    np.matmul(a3, b3, out=temps[step.out.src[1]].reshape(nb, m, n))
+    out = temps[step.out.src[1]].reshape(nb, m, n)
+    if isinstance(out, np.ndarray):
+        np.matmul(a3, b3, out=out)
+    else:
+        import cupy
+
+        cupy.matmul(a3, b3, out=out)
 
 
-def run_plan(plan: Plan, params: list[Node], dst: Leaf | None) -> dict:
+def _empty(n: int, dtype: np.dtype, device: str):
+    if device == "cpu":
+        return allocate(n, dtype)
+    from ..devices import cuda_empty
+
+    return cuda_empty(n, dtype)
+
+
+def run_plan(plan: Schedule, params: list[Node], dst: Leaf | None) -> dict:
     """Execute a plan; returns the temps (the result is one of them when ``dst`` is None)."""
-    temps = {t: allocate(int(np.prod(shape)), dtype) for t, (shape, dtype, _) in
+    device = plan.device
+    temps = {t: _empty(int(np.prod(shape)), dtype, device) for t, (shape, dtype, _) in
              enumerate(plan.temps)}
     last = len(plan.steps) - 1
     for i, step in enumerate(plan.steps):
@@ -184,12 +259,20 @@ def run_plan(plan: Plan, params: list[Node], dst: Leaf | None) -> dict:
             _run_dot(step, params, temps, dst)
         elif i == last and dst is not None and _overlaps(step, params, dst):
             first, copy = _via_temp(step)
-            temps["alias"] = allocate(first.out.view.size, first.out.dtype)
-            _run_kernel(first, params, temps, dst)
-            _run_kernel(copy, params, temps, dst)
+            temps["alias"] = _empty(first.out.view.size, first.out.dtype, device)
+            _run_kernel(first, params, temps, dst, device)
+            _run_kernel(copy, params, temps, dst, device)
         else:
-            _run_kernel(step, params, temps, dst)
+            _run_kernel(step, params, temps, dst, device)
     return temps
+
+
+def explain(root: Node, dst: Leaf | None = None, names=None):
+    """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given)."""
+    from .explain import describe
+
+    plan, _, cached = plan_for(root, dst)
+    return describe(plan, cached, names)
 
 
 def evaluate(root: Node) -> Leaf:

@@ -22,6 +22,7 @@ by ``signature`` and bound to new data on each run.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import attrs
 import numpy as np
@@ -33,30 +34,41 @@ from ..ops import OPS
 from ..strided import View, contiguous, permute, remap_view
 from .order import result_order
 
-__all__ = ["signature", "KernelStep", "DotStep", "Plan", "build_plan", "make_step", "fresh_view"]
+__all__ = ["signature", "KernelStep", "DotStep", "Schedule", "build_plan", "make_step", "fresh_view"]
 
 _HEAVY_LEAVES = 4
 
 
-def signature(root: Node) -> tuple[tuple, list[Node]]:
-    """A hashable encoding of the DAG (structure, sharing, dtypes, leaf views) and its
-    run-time parameters (leaves, constants, pads) in a canonical order."""
-    ids: dict[int, int] = {}
+def signature(root: Node) -> tuple[tuple, list[Node], dict[int, int]]:
+    """Encode the DAG for the plan cache, merging structurally identical subtrees.
+
+    Returns ``(key, params, canon)``: ``key`` is hashable (structure, sharing, dtypes, leaf
+    views, never data or scalar values); ``params`` the run-time parameters (leaves,
+    constants, pads) in canonical order; ``canon`` maps ``id(node)`` to its canonical
+    number, equal for nodes computing the same thing (hash-consing at plan time: two
+    ``x.max("C")`` built separately are computed once). Leaves merge only when they view
+    the same array the same way; constants and pads never merge (their values are run-time).
+    """
+    canon: dict[int, int] = {}
+    merged: dict[tuple, int] = {}
     parts: list[tuple] = []
     params: list[Node] = []
     for node in walk(root):
-        ch = tuple(ids[id(c)] for c in node.children)
+        ch = tuple(canon[id(c)] for c in node.children)
+        mergeable = True
         if isinstance(node, Leaf):
             part = ("L", node.dtype.char, node.view)
-            params.append(node)
+            merge_key = (part, id(node.data))
         elif isinstance(node, Const):
-            part = ("K", node.dtype.char, node.shape)
-            params.append(node)
+            part, mergeable = ("K", node.dtype.char, node.shape), False
         elif isinstance(node, Pad):
             part = ("P", node.dim, node.before, node.after, node.dtype.char, ch)
-            params.append(node)
+            mergeable = False
         elif isinstance(node, Map):
             part = ("M", node.op, node.dtype.char, ch)
+            if node.op == "pow" and isinstance(node.args[1], Const):
+                # The planner specializes small exponents, so they are part of the plan.
+                part += (_exponent(node.args[1]),)
         elif isinstance(node, Cast):
             part = ("C", node.dtype.char, ch)
         elif isinstance(node, Reduce):
@@ -70,9 +82,19 @@ def signature(root: Node) -> tuple[tuple, list[Node]]:
                     node.dtype.char, ch)
         else:  # pragma: no cover - closed node set
             raise TypeError(f"signature: unknown node {node!r}")
-        ids[id(node)] = len(parts)
+        if mergeable:
+            if not isinstance(node, Leaf):
+                merge_key = part
+            hit = merged.get(merge_key)
+            if hit is not None:
+                canon[id(node)] = hit
+                continue
+            merged[merge_key] = len(parts)
+        canon[id(node)] = len(parts)
         parts.append(part)
-    return tuple(parts), params
+        if isinstance(node, (Leaf, Const, Pad)):
+            params.append(node)
+    return tuple(parts), params, canon
 
 
 @attrs.define(eq=False)
@@ -110,11 +132,36 @@ class DotStep:
 
 
 @attrs.define(eq=False)
-class Plan:
+class Schedule:
     temps: list  # (shape, dtype, order) per temp
     steps: list
     result: KLeaf
     n_params: int
+    device: str = "cpu"
+
+
+# Exponents numpy's ``ndarray.__pow__`` computes without pow (``fast_scalar_power``).
+_FAST_EXPONENTS = (2.0, 0.5, -1.0, 1.0)
+
+
+def _exponent(c: Const) -> float | None:
+    v = float(c.value)
+    return v if v in _FAST_EXPONENTS else None
+
+
+def _fast_pow(base: Node, exponent: float | None, dtype: np.dtype) -> Node | None:
+    """``base ** exponent`` without pow, as numpy does: square, sqrt, reciprocal, copy."""
+    if exponent == 2.0:
+        return Map("square", (base,), dtype)
+    if dtype.kind != "f":
+        return None
+    if exponent == 0.5:
+        return Map("sqrt", (base,), dtype)
+    if exponent == -1.0:
+        return Map("truediv", (KConst(dtype, ("lit", 1.0)), base), dtype)
+    if exponent == 1.0:
+        return base
+    return None
 
 
 def _heavy_nodes(root: Node) -> set[int]:
@@ -217,6 +264,33 @@ def make_step(out: KLeaf, tree: Node, same_index=frozenset(), why="", order_from
     return KernelStep(out, tree, make_nest(out, tree), same_index, why, order_from)
 
 
+def _broadcast_ir(node: Node, shape: tuple[int, ...], dims: list[int], memo: dict) -> Node:
+    """The tree with its dim k moved to index dim ``dims[k]`` of ``shape``; the other dims
+    are broadcast (stride 0)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    if isinstance(node, KLeaf):
+        maps = tuple((d, 0, 1) for d in dims)
+        out = KLeaf(remap_view(node.view, shape, maps), node.dtype, node.src)
+    elif isinstance(node, KConst):
+        out = node
+    elif isinstance(node, Map):
+        out = Map(node.op, tuple(_broadcast_ir(a, shape, dims, memo) for a in node.args),
+                  node.dtype)
+    elif isinstance(node, Cast):
+        out = Cast(_broadcast_ir(node.arg, shape, dims, memo), node.dtype)
+    elif isinstance(node, KPad):
+        out = KPad(_broadcast_ir(node.child, shape, dims, memo), dims[node.dim], node.lo,
+                   node.hi, node.value)
+    elif isinstance(node, KConcat):
+        parts = tuple(_broadcast_ir(p, shape, dims, memo) for p in node.parts)
+        out = KConcat(parts, dims[node.dim], node.bounds)
+    else:  # pragma: no cover - reductions are realized before they get here
+        raise TypeError(f"broadcast: {node!r}")
+    memo[id(node)] = out
+    return out
+
+
 def fresh_view(shape: tuple[int, ...], order: tuple[int, ...]) -> View:
     phys = contiguous(tuple(shape[d] for d in order))
     strides = [0] * len(shape)
@@ -226,11 +300,17 @@ def fresh_view(shape: tuple[int, ...], order: tuple[int, ...]) -> View:
 
 
 class _Builder:
-    def __init__(self, root: Node, params: list[Node], force: set[int]):
+    def __init__(
+        self, root: Node, params: list[Node], canon: dict[int, int], force: set[int],
+        blas: bool = True,
+    ):
         self.root = root
-        self.param_index = {id(p): i for i, p in enumerate(params)}
+        self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
+        self.canon = canon  # id(node) -> canonical number; all memos are keyed by it
+        by_canon = {canon[id(p)]: i for i, p in enumerate(params)}
+        self.param_index = {k: by_canon[c] for k, c in canon.items() if c in by_canon}
         self.force = force
-        self.heavy = _heavy_nodes(root)
+        self.heavy = {canon[k] for k in _heavy_nodes(root)}
         self.temps: list = []
         self.steps: list = []
         self.realized: dict[int, KLeaf] = {}
@@ -256,33 +336,45 @@ class _Builder:
 
     def realize(self, node: Node) -> KLeaf:
         """A temp holding ``node``'s value (computed by new steps), once per node."""
-        hit = self.realized.get(id(node))
+        cid = self.canon[id(node)]
+        hit = self.realized.get(cid)
         if hit is not None:
             return hit
-        if isinstance(node, Dot):
+        if isinstance(node, Dot) and self.blas:
             leaf = self._dot(node)
+        elif isinstance(node, Dot):
+            leaf = self._dot_reduce(node)
         else:
             order, dominant = result_order(node)
             leaf = self._temp(node.shape, node.dtype, order)
             self.kernel(leaf, node, "temporary", self._describe(dominant))
-        self.realized[id(node)] = leaf
+        self.realized[cid] = leaf
         return leaf
 
     # --- kernels ---------------------------------------------------------------------------
 
     def kernel(self, out: KLeaf, node: Node, why: str, order_from: str | None = None) -> None:
+        """Append the kernel computing ``node`` into ``out`` (after the kernels it needs)."""
+        with self._context(node):
+            tree = self.fuse(node, "epi")
+            self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
+
+    @contextmanager
+    def _context(self, node: Node):
+        """Fusion state of one kernel; kernels realized while fusing get their own."""
         saved = (self._kernel, self._root, self._reduce_free, self._memo, self._same)
         self._kernels += 1
-        self._kernel, self._root = self._kernels, id(node)
+        self._kernel, self._root = self._kernels, self.canon[id(node)]
         self._reduce_free, self._memo, self._same = True, {}, set()
-        tree = self.fuse(node, "epi")
-        self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
-        self._kernel, self._root, self._reduce_free, self._memo, self._same = saved
+        try:
+            yield
+        finally:
+            self._kernel, self._root, self._reduce_free, self._memo, self._same = saved
 
     def fuse(self, node: Node, ctx: str) -> Node:
         """Kernel IR for ``node`` in context ``epi`` (the kernel's own index: a reduction
         may be fused here), ``red`` (inside the reduction) or ``guard`` (under pad/concat)."""
-        key = (id(node), ctx)
+        key = (self.canon[id(node)], ctx)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
@@ -298,11 +390,17 @@ class _Builder:
             return leaf
         if isinstance(node, Const):
             return KConst(node.dtype, ("param", self.param_index[id(node)]), node.shape)
-        if id(node) in self.force and id(node) != self._root:
+        cid = self.canon[id(node)]
+        if cid in self.force and cid != self._root:
             return self._leaf_of(self.realize(node))
-        if id(node) in self.heavy:
-            self.kernel_of.setdefault(id(node), set()).add(self._kernel)
+        if cid in self.heavy:
+            self.kernel_of.setdefault(cid, set()).add(self._kernel)
         if isinstance(node, Map):
+            if node.op == "pow" and isinstance(node.args[1], Const):
+                fast = _fast_pow(self.fuse(node.args[0], ctx), _exponent(node.args[1]),
+                                 node.dtype)
+                if fast is not None:
+                    return fast
             return Map(node.op, tuple(self.fuse(a, ctx) for a in node.args), node.dtype)
         if isinstance(node, Cast):
             return Cast(self.fuse(node.arg, ctx), node.dtype)
@@ -348,6 +446,25 @@ class _Builder:
             return KLeaf(node.view, node.dtype, ("param", self.param_index[id(node)]))
         return self.realize(node)
 
+    def _dot_reduce(self, node: Dot) -> KLeaf:
+        """``dot`` as one fused reduction (CUDA without CuPy): the sum over contracted
+        labels of a * b broadcast to the joint index space (``any`` of ``and`` for bool, as
+        matmul does). Floats accumulate in float64 and round once."""
+        A, B, O = node.a_labels, node.b_labels, node.out_labels
+        joint = list(O) + [lb for lb in A if lb in B and lb not in O]
+        size = dict(zip(A, node.a.shape, strict=True))
+        size.update(zip(B, node.b.shape, strict=True))
+        shape = tuple(size[lb] for lb in joint)
+        temp = self._temp(node.shape, node.dtype, tuple(range(node.ndim)))
+        with self._context(node):
+            a = _broadcast_ir(self.fuse(node.a, "red"), shape, [joint.index(lb) for lb in A], {})
+            b = _broadcast_ir(self.fuse(node.b, "red"), shape, [joint.index(lb) for lb in B], {})
+            boolean = node.dtype.kind == "b"
+            prod = Map("and" if boolean else "mul", (a, b), node.dtype)
+            tree = KReduce("any" if boolean else "sum", prod, len(O), node.dtype)
+            self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
+        return temp
+
     def _dot(self, node: Dot) -> KLeaf:
         a = self._dot_operand(node.a)
         b = self._dot_operand(node.b)
@@ -374,16 +491,24 @@ class _Builder:
         return KLeaf(view, temp.dtype, temp.src)
 
 
-def build_plan(root: Node, params: list[Node], dst: tuple[View, np.dtype] | None) -> Plan:
-    """Plan ``dst[...] = root`` (or a fresh result when ``dst`` is None).
+def build_plan(
+    root: Node,
+    params: list[Node],
+    canon: dict[int, int],
+    dst: tuple[View, np.dtype] | None,
+    blas: bool = True,
+) -> Schedule:
+    """Schedule ``dst[...] = root`` (or a fresh result when ``dst`` is None).
 
     Runs the builder twice: the first pass finds heavy subexpressions fused into more than
     one kernel; the second materializes those once.
     """
     force: set[int] = set()
     for attempt in range(2):
-        b = _Builder(root, params, force)
-        if dst is None:
+        b = _Builder(root, params, canon, force, blas)
+        if dst is None and isinstance(root, Dot) and blas:
+            result = b.realize(root)  # the BLAS output is the result: no copy
+        elif dst is None:
             order, dominant = result_order(root)
             result = b._temp(root.shape, root.dtype, order)
             b.kernel(result, root, "result", b._describe(dominant))
@@ -395,5 +520,5 @@ def build_plan(root: Node, params: list[Node], dst: tuple[View, np.dtype] | None
         if attempt == 0 and shared:
             force = shared
             continue
-        return Plan(b.temps, b.steps, result, len(params))
+        return Schedule(b.temps, b.steps, result, len(params))
     raise AssertionError("unreachable")  # pragma: no cover

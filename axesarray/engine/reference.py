@@ -93,6 +93,13 @@ def evaluate_array(root: Node) -> np.ndarray:
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` (same shape as ``dst``) into ``dst``; evaluates fully first."""
     value = evaluate_array(root)
+    if not isinstance(dst.data, np.ndarray):  # device storage: edit a host copy
+        from ..devices import host, write_host
+
+        staged = host(dst.data)
+        assign(Leaf(staged, dst.view), Leaf(*_as_leaf(value)))
+        write_host(dst.data, staged)
+        return
     if dst.view.blocks is not None:
         with np.errstate(all="ignore"):
             dst.data[addresses(dst.view)] = value.astype(dst.dtype, copy=False)
@@ -100,3 +107,10 @@ def assign(dst: Leaf, root: Node) -> None:
     target = leaf_array(dst.data, dst.view)
     with np.errstate(all="ignore"):
         np.copyto(target, value, casting="unsafe")
+
+
+def _as_leaf(value: np.ndarray):
+    from ..storage import wrap_array
+
+    wrapped = wrap_array(np.ascontiguousarray(value))
+    return wrapped

@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["cache_dir", "get_kernel", "STATS", "clear_memory"]
+__all__ = ["cache_dir", "get_kernel", "state", "STATS", "clear_memory"]
 
 STATS = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "recovered": 0}
 _memory: dict[str, object] = {}
@@ -74,14 +74,15 @@ class Kernel:
     """A compiled kernel: calls the numba dispatcher; the first call is guarded so that a
     broken disk cache is purged and recompiled instead of raising."""
 
-    __slots__ = ("key", "source", "path", "fn", "ready")
+    __slots__ = ("key", "source", "path", "fn", "ready", "entry")
 
-    def __init__(self, key: str, source: str, path: Path, fn) -> None:
+    def __init__(self, key: str, source: str, path: Path, fn, entry: str) -> None:
         self.key = key
         self.source = source
         self.path = path
         self.fn = fn
         self.ready = False
+        self.entry = entry
 
     def __call__(self, *args):
         if self.ready:
@@ -94,7 +95,7 @@ class Kernel:
                     raise
                 STATS["recovered"] += 1
                 _purge(self.path)
-                self.fn = _load(self.key, self.source, self.path, fresh=True)
+                self.fn = _load(self.key, self.source, self.path, self.entry, fresh=True)
                 result = self.fn(*args)
             hits = sum(getattr(self.fn, "_cache_hits", {}).values())
             STATS["disk_hits" if hits else "compiled"] += 1
@@ -110,7 +111,7 @@ def _is_cache_fault(exc: Exception) -> bool:
                             AttributeError, ImportError, KeyError))
 
 
-def _load(key: str, source: str, path: Path, fresh: bool = False):
+def _load(key: str, source: str, path: Path, entry: str, fresh: bool = False):
     name = f"{_MODULE_PREFIX}_{key}"
     try:
         current = path.read_text() if path.exists() else None
@@ -128,12 +129,29 @@ def _load(key: str, source: str, path: Path, fresh: bool = False):
         _purge(path)
         _write_atomic(path, source)
         module = _import(path, name)
-    return module.kernel
+    return getattr(module, entry)
 
 
-def get_kernel(source: str) -> Kernel:
-    """The compiled kernel for ``source`` (which defines ``kernel``), cached."""
-    key = hashlib.sha256(source.encode()).hexdigest()[:24]
+def _key(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def state(source: str) -> str:
+    """'in memory' (compiled in this process), 'on disk' (numba's cache holds machine code
+    for it) or 'to compile'."""
+    key = _key(source)
+    kernel = _memory.get(key)
+    if kernel is not None and kernel.ready:
+        return "in memory"
+    path = cache_dir() / f"k_{key}.py"
+    if glob.glob(str(path.parent / "__pycache__" / f"k_{key}.*.nbi")):
+        return "on disk"
+    return "to compile"
+
+
+def get_kernel(source: str, entry: str = "kernel") -> Kernel:
+    """The compiled kernel for ``source`` (a module defining ``entry``), cached."""
+    key = _key(source)
     hit = _memory.get(key)
     if hit is not None:
         STATS["memory_hits"] += 1
@@ -143,7 +161,7 @@ def get_kernel(source: str) -> Kernel:
         if hit is not None:
             return hit
         path = cache_dir() / f"k_{key}.py"
-        kernel = Kernel(key, source, path, _load(key, source, path))
+        kernel = Kernel(key, source, path, _load(key, source, path, entry), entry)
         _memory[key] = kernel
         return kernel
 

@@ -58,14 +58,14 @@ def _store(low: Lowered, value: str, value_dtype, base: str, inner: range) -> st
 
 def _decompose(src: _Src, indent: int, flat: str, dims: list[int]) -> None:
     """Recover loop indices ``i{d}`` for ``dims`` (outer to inner) from a flat index."""
-    if len(dims) == 1:
-        src.add(indent, f"i{dims[0]} = {flat}")
-        return
-    src.add(indent, f"q = {flat}")
+    # Fresh names at each step: numba's parfor pass rejects reassigning a value derived
+    # from the prange index.
+    prev = flat
     for d in reversed(dims[1:]):
-        src.add(indent, f"i{d} = q % n{d}")
-        src.add(indent, f"q = q // n{d}")
-    src.add(indent, f"i{dims[0]} = q")
+        src.add(indent, f"i{d} = {prev} % n{d}")
+        src.add(indent, f"q{d} = {prev} // n{d}")
+        prev = f"q{d}"
+    src.add(indent, f"i{dims[0]} = {prev}")
 
 
 def _bases(src: _Src, low: Lowered, indent: int, dims: range, prev: dict, tag: str) -> dict:
@@ -126,10 +126,10 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
     nest = low.nest
     n_out, rank = nest.n_out, nest.rank
-    acc_t = type_name(acc_dtype(red.op, red.dtype))
+    acc_t = type_name(acc_dtype(red.op, red.dtype, red.child.dtype))
     child_t = red.child.dtype
     fl = child_t.kind == "f"
-    init = REDUCE_INIT(red.op, acc_dtype(red.op, red.dtype))
+    init = REDUCE_INIT(red.op, acc_dtype(red.op, red.dtype, red.child.dtype))
     arg = red.op in ("argmax", "argmin")
     # the reduced index dim's loop index, for argmax/argmin (0 when the dim was dropped)
     red_index = "0"

@@ -67,6 +67,9 @@ class Lowered:
 
     def scalar(self, key) -> str:
         """Argument name of a run-time scalar (a KConst or a guard bound); adds it once."""
+        if isinstance(key, KConst) and key.src[0] == "lit":
+            # A literal baked into the source (e.g. the 1 of a reciprocal).
+            return f"{'np.' + key.dtype.name}({key.src[1]!r})"
         ident = id(key) if isinstance(key, KConst) else (key[0], id(key[1])) + tuple(key[2:])
         if ident in self._scalars:
             return self._scalars[ident]

@@ -32,12 +32,14 @@ def type_name(dt: np.dtype) -> str:
     return "np." + ("bool_" if dt.kind == "b" else reg_dtype(dt).name)
 
 
-def acc_dtype(op: str, dt: np.dtype) -> np.dtype:
+def acc_dtype(op: str, result: np.dtype, value: np.dtype) -> np.dtype:
     """Accumulator dtype: float sums and products accumulate in float64 (more accurate than
-    numpy's float32 pairwise sum), everything else in the result dtype."""
-    if op in ("sum", "prod") and dt.kind == "f":
+    numpy's float32 pairwise sum); argmax/argmin keep the best *value*; else the result's."""
+    if op in ("sum", "prod") and result.kind == "f":
         return np.dtype(np.float64)
-    return reg_dtype(dt)
+    if op in ("argmax", "argmin"):
+        return reg_dtype(value)
+    return reg_dtype(result)
 
 
 def _limits(dt: np.dtype) -> tuple[str, str]:
@@ -124,8 +126,8 @@ def op_source(op: str, out: np.dtype, loop: np.dtype, a: list[str]) -> str:
         if f:
             return _wrap(out, f"sign_float({x})")
         if k == "u":
-            return _wrap(out, f"{x} > 0")
-        return _wrap(out, f"({x} > 0) - ({x} < 0)")
+            return _wrap(out, f"1 if {x} > 0 else 0")
+        return _wrap(out, f"1 if {x} > 0 else (-1 if {x} < 0 else 0)")
     if op in _TRANSCENDENTAL:
         suffix = "f64" if loop == np.float64 else "f32"
         return _wrap(out, f"{op}_{suffix}({x})")

@@ -1,0 +1,146 @@
+"""``explain``: what the fused engine will do for an expression, without running it.
+
+Owns the public ``Plan`` and ``KernelInfo`` value types and the ``AXESARRAY_DEBUG`` output
+(1: the schedule of each new plan, 2: plus operands and loop nests, 3: plus generated source).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import attrs
+import numpy as np
+
+from ..kernels import cache as kcache
+from ..kernels.ir import KReduce, kernel_nodes
+from .planner import DotStep, KernelStep, Schedule
+
+__all__ = ["Plan", "KernelInfo", "describe", "debug_level", "debug_print"]
+
+
+@attrs.frozen
+class KernelInfo:
+    """One step of a plan: a fused kernel or a BLAS call."""
+
+    kind: str  # "elementwise", "reduction" or "blas"
+    computes: str  # what it is for: the result, a temporary, an assignment...
+    writes: str  # "destination", "result" or "temporary #i"
+    loops: tuple  # ((length, label), ...) outermost first, after dropping and merging dims
+    operands: int  # arrays read
+    order_from: str | None  # which input set a fresh output's memory order
+    cache: str  # "in memory", "on disk", "to compile" (CPU, parallel variant) or "blas"
+
+    def __str__(self) -> str:
+        loops = " x ".join(f"{n}[{label}]" for n, label in self.loops) or "scalar"
+        text = f"{self.kind} kernel -> {self.writes}: loops {loops}; reads {self.operands}"
+        if self.order_from:
+            text += f"; order from {self.order_from}"
+        return text + f"; {self.cache}"
+
+
+@attrs.frozen
+class Plan:
+    """What evaluating an expression runs: kernels (in order) and temporaries.
+
+    >>> import axesarray as ax
+    >>> x = ax.ones((ax.Axis("N", 4), ax.Axis("C", 3)))
+    >>> plan = ax.explain(ax.sigmoid(x + 1))
+    >>> len(plan.kernels), plan.temporaries
+    (1, ())
+    """
+
+    kernels: tuple[KernelInfo, ...]
+    temporaries: tuple[tuple[int, tuple[int, ...], str, int], ...]  # (#, shape, dtype, bytes)
+    cached: bool  # whether this plan was already in the plan cache
+
+    @property
+    def temporary_bytes(self) -> int:
+        return sum(t[3] for t in self.temporaries)
+
+    def __str__(self) -> str:
+        lines = [
+            f"Plan: {len(self.kernels)} kernel(s), {len(self.temporaries)} temporary(ies)"
+            f" ({self.temporary_bytes} bytes); plan {'cached' if self.cached else 'new'}"
+        ]
+        for i, k in enumerate(self.kernels):
+            lines.append(f"  [{i}] {k}")
+        for i, shape, dtype, nbytes in self.temporaries:
+            lines.append(f"  temporary #{i}: shape {shape} {dtype} ({nbytes} bytes)")
+        return "\n".join(lines)
+
+
+def _cache_state(step: KernelStep) -> str:
+    from .fused import cpu_source_for
+
+    return kcache.state(cpu_source_for(step, parallel=True))
+
+
+def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
+    """The public ``Plan`` of a schedule; ``out_names`` label the result's dims."""
+    kernels = []
+    for step in schedule.steps:
+        if isinstance(step, DotStep):
+            nb, m, k, n = step.sizes
+            loops = tuple((v, lb) for v, lb in ((nb, "batch"), (m, "M"), (n, "N"), (k, "K"))
+                          if v != 1)
+            kernels.append(KernelInfo("blas", step.why, _writes(step.out.src, schedule), loops,
+                                      2, None, "blas"))
+            continue
+        is_result = step.out.src == schedule.result.src
+        labels = []
+        n_out = step.out.view.ndim
+        for length, group in zip(step.nest.lengths, step.nest.groups, strict=True):
+            names = [
+                (out_names[d] if out_names and is_result else f"d{d}") if d < n_out
+                else f"r{d - n_out}"
+                for d in group
+            ]
+            labels.append((length, " ".join(names)))
+        red = any(isinstance(n, KReduce) for n in kernel_nodes(step.tree))
+        kernels.append(
+            KernelInfo(
+                "reduction" if red else "elementwise",
+                step.why,
+                _writes(step.out.src, schedule),
+                tuple(labels),
+                len(step.leaves()),
+                step.order_from,
+                _cache_state(step),
+            )
+        )
+    result = schedule.result.src
+    temps = tuple(
+        (t, shape, str(dtype), int(np.prod(shape)) * dtype.itemsize)
+        for t, (shape, dtype, _) in enumerate(schedule.temps)
+        if result != ("temp", t)
+    )
+    return Plan(tuple(kernels), temps, cached)
+
+
+def _writes(src: tuple, schedule: Schedule) -> str:
+    if src == ("dst",):
+        return "destination"
+    if src == schedule.result.src:
+        return "result"
+    return f"temporary #{src[1]}"
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("AXESARRAY_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def debug_print(schedule: Schedule, names=None) -> None:
+    """Print a new schedule to stderr at ``AXESARRAY_DEBUG`` >= 1."""
+    level = debug_level()
+    if level <= 0:
+        return
+    plan = describe(schedule, False, names)
+    print(f"[axesarray] {plan}", file=sys.stderr)
+    if level >= 2:
+        for i, step in enumerate(schedule.steps):
+            if isinstance(step, KernelStep):
+                print(f"[axesarray] kernel {i}: {step.why}; nest {step.nest}", file=sys.stderr)

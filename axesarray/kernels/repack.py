@@ -1,0 +1,257 @@
+"""CPU repack kernels: a leaf-to-leaf copy as cache-blocked, SIMD-tiled batched transposes.
+
+``try_repack(dst, src)`` is the entry point (the fused engine calls it for plain copies):
+it plans the copy (``repack_plan``), then runs one compiled kernel per plan. The kernel
+is generic: storage is passed as 1-D arrays of unsigned words (the bits are moved, so
+float16 travels as uint16 and 4 int8 channels as one uint32) with integer offsets and
+strides, so one compile per word width (1, 2, 4, 8 bytes) serves every shape.
+
+The work is split into tiles (``ti`` x ``tj`` elements of the 2-D problem, times the
+batch); large copies hand tile ranges to a small thread pool (the kernel releases the GIL;
+``numba.get_num_threads()`` threads). Inside a tile, full SIMD micro tiles go
+through ``repack_simd`` and the ragged edges through scalar loops.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+from numba import njit
+
+from ..expr import Leaf
+from ..strided import has_internal_overlap, span
+from . import repack_simd as simd
+from .repack_plan import VECTOR_BYTES, Plan, plans
+
+__all__ = ["try_repack", "run_plan", "tile_sizes"]
+
+# Words by width; 16-byte words travel as complex128 (loads and stores keep the bits).
+_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
+_KINDS = frozenset("biufcmM")
+_PARALLEL_BYTES = 1 << 18  # below this one thread is faster than waking the pool
+
+
+@njit(inline="always")
+def _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj):
+    for j in range(j0, j1):
+        sb = so + j * sj
+        db = do + j * dj
+        for i in range(i0, i1):
+            dst[np.uint64(db + i * di)] = src[np.uint64(sb + i * si)]
+
+
+# Kind codes of the SIMD tiles (``repack_simd``); 0 is scalar loops.
+KINDS = {"none": 0, "square": 1, "pack": 2, "zip": 3, "unpack": 4, "unzip": 5}
+
+
+@njit(inline="always")
+def _micro(src, so, si, dst, do, dj, r, kind):
+    # One literal intrinsic per branch: each is a fixed shuffle network.
+    if kind == 1:
+        simd.square(src, so, si, dst, do, dj)
+    elif kind == 2:
+        if r == 2:
+            simd.pack2(src, so, si, dst, do, dj)
+        elif r == 4:
+            simd.pack4(src, so, si, dst, do, dj)
+        elif r == 8:
+            simd.pack8(src, so, si, dst, do, dj)
+        else:
+            simd.pack16(src, so, si, dst, do, dj)
+    elif kind == 3:
+        if r == 2:
+            simd.zip2(src, so, si, dst, do, dj)
+        elif r == 4:
+            simd.zip4(src, so, si, dst, do, dj)
+        elif r == 8:
+            simd.zip8(src, so, si, dst, do, dj)
+        else:
+            simd.zip16(src, so, si, dst, do, dj)
+    elif kind == 4:
+        if r == 2:
+            simd.unpack2(src, so, si, dst, do, dj)
+        elif r == 4:
+            simd.unpack4(src, so, si, dst, do, dj)
+        elif r == 8:
+            simd.unpack8(src, so, si, dst, do, dj)
+        else:
+            simd.unpack16(src, so, si, dst, do, dj)
+    else:
+        if r == 2:
+            simd.unzip2(src, so, si, dst, do, dj)
+        elif r == 4:
+            simd.unzip4(src, so, si, dst, do, dj)
+        elif r == 8:
+            simd.unzip8(src, so, si, dst, do, dj)
+        else:
+            simd.unzip16(src, so, si, dst, do, dj)
+
+
+@njit(cache=True, nogil=True)
+def _kernel(src, dst, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
+            ti, tj, r, kind, lanes, lo, hi):
+    """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range."""
+    nti = (ni + ti - 1) // ti
+    ntj = (nj + tj - 1) // tj
+    per_batch = nti * ntj
+    # Micro tile extent along i and j: V x V (square), R x V (pack), V x R (unpack).
+    step_i = lanes if kind == 1 or kind >= 4 else r
+    step_j = lanes if kind <= 3 else r
+    for u in range(lo, hi):
+        b = u // per_batch
+        rest = u - b * per_batch
+        bi = rest // ntj
+        bj = rest - bi * ntj
+        so = soff
+        do = doff
+        q = b
+        for k in range(bshape.size - 1, -1, -1):
+            idx = q % bshape[k]
+            q //= bshape[k]
+            so += idx * bsrc[k]
+            do += idx * bdst[k]
+        i0 = bi * ti
+        i1 = min(i0 + ti, ni)
+        j0 = bj * tj
+        j1 = min(j0 + tj, nj)
+        if kind == 0:
+            _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
+            continue
+        ie = i0 + (i1 - i0) // step_i * step_i
+        je = j0 + (j1 - j0) // step_j * step_j
+        for ii in range(i0, ie, step_i):
+            for jj in range(j0, je, step_j):
+                _micro(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj, r, kind)
+        _scalar(src, dst, so, do, ie, i1, j0, j1, si, sj, di, dj)
+        _scalar(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj)
+
+
+def tile_sizes(p: Plan) -> tuple[int, int]:
+    """Tile extents (ti, tj): multiples of the micro tile, about 32 KiB of source."""
+    lanes = VECTOR_BYTES // p.width
+    if p.kind == "none":
+        ti = max(1, min(p.ni, 65536 // p.width))
+        tj = max(1, min(p.nj, 65536 // (ti * p.width)))
+        return ti, tj
+    step_i = lanes if p.kind in ("square", "unpack", "unzip") else p.micro
+    step_j = lanes if p.kind in ("square", "pack", "zip") else p.micro
+    ti = min(_round_up(p.ni, step_i), max(step_i, 64 // step_i * step_i))
+    tj = max(step_j, (32768 // (ti * p.width)) // step_j * step_j)
+    return ti, min(tj, _round_up(p.nj, step_j))
+
+
+def _round_up(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
+_POOL: list = []  # [(workers, ThreadPoolExecutor)], made on first parallel use
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    if not _POOL or _POOL[0][0] != workers:
+        if _POOL:
+            _POOL.pop()[1].shutdown(wait=False)
+        _POOL.append((workers, ThreadPoolExecutor(workers, thread_name_prefix="axesarray-repack")))
+    return _POOL[0][1]
+
+
+def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
+    """Run one plan on 1-D word arrays of width ``p.width``.
+
+    Large copies are split into a few tile ranges per thread, taken by a thread pool as
+    threads become free (the kernel releases the GIL): a core busy with something else
+    then slows the copy down instead of stalling it.
+    """
+    ti, tj = tile_sizes(p)
+    units = int(np.prod(p.batch_shape, dtype=np.int64)) * -(-p.ni // ti) * -(-p.nj // tj)
+    args = (
+        src_words, dst_words, p.src_offset, p.dst_offset,
+        np.array(p.batch_shape, np.int64), np.array(p.batch_src, np.int64),
+        np.array(p.batch_dst, np.int64), p.ni, p.nj, p.si, p.sj, p.di, p.dj,
+        ti, tj, p.micro, KINDS[p.kind], VECTOR_BYTES // p.width,
+    )
+    threads = numba.get_num_threads()
+    if threads == 1 or p.size * p.width < _PARALLEL_BYTES or units < 2:
+        _kernel(*args, 0, units)
+        return
+    chunks = min(units, 4 * threads)
+    bounds = [units * c // chunks for c in range(chunks + 1)]
+    jobs = [_pool(threads).submit(_kernel, *args, lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+    for job in jobs:
+        job.result()
+
+
+def _words(data: np.ndarray, width: int) -> np.ndarray:
+    """The buffer as 1-D ``width``-byte words; a read-only buffer is viewed writeable
+    (the kernel signature is then the same; it never writes its source)."""
+    raw = np.asarray(data).view(np.uint8)
+    raw = raw[: raw.size - raw.size % width]
+    if not raw.flags.writeable and raw.size:
+        raw = np.ctypeslib.as_array((ctypes.c_uint8 * raw.size).from_address(raw.ctypes.data))
+    return raw.view(_WORD[width])
+
+
+def _usable(data) -> bool:
+    return (
+        isinstance(data, np.ndarray)
+        and data.ndim == 1
+        and data.flags.c_contiguous
+        and data.flags.aligned
+        and data.dtype.kind in _KINDS
+        and data.dtype.itemsize in _WORD
+    )
+
+
+def _overlap(dst: Leaf, src: Leaf) -> bool:
+    if not np.may_share_memory(dst.data, src.data):
+        return False
+    a, b = span(dst.view), span(src.view)
+    if a is None or b is None:
+        return False
+    size = dst.dtype.itemsize
+    a0 = dst.data.ctypes.data + a[0] * size
+    b0 = src.data.ctypes.data + b[0] * size
+    return a0 < b0 + (b[1] - b[0]) * size and b0 < a0 + (a[1] - a[0]) * size
+
+
+def try_repack(dst: Leaf, src: Leaf) -> bool:
+    """Copy ``src`` into ``dst`` (same dtype and shape) with the repack kernels.
+
+    Returns False, having written nothing, when the case is not handled (different
+    dtypes, overlapping buffers, a block pattern too irregular, other devices); the caller
+    then uses the general engine. Padding of ``dst`` is never written.
+
+    >>> import numpy as np
+    >>> from axesarray.strided import contiguous, permute
+    >>> a = np.arange(6.0); b = np.zeros(6)
+    >>> try_repack(Leaf(b, contiguous((2, 3))), Leaf(a, permute(contiguous((3, 2)), (1, 0))))
+    True
+    >>> b
+    array([0., 2., 4., 1., 3., 5.])
+    """
+    if dst.dtype != src.dtype or dst.shape != src.shape or not dst.writeable:
+        return False
+    on_gpu = [hasattr(x.data, "__cuda_array_interface__") for x in (dst, src)]
+    if any(on_gpu):
+        if not all(on_gpu):
+            return False
+        from .repack_cuda import try_repack_cuda
+
+        return try_repack_cuda(dst, src)
+    if not (_usable(dst.data) and _usable(src.data)):
+        return False
+    if has_internal_overlap(dst.view) or _overlap(dst, src):
+        return False
+    size = dst.dtype.itemsize
+    work = plans(dst.shape, src.view, dst.view, size, src.data.ctypes.data, dst.data.ctypes.data)
+    if work is None:
+        return False
+    words: dict = {}
+    for p in work:
+        if p.width not in words:
+            words[p.width] = (_words(src.data, p.width), _words(dst.data, p.width))
+        run_plan(p, *words[p.width])
+    return True

@@ -1,0 +1,326 @@
+"""Repack plans: a leaf-to-leaf copy as a few batched 2-D strided copies (no execution).
+
+Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps:
+
+1. ``segment``: a blocked axis (``j//x*s + j%x*inner``) is not one stride, so its index
+   range is cut at block boundaries into pieces on which every side is affine: whole
+   blocks become two dims ``(blocks, x)`` (three when source and destination block the
+   same axis by different sizes, e.g. 4 and 32: ``(blocks, 8, 4)``), partial blocks one.
+   Only logical elements are covered, so padding is neither read nor written.
+2. ``canonical``: drop size-1 dims, order dims by destination stride, merge runs that are
+   contiguous in both (a joint merge, as TensorIterator does), and move a contiguous run
+   shared by both sides as one wider unsigned word (4 int8 channels as one uint32).
+3. classify into ``Plan``: batch dims plus a 2-D ``(i, j)`` problem where ``i`` is the
+   destination's fastest dim and ``j`` the source's; ``i == j`` means plain rows.
+
+Everything is in elements of the moved word; offsets are relative to the buffers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from ..strided import Block, View
+
+__all__ = ["Copy", "Plan", "segment", "canonical", "plans", "VECTOR_BYTES"]
+
+VECTOR_BYTES = 32  # one AVX2 register: a micro tile row holds VECTOR_BYTES/width words
+
+
+@attrs.frozen
+class Copy:
+    """``dst[dst_offset + i.dst_strides] = src[src_offset + i.src_strides]`` for all i."""
+
+    shape: tuple[int, ...]
+    src_strides: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    src_offset: int
+    dst_offset: int
+
+
+@attrs.frozen
+class Plan:
+    """One batched 2-D copy of ``width``-byte words (see the module docstring).
+
+    ``kind`` names the SIMD tile (``repack_simd``) and ``micro`` its lane count R; kind
+    ``none`` means scalar loops.
+    """
+
+    width: int
+    batch_shape: tuple[int, ...]
+    batch_src: tuple[int, ...]
+    batch_dst: tuple[int, ...]
+    ni: int
+    nj: int
+    si: int
+    sj: int
+    di: int
+    dj: int
+    src_offset: int
+    dst_offset: int
+    micro: int = 0
+    kind: str = "none"
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.batch_shape) * self.ni * self.nj
+
+
+# --- 1. segmenting blocked axes -------------------------------------------------------------
+
+
+def _contribution(stride: int, blk: Block | None):
+    """Address contribution of logical index i along one axis of one side."""
+    if blk is None:
+        return lambda i: i * stride
+
+    def f(i: int) -> int:
+        j = blk.phase + blk.step * i
+        return (j // blk.size) * stride + (j % blk.size) * blk.inner
+
+    return f
+
+
+def _axis_pieces(length: int, sides) -> list[tuple[int, tuple, tuple]] | None:
+    """Cut ``[0, length)`` into pieces on which every side is affine.
+
+    A piece is ``(start, dims, steps)``: logical indices ``start + sum(k_d * steps[d])``.
+    ``sides`` is ``[(stride, Block|None), ...]``; None when the pattern is too irregular.
+    """
+    blocked = [b for _, b in sides if b is not None]
+    if not blocked or length <= 1:
+        return [(0, (length,), (1,))]
+    nested = _nested_pieces(length, blocked)
+    return nested if nested is not None else _periodic_pieces(length, blocked)
+
+
+def _nested_pieces(length: int, blocked: list[Block]):
+    """Blocks whose sizes divide each other and agree on boundaries: few, big pieces."""
+    if any(b.step != 1 for b in blocked):
+        return None
+    blocked = sorted(blocked, key=lambda b: -b.size)
+    for b in blocked[1:]:
+        if blocked[0].size % b.size or (blocked[0].phase - b.phase) % b.size:
+            return None
+    sizes = sorted({b.size for b in blocked}, reverse=True)
+    base = blocked[0].phase  # coordinate g = base + i; every side is aligned where g % x == 0
+    pieces: list[tuple[int, tuple[int, ...]]] = []
+
+    def split(lo: int, hi: int, levels: list[int]) -> None:
+        if lo >= hi:
+            return
+        if not levels:
+            pieces.append((lo - base, (hi - lo,), (1,)))
+            return
+        x, rest = levels[0], levels[1:]
+        a = -(-lo // x) * x
+        b = hi // x * x
+        if a >= b:
+            if lo < a < hi:
+                split(lo, a, rest)
+                split(a, hi, rest)
+            else:
+                split(lo, hi, rest)
+            return
+        split(lo, a, rest)
+        dims = [(b - a) // x]
+        prev = x
+        for y in rest:
+            dims.append(prev // y)
+            prev = y
+        dims.append(prev)
+        steps = tuple(math.prod(dims[k + 1 :]) for k in range(len(dims)))
+        pieces.append((a - base, tuple(dims), steps))
+        split(b, hi, rest)
+
+    split(base, base + length, sizes)
+    return pieces
+
+
+_MAX_PERIOD = 4096
+_MAX_PATTERN = 64
+
+
+def _cuts(b: Block, upto: int) -> list[int]:
+    """Indices i in [1, upto] where the block number changes between i - 1 and i."""
+    out = []
+    prev = b.phase // b.size
+    for i in range(1, upto + 1):
+        cur = (b.phase + b.step * i) // b.size
+        if cur != prev:
+            out.append(i)
+        prev = cur
+    return out
+
+
+def _periodic_pieces(length: int, blocked: list[Block]):
+    """Any blocks: the run boundaries repeat with period P; each run repeated is 2 dims."""
+    period = 1
+    for b in blocked:
+        period = math.lcm(period, math.lcm(b.size, abs(b.step) or 1) // (abs(b.step) or 1))
+    if period > _MAX_PERIOD:
+        return None
+    cuts = sorted(set().union(*(_cuts(b, 2 * period) for b in blocked)))
+    if not cuts:
+        return [(0, (length,), (1,))]
+    c0 = cuts[0]
+    pattern = [c for c in cuts if c0 <= c < c0 + period]
+    if len(pattern) > _MAX_PATTERN:
+        return None
+    pieces = [(0, (min(c0, length),), (1,))]
+    if c0 >= length:
+        return pieces
+    whole = (length - c0) // period
+    for m, c in enumerate(pattern):
+        run = (pattern[m + 1] if m + 1 < len(pattern) else c0 + period) - c
+        count = whole + (1 if c + whole * period + run <= length else 0)
+        if count:
+            pieces.append((c, (count, run), (period, 1)))
+        start = c + count * period
+        if start < length:
+            pieces.append((start, (length - start,), (1,)))
+    return pieces
+
+
+def segment(shape: tuple[int, ...], src: View, dst: View) -> list[Copy] | None:
+    """The copy ``dst[i] = src[i]`` as plain strided copies; None if not expressible."""
+    if 0 in shape:
+        return []
+    sblocks = src.blocks or (None,) * len(shape)
+    dblocks = dst.blocks or (None,) * len(shape)
+    per_axis = []
+    for d, n in enumerate(shape):
+        sides = ((src.strides[d], sblocks[d]), (dst.strides[d], dblocks[d]))
+        pieces = _axis_pieces(n, sides)
+        if pieces is None:
+            return None
+        fs = [_contribution(s, b) for s, b in sides]
+        options = []
+        for start, dims, units in pieces:
+            strides = tuple(
+                tuple(f(start + u) - f(start) if m > 1 else 0 for u, m in zip(units, dims, strict=True))
+                for f in fs
+            )
+            options.append((dims, strides, fs[0](start), fs[1](start)))
+        per_axis.append(options)
+    copies = []
+    for combo in _product(per_axis):
+        shp, ss, ds = [], [], []
+        so, do = src.offset, dst.offset
+        for dims, (s_str, d_str), s_off, d_off in combo:
+            shp.extend(dims)
+            ss.extend(s_str)
+            ds.extend(d_str)
+            so += s_off
+            do += d_off
+        copies.append(Copy(tuple(shp), tuple(ss), tuple(ds), so, do))
+    return copies
+
+
+def _product(options: list[list]):
+    if not options:
+        yield ()
+        return
+    for head in options[0]:
+        for tail in _product(options[1:]):
+            yield (head, *tail)
+
+
+# --- 2. canonical form ---------------------------------------------------------------------
+
+
+def canonical(c: Copy, itemsize: int, src_addr: int = 0, dst_addr: int = 0,
+              widen: bool = True) -> Plan:
+    """Classify one copy; ``*_addr`` (byte addresses of the buffers) gate the wide words."""
+    dims = [(n, s, d) for n, s, d in zip(c.shape, c.src_strides, c.dst_strides, strict=True)
+            if n != 1]
+    so, do = c.src_offset, c.dst_offset
+    flipped = []
+    for n, s, d in dims:
+        if d < 0:  # walk the destination forwards; the source may go backwards
+            so += (n - 1) * s
+            do += (n - 1) * d
+            s, d = -s, -d
+        flipped.append((n, s, d))
+    flipped.sort(key=lambda t: (-abs(t[2]), -abs(t[1])))
+    merged: list[tuple[int, int, int]] = []
+    for n, s, d in flipped:
+        if merged:
+            n0, s0, d0 = merged[-1]
+            if s0 == s * n and d0 == d * n:
+                merged[-1] = (n0 * n, s, d)
+                continue
+        merged.append((n, s, d))
+    width = itemsize
+    if widen and merged and merged[-1][1] == 1 and merged[-1][2] == 1:
+        width, merged, so, do = _widen(merged, itemsize, so, do, src_addr, dst_addr)
+    return _classify(merged, width, so, do)
+
+
+def _widen(dims, itemsize, so, do, src_addr, dst_addr):
+    """Move a contiguous run shared by both sides as words of up to 16 bytes."""
+    run = dims[-1][0] * itemsize
+    for w in (16, 8, 4, 2):
+        if w <= itemsize or run % w:
+            continue
+        values = [s * itemsize for _, s, _ in dims[:-1]] + [d * itemsize for _, _, d in dims[:-1]]
+        values += [src_addr, dst_addr, so * itemsize, do * itemsize]
+        if any(v % w for v in values):
+            continue
+        k = w // itemsize
+        out = [(n, s // k, d // k) for n, s, d in dims[:-1]]
+        if run // w > 1:
+            out.append((run // w, 1, 1))
+        return w, out, so // k, do // k
+    return itemsize, dims, so, do
+
+
+def _classify(dims, width: int, so: int, do: int) -> Plan:
+    if not dims:
+        return Plan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do)
+    i = len(dims) - 1  # smallest destination stride (dims are ordered by it)
+    j = min(range(len(dims)), key=lambda k: (abs(dims[k][1]), k != i))
+    if j == i:
+        ni, si, di = dims[i]
+        rest = dims[:i]
+        if rest:  # rows: the innermost batch dim becomes j (fewer unravels per row)
+            nj, sj, dj = rest[-1]
+            rest = rest[:-1]
+        else:
+            nj, sj, dj = 1, 0, 0
+        return Plan(width, tuple(n for n, _, _ in rest), tuple(s for _, s, _ in rest),
+                    tuple(d for _, _, d in rest), ni, nj, si, sj, di, dj, so, do)
+    ni, si, di = dims[i]
+    nj, sj, dj = dims[j]
+    rest = [t for k, t in enumerate(dims) if k not in (i, j)]
+    micro, kind = _micro(width, ni, nj, si, sj, di, dj)
+    return Plan(width, tuple(n for n, _, _ in rest), tuple(s for _, s, _ in rest),
+                tuple(d for _, _, d in rest), ni, nj, si, sj, di, dj, so, do, micro, kind)
+
+
+def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
+    """The SIMD tile (R, kind) for a transpose whose i rows are dst-contiguous and j rows
+    src-contiguous: V x V square, R x V pack, V x R unpack (zip/unzip when dense)."""
+    if sj != 1 or di != 1:
+        return 0, "none"
+    v = VECTOR_BYTES // width
+    if ni >= v and nj >= v:
+        return v, "square"
+    if nj >= v and ni >= 2 and v > 2:
+        r = 1 << (ni.bit_length() - 1)
+        return r, "zip" if ni == r == dj else "pack"
+    if ni >= v and nj >= 2 and v > 2:
+        r = 1 << (nj.bit_length() - 1)
+        return r, "unzip" if nj == r == si else "unpack"
+    return 0, "none"
+
+
+def plans(shape, src: View, dst: View, itemsize: int, src_addr: int = 0, dst_addr: int = 0,
+          widen: bool = True) -> list[Plan] | None:
+    """Segment then canonicalize: the kernels' whole work list, or None (use the engine)."""
+    copies = segment(tuple(shape), src, dst)
+    if copies is None:
+        return None
+    return [canonical(c, itemsize, src_addr, dst_addr, widen) for c in copies]

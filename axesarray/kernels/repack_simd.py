@@ -1,0 +1,224 @@
+"""SIMD micro tiles for the CPU repack: small transposes written as LLVM vector shuffles.
+
+LLVM does not turn a scalar transpose loop into shuffles (one side is always strided), so
+``repack`` calls these intrinsics on its full tiles. V = ``VECTOR_BYTES / width`` lanes
+(8 for 32-bit words, 32 for bytes). A tile moves a matrix whose rows are contiguous in the
+source into rows contiguous in the destination. Arguments, in elements:
+``(src, src_offset, src_row_stride, dst, dst_offset, dst_row_stride)``.
+
+- ``square``: V x V. Words of 4 bytes or more use one butterfly; narrower ones are a
+  transpose of 32-bit words (8 x 8) followed by a transpose inside each word, because a
+  32 x 32 byte butterfly needs 32 live registers and spills.
+- ``pack{R}``: R source rows of V lanes -> V destination rows of R lanes (NCHW -> NCHW4);
+  ``zip{R}`` is the same when the destination rows are back to back (full-vector stores).
+- ``unpack{R}``: V source rows of R lanes -> R destination rows of V lanes (NCHW4 ->
+  NCHW); ``unzip{R}`` when the source rows are back to back (full-vector loads).
+
+A butterfly stage b swaps the off-diagonal b x b blocks of every 2b x 2b block, lane-wise
+in R-lane chunks, so log2(R) stages transpose every R x R chunk. Loads and stores are
+unaligned. A tile that does not fit the word width (R > V) compiles to nothing; the
+planner never asks for one.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .repack_plan import VECTOR_BYTES
+
+MICRO_SIZES = (2, 4, 8, 16, 32)
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+
+__all__ = ["MICRO_SIZES", "square"] + [
+    f"{k}{r}" for k in ("pack", "unpack", "zip", "unzip") for r in MICRO_SIZES
+]
+
+
+def _mask(indices) -> ir.Constant:
+    idx = list(indices)
+    return ir.Constant(ir.VectorType(_I32, len(idx)), [ir.Constant(_I32, k) for k in idx])
+
+
+def _butterfly(builder, vecs: list, r: int, v: int) -> list:
+    """Transpose each r x r chunk of the r vectors (v lanes each)."""
+    vecs = list(vecs)
+    b = r // 2
+    while b >= 1:
+        low = _mask(v + c - b if c & b else c for c in range(v))
+        high = _mask(v + c if c & b else c + b for c in range(v))
+        for k in range(r):
+            if not k & b:
+                x, y = vecs[k], vecs[k + b]
+                vecs[k] = builder.shuffle_vector(x, y, low)
+                vecs[k + b] = builder.shuffle_vector(x, y, high)
+        b //= 2
+    return vecs
+
+
+def _zip(builder, vecs: list, v: int) -> list:
+    """Interleave r vectors: lane j of vector k goes to flat position j*r + k."""
+    r = len(vecs)
+    lo = _mask(x for j in range(v // 2) for x in (j, v + j))
+    hi = _mask(x for j in range(v // 2, v) for x in (j, v + j))
+    while r > 1 and vecs:
+        half = len(vecs) // 2
+        out = []
+        for k in range(half):
+            out += [builder.shuffle_vector(vecs[k], vecs[k + half], m) for m in (lo, hi)]
+        vecs = out
+        r //= 2
+    return vecs
+
+
+def _unzip(builder, vecs: list, v: int) -> list:
+    """Inverse of ``_zip``: vector q gets the flat positions congruent to q modulo r."""
+    r = len(vecs)
+    even = _mask(range(0, 2 * v, 2))
+    odd = _mask(range(1, 2 * v, 2))
+    for _ in range(r.bit_length() - 1):
+        half = r // 2
+        out = [None] * r
+        for k in range(half):
+            x, y = vecs[2 * k], vecs[2 * k + 1]
+            out[k] = builder.shuffle_vector(x, y, even)
+            out[k + half] = builder.shuffle_vector(x, y, odd)
+        vecs = out
+    return vecs
+
+
+class _Tile:
+    """IR helpers for one intrinsic call: typed pointers into src and dst."""
+
+    def __init__(self, context, builder, signature, args):
+        self.b = builder
+        sty, dty = signature.args[0], signature.args[3]
+        self.width = context.get_abi_sizeof(context.get_data_type(sty.dtype))
+        self.elem = ir.IntType(8 * self.width)
+        self.v = VECTOR_BYTES // self.width
+        self.src = context.make_array(sty)(context, builder, args[0]).data
+        self.dst = context.make_array(dty)(context, builder, args[3]).data
+        self.s_off, self.s_str, self.d_off, self.d_str = args[1], args[2], args[4], args[5]
+
+    def _ptr(self, data, off, row, stride, lanes, elem=None):
+        b = self.b
+        index = b.add(off, b.mul(ir.Constant(_I64, row), stride))
+        p = b.gep(data, [index])
+        return b.bitcast(p, ir.VectorType(elem or self.elem, lanes).as_pointer())
+
+    def load(self, row, lanes, elem=None):
+        return self.b.load(self._ptr(self.src, self.s_off, row, self.s_str, lanes, elem), align=1)
+
+    def store(self, value, row, lanes, elem=None):
+        ptr = self._ptr(self.dst, self.d_off, row, self.d_str, lanes, elem)
+        self.b.store(value, ptr, align=1)
+
+    def flat_load(self, k, lanes):
+        """Vector k of the source block read as one contiguous run from src_offset."""
+        b = self.b
+        p = b.gep(self.src, [b.add(self.s_off, ir.Constant(_I64, k * lanes))])
+        return b.load(b.bitcast(p, ir.VectorType(self.elem, lanes).as_pointer()), align=1)
+
+    def flat_store(self, value, k, lanes):
+        b = self.b
+        p = b.gep(self.dst, [b.add(self.d_off, ir.Constant(_I64, k * lanes))])
+        b.store(value, b.bitcast(p, ir.VectorType(self.elem, lanes).as_pointer()), align=1)
+
+
+def _square(t: _Tile) -> None:
+    v = t.v
+    if t.width == 16:  # two 16-byte words per vector: swap the 128-bit halves
+        r0, r1 = (t.load(k, 4, _I64) for k in range(2))
+        t.store(t.b.shuffle_vector(r0, r1, _mask((0, 1, 4, 5))), 0, 4, _I64)
+        t.store(t.b.shuffle_vector(r0, r1, _mask((2, 3, 6, 7))), 1, 4, _I64)
+        return
+    if t.width >= 4:
+        rows = _butterfly(t.b, [t.load(k, v) for k in range(v)], v, v)
+        for k in range(v):
+            t.store(rows[k], k, v)
+        return
+    # Narrow words: g lanes per 32-bit word. Row k = g*a + s. First transpose the 8 x 8
+    # matrix of words of the rows with equal s (through a stack scratch), then the g x g
+    # lanes inside each word across g consecutive rows.
+    g = 4 // t.width
+    vec = ir.VectorType(t.elem, v)
+    scratch = cgutils.alloca_once(t.b, vec, size=v)
+    for s in range(g):
+        words = [t.load(g * a + s, 8, _I32) for a in range(8)]
+        words = _butterfly(t.b, words, 8, 8)
+        for blk in range(8):
+            slot = t.b.gep(scratch, [ir.Constant(_I32, g * blk + s)])
+            t.b.store(t.b.bitcast(words[blk], vec), slot)
+    for blk in range(8):
+        rows = [t.b.load(t.b.gep(scratch, [ir.Constant(_I32, g * blk + s)])) for s in range(g)]
+        rows = _butterfly(t.b, rows, g, v)
+        for s in range(g):
+            t.store(rows[s], g * blk + s, v)
+
+
+def _pack(t: _Tile, r: int, dense: bool) -> None:
+    v = t.v
+    rows = [t.load(k, v) for k in range(r)]
+    if dense:
+        for k, vecv in enumerate(_zip(t.b, rows, v)):
+            t.flat_store(vecv, k, v)
+        return
+    rows = _butterfly(t.b, rows, r, v)
+    for k in range(r):
+        for g in range(v // r):
+            chunk = t.b.shuffle_vector(rows[k], rows[k], _mask(range(g * r, g * r + r)))
+            t.store(chunk, g * r + k, r)
+
+
+def _unpack(t: _Tile, r: int, dense: bool) -> None:
+    v = t.v
+    if dense:
+        rows = _unzip(t.b, [t.flat_load(k, v) for k in range(r)], v)
+    else:
+        rows = []
+        for q in range(r):
+            parts = [t.load(g * r + q, r) for g in range(v // r)]
+            while len(parts) > 1:  # concatenate pairwise into one v-lane vector
+                n = parts[0].type.count
+                parts = [
+                    t.b.shuffle_vector(parts[k], parts[k + 1], _mask(range(2 * n)))
+                    for k in range(0, len(parts), 2)
+                ]
+            rows.append(parts[0])
+        rows = _butterfly(t.b, rows, r, v)
+    for q in range(r):
+        t.store(rows[q], q, v)
+
+
+def _make(kind: str, r: int):
+    @intrinsic
+    def micro(typingctx, src, src_off, src_stride, dst, dst_off, dst_stride):
+        if not (isinstance(src, types.Array) and isinstance(dst, types.Array)):
+            return None
+        sig = types.void(src, src_off, src_stride, dst, dst_off, dst_stride)
+
+        def codegen(context, builder, signature, args):
+            t = _Tile(context, builder, signature, args)
+            if kind == "square":
+                _square(t)
+            elif r < t.v:
+                if kind in ("pack", "zip"):
+                    _pack(t, r, kind == "zip")
+                else:
+                    _unpack(t, r, kind == "unzip")
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    micro.__name__ = f"{kind}{r if kind != 'square' else ''}"
+    return micro
+
+
+square = _make("square", 0)
+pack2, pack4, pack8, pack16, pack32 = (_make("pack", r) for r in MICRO_SIZES)
+unpack2, unpack4, unpack8, unpack16, unpack32 = (_make("unpack", r) for r in MICRO_SIZES)
+zip2, zip4, zip8, zip16, zip32 = (_make("zip", r) for r in MICRO_SIZES)
+unzip2, unzip4, unzip8, unzip16, unzip32 = (_make("unzip", r) for r in MICRO_SIZES)
