@@ -48,7 +48,13 @@ def _resolve_names(axes: Axes, names, op: str) -> list[int]:
     """Positions of ``names`` (a string "H W", a name, an Axis, or a sequence of them)."""
     if names is None:
         return list(range(len(axes)))
-    return [axes.index(n, op) for n in parse_names(names, op)]
+    dims = [axes.index(n, op) for n in parse_names(names, op)]
+    # An Axis also states a length: check it (Axes.index does when given the Axis).
+    given = [names] if isinstance(names, Axis) else [] if isinstance(names, str) else names
+    for a in given:
+        if isinstance(a, Axis):
+            axes.index(a, op)
+    return dims
 
 
 def operand_node(value, axes: Axes, op: str):
@@ -276,6 +282,10 @@ class Tensor:
         for axis in self._axes:
             key = ind.get(axis.name, slice(None))
             if isinstance(key, slice):
+                if key.step == 0:
+                    raise AxesError(
+                        message("isel", f"the slice step for axis {axis.name!r} is zero", f"got {key!r}")
+                    )
                 start, stop, step = key.indices(axis.length)
                 n = len(range(start, stop, step))
                 maps.append((len(new_axes), start, step))
@@ -860,7 +870,18 @@ def assign(out: Tensor, value) -> None:
                     "Reduce, select or rename those axes first",
                 )
             )
-        broadcast_axes(out.axes, value.axes, op="assign")  # raises on a length mismatch
+        for a in value.axes:
+            length = out.axes[a.name].length
+            if length != a.length:
+                raise AxesError(
+                    message(
+                        "assign",
+                        f"axis {a.name!r} has length {length} in the destination "
+                        f"and {a.length} in the value",
+                        f"destination: {fmt_axes(out.axes)}; value: {fmt_axes(value.axes)}",
+                        "Slice or rename the value",
+                    )
+                )
         if not can_assign(value.dtype, out.dtype):
             raise TypeError(
                 message(
