@@ -311,7 +311,13 @@ class Tensor:
                     )
                 )
             maps.append((-1, i % axis.length, 0))
-        return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), self._layout)
+        layout = self._layout
+        if layout is not None:
+            from .layouts import isel_layout
+
+            # Integers drop their axis from the tag; a cut through blocks marks it partial.
+            layout = isel_layout(layout, self._axes, ind)
+        return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
 
     def __getitem__(self, key) -> Tensor:
         if key is Ellipsis:
@@ -341,7 +347,8 @@ class Tensor:
         for old in ren:
             self._axes.index(old, "rename")
         new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self._axes], "rename")
-        return Tensor(new, self._node, self._layout)
+        layout = None if self._layout is None else self._layout.renamed(ren)
+        return Tensor(new, self._node, layout)
 
     def broadcast_to(self, axes) -> Tensor:
         """View with the given axes (a superset of this tensor's); new axes have stride 0.
@@ -839,6 +846,12 @@ def assign(out: Tensor, value) -> None:
     array([[0., 2., 4.],
            [0., 2., 4.]])
     """
+    dst, node = checked_assignment(out, value)
+    engine.assign(dst, node)
+
+
+def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
+    """Validate ``out[...] = value``; return the destination leaf and the aligned value."""
     if not isinstance(out, Tensor) or not out.is_lvalue:
         raise TypeError(
             message(
@@ -909,4 +922,4 @@ def assign(out: Tensor, value) -> None:
             raise TypeError(
                 message("assign", f"cannot cast {node.dtype} to {out.dtype} under the same_kind rule")
             )
-    engine.assign(dst, node)
+    return dst, node
