@@ -53,7 +53,7 @@ def _axes_for_data(axes, shape: tuple[int, ...]) -> Axes:
     return Axes(out)
 
 
-def tensor(data, axes, dtype=None, copy: bool = False) -> Tensor:
+def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     """Wrap data as a tensor with named axes; zero-copy over a numpy array.
 
     ``axes`` is a string of names (``"N C H W"``), or a sequence of names or ``Axis``
@@ -66,11 +66,19 @@ def tensor(data, axes, dtype=None, copy: bool = False) -> Tensor:
     >>> x[{"C": 1}] = 5.0
     >>> a[0, 1]
     np.float64(5.0)
+
+    With ``layout`` (``"NCHW4"``, an ``ax.Layout``...), ``data`` is the *physical* array
+    and ``axes`` the logical axes; a blocked axis given as an ``Axis`` may be shorter than
+    its padded length: ``ax.tensor(buf, (N, ax.Axis("C", 3), H, W), layout="NCHW4")``.
     """
     if isinstance(data, Tensor):
         data = data.numpy()
     arr = np.asarray(data) if dtype is None else np.asarray(data, dtype=as_dtype(dtype, "tensor"))
     as_dtype(arr.dtype, "tensor")
+    if layout is not None:
+        from .layout_ops import wrap_physical
+
+        return wrap_physical(arr, axes, layout, copy)
     ax = _axes_for_data(axes, arr.shape)
     wrapped = None if copy else wrap_array(arr)
     if wrapped is None:

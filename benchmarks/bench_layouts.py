@@ -1,0 +1,192 @@
+"""Repack benchmark: GB/s and ratio to ``np.copyto`` of the same bytes, next to numpy's
+transpose-copy, torch ``channels_last`` and einops (each only when importable).
+
+    python benchmarks/bench_layouts.py            # float32 (32,64,56,56), int8 (32,256,56,56)
+    python benchmarks/bench_layouts.py --quick    # small shapes, a smoke test
+
+GB/s counts bytes read + bytes written (padding counted on the side that holds it). Our
+time is ``ax.repack(src, out=dst)`` into a preallocated tensor, like ``np.copyto``; each
+number is the median of ``--repeat`` runs, all measured in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import axesarray as ax  # noqa: E402
+
+CASES = [
+    ("NCHW", "NHWC"),
+    ("NHWC", "NCHW"),
+    ("NCHW", "NCHW4"),
+    ("NCHW4", "NCHW"),
+    ("NCHW", "NCHW32"),
+    ("NCHW32", "NCHW"),
+    ("NCHW", "NCHW64"),
+    ("NCHW64", "NCHW"),
+    ("NCHW4", "CHWN4"),
+    ("CHWN4", "NCHW4"),
+]
+FULL = [("float32", (32, 64, 56, 56)), ("int8", (32, 256, 56, 56))]
+QUICK = [("float32", (4, 64, 28, 28)), ("int8", (4, 256, 28, 28))]
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()  # warm up: compile, page faults
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def common_view(name: str, phys: np.ndarray, shape, x: int) -> np.ndarray:
+    """``phys`` (a contiguous physical array) viewed as (N, C//x, x, H, W): no copy."""
+    n, c, h, w = shape
+    if name == "NCHW":
+        return phys.reshape(n, c // x, x, h, w)
+    if name == "NHWC":
+        return phys.reshape(n, h, w, c // x, x).transpose(0, 3, 4, 1, 2)
+    if name == "CHWN4":
+        return phys.transpose(3, 0, 4, 1, 2)
+    return phys.transpose(0, 1, 4, 2, 3)  # NCHWx
+
+
+def numpy_repack(src_name: str, dst_name: str, src_phys: np.ndarray, dst_phys: np.ndarray, shape):
+    """np.copyto(dst, src transposed): numpy's best one-call repack (C % x == 0 here)."""
+    blocks = [int(k[4:]) for k in (src_name, dst_name) if k.startswith("NCHW") and k[4:]]
+    x = 4 if "CHWN4" in (src_name, dst_name) else (blocks[0] if blocks else 1)
+    dst_view = common_view(dst_name, dst_phys, shape, x)
+    src_view = common_view(src_name, src_phys, shape, x)
+    assert np.shares_memory(dst_view, dst_phys) and np.shares_memory(src_view, src_phys)
+    return lambda: np.copyto(dst_view, src_view)
+
+
+def peers(src_name, dst_name, src_phys, shape):
+    """Optional peers: torch channels_last and einops, when importable."""
+    out = {}
+    if (src_name, dst_name) in (("NCHW", "NHWC"), ("NHWC", "NCHW")):
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            t = torch.from_numpy(np.ascontiguousarray(src_phys))
+            if src_name == "NCHW":
+                out["torch"] = lambda: t.contiguous(memory_format=torch.channels_last)
+            else:
+                nchw_view = t.permute(0, 3, 1, 2)  # channels_last strides, NCHW logical
+                out["torch"] = lambda: nchw_view.contiguous()
+    try:
+        import einops
+    except ImportError:
+        return out
+    pattern = {
+        "NCHW": "n c h w",
+        "NHWC": "n h w c",
+        "CHWN4": "cb h w n x",
+    }
+
+    def spec(name):
+        if name in pattern:
+            return pattern[name], {}
+        return "n cb h w x", {"x": int(name[4:])}
+
+    def logical(name):
+        return {"NCHW": "n (cb x) h w", "NHWC": "n h w (cb x)", "CHWN4": "cb h w n x"}.get(
+            name, "n cb h w x"
+        )
+
+    s_pat, s_kw = spec(src_name)
+    d_pat, d_kw = spec(dst_name)
+    if src_name in ("NCHW", "NHWC"):
+        s_pat = logical(src_name)
+    if dst_name in ("NCHW", "NHWC"):
+        d_pat = logical(dst_name)
+    x = s_kw.get("x") or d_kw.get("x") or (4 if "CHWN4" in (src_name, dst_name) else 1)
+    try:
+        einops.rearrange(src_phys, f"{s_pat} -> {d_pat}", x=x)
+    except Exception:  # a pattern einops cannot express: leave the cell empty
+        return out
+    out["einops"] = lambda: np.ascontiguousarray(
+        einops.rearrange(src_phys, f"{s_pat} -> {d_pat}", x=x)
+    )
+    return out
+
+
+def run(quick: bool, repeat: int) -> list[dict]:
+    rows = []
+    for dtype, shape in QUICK if quick else FULL:
+        rng = np.random.default_rng(0)
+        logical = (rng.random(shape) * 100).astype(dtype)
+        base = ax.tensor(logical, "N C H W")
+        nbytes = logical.nbytes
+        a, b = np.empty_like(logical), np.empty_like(logical)
+        a[...] = logical
+        for src_name, dst_name in CASES:
+            # The copy baseline is re-measured next to each case: the machine is shared.
+            copy_t = median_time(lambda: np.copyto(b, a), repeat)  # noqa: B023
+            copy_gbs = 2 * nbytes / copy_t / 1e9
+            src = base.to_layout(src_name)
+            dst = base.to_layout(dst_name)
+            moved = src.physical.nbytes + dst.physical.nbytes
+            ours = median_time(lambda: ax.repack(src, out=dst), repeat)  # noqa: B023
+            np.testing.assert_array_equal(dst.numpy(), logical)
+            np_fn = numpy_repack(src_name, dst_name, src.physical, dst.physical.copy(), shape)
+            np_t = median_time(np_fn, repeat)
+            row = {
+                "dtype": dtype,
+                "shape": shape,
+                "case": f"{src_name}->{dst_name}",
+                "ours_gbs": moved / ours / 1e9,
+                "copy_gbs": copy_gbs,
+                "numpy_gbs": moved / np_t / 1e9,
+            }
+            row["vs_copy"] = row["ours_gbs"] / copy_gbs
+            row["vs_numpy"] = np_t / ours
+            for name, fn in peers(src_name, dst_name, src.physical, shape).items():
+                row[f"{name}_gbs"] = moved / median_time(fn, repeat) / 1e9
+            rows.append(row)
+            print(_format(row), flush=True)
+    return rows
+
+
+def _format(r: dict) -> str:
+    extra = "".join(
+        f"  {k[:-4]} {r[k]:5.1f}" for k in ("torch_gbs", "einops_gbs") if k in r
+    )
+    return (
+        f"{r['dtype']:8s} {r['case']:15s} ours {r['ours_gbs']:5.1f} GB/s  "
+        f"{r['vs_copy']:4.2f}x copy ({r['copy_gbs']:4.1f})  numpy {r['numpy_gbs']:5.1f}  "
+        f"{r['vs_numpy']:4.1f}x numpy{extra}"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per median")
+    parser.add_argument("--json", type=Path, default=None, help="also write rows as JSON")
+    args = parser.parse_args(argv)
+    repeat = args.repeat or (5 if args.quick else 15)
+    import numba
+
+    print(f"numpy {np.__version__}, numba {numba.__version__}, threads "
+          f"{numba.get_num_threads()}, median of {repeat}")
+    rows = run(args.quick, repeat)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
