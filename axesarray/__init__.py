@@ -90,7 +90,8 @@ __all__ += [
 ]
 
 from .layouts import Layout, empty_like_layout, physical, repack, to_layout
+from .npyio import load, save
 
-__all__ += ["Layout", "empty_like_layout", "physical", "repack", "to_layout"]
+__all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]
 
 __version__ = "0.1.0"

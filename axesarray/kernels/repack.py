@@ -24,6 +24,7 @@ from numba import njit
 from ..expr import Leaf
 from ..strided import has_internal_overlap, span
 from . import repack_simd as simd
+from .repack_cuda import on_device, try_repack_cuda
 from .repack_plan import VECTOR_BYTES, Plan, plans
 
 __all__ = ["try_repack", "run_plan", "tile_sizes"]
@@ -234,13 +235,9 @@ def try_repack(dst: Leaf, src: Leaf) -> bool:
     """
     if dst.dtype != src.dtype or dst.shape != src.shape or not dst.writeable:
         return False
-    on_gpu = [hasattr(x.data, "__cuda_array_interface__") for x in (dst, src)]
+    on_gpu = [on_device(x.data) for x in (dst, src)]
     if any(on_gpu):
-        if not all(on_gpu):
-            return False
-        from .repack_cuda import try_repack_cuda
-
-        return try_repack_cuda(dst, src)
+        return all(on_gpu) and try_repack_cuda(dst, src)
     if not (_usable(dst.data) and _usable(src.data)):
         return False
     if has_internal_overlap(dst.view) or _overlap(dst, src):

@@ -62,6 +62,7 @@ class Plan:
     dst_offset: int
     micro: int = 0
     kind: str = "none"
+    rows: bool = False  # i is contiguous on both sides; j is the next batch dim
 
     @property
     def size(self) -> int:
@@ -279,7 +280,7 @@ def _widen(dims, itemsize, so, do, src_addr, dst_addr):
 
 def _classify(dims, width: int, so: int, do: int) -> Plan:
     if not dims:
-        return Plan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do)
+        return Plan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do, rows=True)
     i = len(dims) - 1  # smallest destination stride (dims are ordered by it)
     j = min(range(len(dims)), key=lambda k: (abs(dims[k][1]), k != i))
     if j == i:
@@ -291,7 +292,7 @@ def _classify(dims, width: int, so: int, do: int) -> Plan:
         else:
             nj, sj, dj = 1, 0, 0
         return Plan(width, tuple(n for n, _, _ in rest), tuple(s for _, s, _ in rest),
-                    tuple(d for _, _, d in rest), ni, nj, si, sj, di, dj, so, do)
+                    tuple(d for _, _, d in rest), ni, nj, si, sj, di, dj, so, do, rows=True)
     ni, si, di = dims[i]
     nj, sj, dj = dims[j]
     rest = [t for k, t in enumerate(dims) if k not in (i, j)]
