@@ -3,7 +3,10 @@
 Owns the node types, dtype inference (through ``dtypes``), and the rewrite that pushes an
 index remap (transpose, slice, broadcast) down to the leaves, where it becomes view math.
 Nodes are positional: dim ``k`` of a node is the ``k``-th axis of the Tensor wrapping it.
-Equality is identity; ``sig`` is a structural signature computed once at construction.
+Equality is identity. Each node computes two things once, at construction, so that looking
+up a cached plan costs no tree walk: ``key``, a hashable structural key (ops, dtypes, leaf
+views; never data or scalar values), and ``params``, its run-time parameters (leaves,
+constants, pads) in depth-first order, repeats included.
 
 Every node type lowers to a scalar loop body: ``Leaf`` is a strided read, ``Const`` a
 scalar, ``Map``/``Cast`` scalar code, ``Remap`` index substitution, ``Pad``/``Concat``
@@ -40,9 +43,9 @@ __all__ = [
 
 
 class Node:
-    """Base of all nodes: a shape (positional), a dtype and a structural signature."""
+    """Base of all nodes: a shape (positional), a dtype, a structural key, parameters."""
 
-    __slots__ = ("shape", "dtype", "sig", "__weakref__")
+    __slots__ = ("shape", "dtype", "key", "params", "__weakref__")
     children: tuple = ()
 
     @property
@@ -64,7 +67,8 @@ class Leaf(Node):
         self.shape = view.shape
         self.dtype = data.dtype
         self.writeable = writeable
-        self.sig = ("L", self.dtype.char, len(view.shape))
+        self.key = ("L", self.dtype.char, view)
+        self.params = (self,)
 
 
 class Const(Node):
@@ -76,7 +80,8 @@ class Const(Node):
         self.dtype = dtype
         self.value = dtype.type(value)
         self.shape = shape
-        self.sig = ("K", dtype.char, len(shape))
+        self.key = ("K", dtype.char, shape)
+        self.params = (self,)
 
 
 class Map(Node):
@@ -89,7 +94,19 @@ class Map(Node):
         self.args = args
         self.shape = args[0].shape
         self.dtype = dtype
-        self.sig = ("M", op, dtype.char) + tuple(a.sig for a in args)
+        if len(args) == 1:
+            self.key = ("M", op, dtype.char, args[0].key)
+            self.params = args[0].params
+        elif len(args) == 2:
+            a, b = args
+            self.key = ("M", op, dtype.char, a.key, b.key)
+            self.params = a.params + b.params
+            if op == "pow" and isinstance(b, Const):
+                # Small exponents compile to special code (square, sqrt...): part of the key.
+                self.key += (_fast_exponent(b),)
+        else:
+            self.key = ("M", op, dtype.char) + tuple(a.key for a in args)
+            self.params = sum((a.params for a in args), ())
 
     @property
     def children(self):
@@ -105,7 +122,8 @@ class Cast(Node):
         self.arg = arg
         self.shape = arg.shape
         self.dtype = dtype
-        self.sig = ("C", dtype.char, arg.sig)
+        self.key = ("C", dtype.char, arg.key)
+        self.params = arg.params
 
     @property
     def children(self):
@@ -126,7 +144,8 @@ class Reduce(Node):
         self.axes = axes
         self.shape = tuple(n for d, n in enumerate(arg.shape) if d not in axes)
         self.dtype = dtype
-        self.sig = ("R", op, dtype.char, axes, arg.sig)
+        self.key = ("R", op, dtype.char, axes, arg.key)
+        self.params = arg.params
 
     @property
     def children(self):
@@ -143,7 +162,8 @@ class Remap(Node):
         self.maps = maps
         self.shape = shape
         self.dtype = arg.dtype
-        self.sig = ("X", shape, maps, arg.sig)
+        self.key = ("X", shape, maps, arg.key)
+        self.params = arg.params
 
     @property
     def children(self):
@@ -165,7 +185,8 @@ class Pad(Node):
         shape = list(arg.shape)
         shape[dim] += before + after
         self.shape = tuple(shape)
-        self.sig = ("P", dim, before, after, arg.sig)
+        self.key = ("P", dim, before, after, arg.key)
+        self.params = arg.params + (self,)
 
     @property
     def children(self):
@@ -184,7 +205,8 @@ class Concat(Node):
         shape[dim] = sum(a.shape[dim] for a in args)
         self.shape = tuple(shape)
         self.dtype = args[0].dtype
-        self.sig = ("J", dim) + tuple(a.sig for a in args)
+        self.key = ("J", dim) + tuple(a.key for a in args)
+        self.params = sum((a.params for a in args), ())
 
     @property
     def children(self):
@@ -208,11 +230,22 @@ class Dot(Node):
         self.out_labels = out_labels
         self.shape = shape
         self.dtype = dtype
-        self.sig = ("D", a_labels, b_labels, out_labels, dtype.char, a.sig, b.sig)
+        self.key = ("D", a_labels, b_labels, out_labels, shape, dtype.char, a.key, b.key)
+        self.params = a.params + b.params
 
     @property
     def children(self):
         return (self.a, self.b)
+
+
+# Exponents numpy's ``ndarray.__pow__`` computes without pow (``fast_scalar_power``); the
+# planner does the same, so the key of ``x ** c`` records which of them ``c`` is.
+FAST_EXPONENTS = (2.0, 0.5, -1.0, 1.0)
+
+
+def _fast_exponent(c: Const) -> float | None:
+    v = float(c.value)
+    return v if v in FAST_EXPONENTS else None
 
 
 # --- constructors: dtype inference and simplification ------------------------------------
@@ -228,35 +261,52 @@ def cast(node: Node, dtype: np.dtype) -> Node:
     return Cast(node, dtype)
 
 
-def _operand_types(args) -> tuple:
-    return tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
+# (op, operand types) -> (loop dtypes, result dtype); types are dtypes or weak Python types.
+_LOOPS: dict = {}
+
+
+def _loop_dtypes(op: str, types: tuple, opname: str) -> tuple:
+    hit = _LOOPS.get((op, types))
+    if hit is not None:
+        return hit
+    if op == "where":
+        out = np.result_type(*(t if isinstance(t, np.dtype) else t(0) for t in types[1:]))
+        hit = ((np.dtype(bool), out, out), out)
+    else:
+        info = OPS[op]
+        resolved = dtypes.ufunc_dtypes(info.ufunc, types, opname)
+        hit = (resolved[: info.arity], resolved[-1])
+    _LOOPS[(op, types)] = hit
+    return hit
 
 
 def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = None) -> Node:
     """Build ``op(*args)`` where args are nodes of ``shape`` or weak Python scalars.
 
-    Inputs are cast to numpy's loop dtypes, so each Map computes in one dtype.
+    Inputs are cast to numpy's loop dtypes, so each Map computes in one dtype. This runs
+    for every operator a user writes, so it avoids all work a cache can do.
     """
     opname = opname or op
-    info = OPS[op]
     if op in COMPARISONS:
         folded = _compare_out_of_range(op, args, shape)
         if folded is not None:
             return folded
-    if op == "where":
-        out = np.result_type(*(a.dtype if isinstance(a, Node) else a for a in args[1:]))
-        loop = (np.dtype(bool), out, out)
-    else:
-        resolved = dtypes.ufunc_dtypes(info.ufunc, _operand_types(args), opname)
-        loop, out = resolved[: info.arity], resolved[-1]
+    types = tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
+    loop, out = _loop_dtypes(op, types, opname)
     nodes = []
+    all_const = True
     for a, dt in zip(args, loop, strict=True):
         if isinstance(a, Node):
-            nodes.append(cast(a, dt))
+            if a.dtype != dt:
+                a = cast(a, dt)
+            if all_const and not isinstance(a, Const):
+                all_const = False
         else:
-            dtypes.check_weak_scalar(a, dt, opname)
-            nodes.append(Const(a, dt, shape))
-    if all(isinstance(n, Const) for n in nodes):
+            if type(a) is int and dt.kind in "iu":
+                dtypes.check_weak_scalar(a, dt, opname)
+            a = Const(a, dt, shape)
+        nodes.append(a)
+    if all_const:
         with np.errstate(all="ignore"):
             value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
         return Const(value[()], out, shape)

@@ -86,12 +86,7 @@ def align(t: Tensor, axes: Axes, op: str = "align") -> ex.Node:
     return ex.remap(t._node, axes.shape, maps)
 
 
-def _broadcast_many(op: str, operands) -> Axes:
-    axes = None
-    for v in operands:
-        if isinstance(v, Tensor):
-            axes = v._axes if axes is None else broadcast_axes(axes, v._axes, op=op)
-    return axes if axes is not None else Axes()
+_NO_AXES = Axes()
 
 
 def _preferred_layout(operands):
@@ -111,9 +106,28 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     in that layout (DESIGN §4: the output layout follows the dominant input).
     """
     name = name or op
-    axes = _broadcast_many(name, operands)
-    nodes = tuple(operand_node(v, axes, name) for v in operands)
-    return Tensor(axes, ex.map_op(op, nodes, axes.shape, name), _preferred_layout(operands))
+    axes = None
+    shape = None
+    laid_out = False
+    for v in operands:  # the broadcast axes, left to right (fast when they are all equal)
+        if isinstance(v, Tensor):
+            laid_out = laid_out or v._layout is not None
+            if axes is None:
+                axes, shape = v._axes, v._node.shape
+            elif v._axes is not axes and v._axes != axes:
+                axes, shape = broadcast_axes(axes, v._axes, op=name), None
+    if axes is None:
+        axes = _NO_AXES
+    if shape is None:
+        shape = axes.shape
+    nodes = tuple(
+        (v._node if v._axes is axes else align(v, axes, name))
+        if isinstance(v, Tensor)
+        else operand_node(v, axes, name)
+        for v in operands
+    )
+    layout = _preferred_layout(operands) if laid_out else None
+    return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
 
 
 class Tensor:
@@ -852,6 +866,15 @@ def assign(out: Tensor, value) -> None:
 
 def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
     """Validate ``out[...] = value``; return the destination leaf and the aligned value."""
+    if (
+        isinstance(value, Tensor)
+        and isinstance(out, Tensor)
+        and (value._axes is out._axes or value._axes == out._axes)
+        and type(out._node) is ex.Leaf
+        and out._node.writeable
+        and value._node.dtype == out._node.dtype
+    ):
+        return out._node, value._node  # the common case, with nothing to check or align
     if not isinstance(out, Tensor) or not out.is_lvalue:
         raise TypeError(
             message(

@@ -10,6 +10,7 @@ any other overlap goes through a temporary), and dispatch to CPU kernels (serial
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 import threading
 from collections import OrderedDict
@@ -27,11 +28,19 @@ from ..kernels.cpu import cpu_source
 from ..kernels.cuda import cuda_source
 from ..kernels.ir import KLeaf
 from ..kernels.lower import Lowered
-from ..options import get_option
+from ..options import OPTIONS
 from ..storage import allocate, device_of, leaf_array
 from ..strided import View, span
 from .explain import debug_level, debug_print
-from .planner import DotStep, KernelStep, Schedule, build_plan, fresh_view, make_step, signature
+from .planner import (
+    DotStep,
+    KernelStep,
+    Schedule,
+    build_plan,
+    fresh_view,
+    make_step,
+    signature,
+)
 
 __all__ = ["evaluate", "assign", "explain", "plan_for", "run_plan", "PLAN_STATS"]
 
@@ -45,21 +54,15 @@ _U16 = np.dtype(np.uint16)
 _MATHLIB = hashlib.sha256(Path(mathlib.__file__).read_bytes()).hexdigest()[:12]
 
 
-def _device(params: list[Node], dst: Leaf | None) -> str:
-    """The one device all the data is on; mixing devices is an error."""
-    devices = {device_of(p.data) for p in params if isinstance(p, Leaf)}
-    if dst is not None:
-        devices.add(device_of(dst.data))
-    if len(devices) > 1:
-        raise ValueError(
-            message(
-                "evaluate",
-                "the operands are on different devices",
-                ", ".join(sorted(devices)),
-                "Move them first: t.to('cuda') or t.to('cpu')",
-            )
+def _device_error(devices) -> ValueError:
+    return ValueError(
+        message(
+            "evaluate",
+            "the operands are on different devices",
+            ", ".join(sorted(devices)),
+            "Move them first: t.to('cuda') or t.to('cpu')",
         )
-    return devices.pop() if devices else "cpu"
+    )
 
 
 def _blas(device: str) -> bool:
@@ -72,26 +75,53 @@ def _blas(device: str) -> bool:
 
 
 def plan_for(root: Node, dst: Leaf | None) -> tuple[Schedule, list[Node], bool]:
-    """The (cached) plan for ``dst[...] = root`` or a fresh result; and whether it was cached."""
-    key, params, canon = signature(root)
-    device = _device(params, dst)
-    key = (key, device) if dst is None else (key, device, dst.view, dst.dtype.char)
-    with _plans_lock:
-        plan = _PLANS.get(key)
-        if plan is not None:
-            _PLANS.move_to_end(key)
-            PLAN_STATS["hits"] += 1
-            return plan, params, True
+    """The cached plan for ``dst[...] = root`` (or a fresh result), the run-time parameters
+    in the plan's order, and whether the plan was cached.
+
+    The key is ``root.key`` (built with the nodes) plus the identity pattern of the leaves,
+    the device and the destination's view: no walk over the tree on a hit.
+    """
+    params = root.params
+    ids = []
+    on_gpu = False
+    for p in params:
+        if type(p) is Leaf:
+            ids.append(id(p))
+            on_gpu = on_gpu or not isinstance(p.data, np.ndarray)
+    if dst is not None:
+        on_gpu = on_gpu or not isinstance(dst.data, np.ndarray)
+    pattern = None
+    if len(set(ids)) != len(ids):  # a leaf read more than once: its repeats are structure
+        first = {}
+        pattern = tuple(first.setdefault(i, k) for k, i in enumerate(ids))
+    device = "cuda" if on_gpu else "cpu"
+    key = (root.key, pattern, device) if dst is None else (
+        root.key, pattern, device, dst.view, dst.dtype.char)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        PLAN_STATS["hits"] += 1
+        return plan, [params[i] for i in plan.positions], True
+    if on_gpu:
+        found = {device_of(p.data) for p in params if type(p) is Leaf}
+        if dst is not None:
+            found.add(device_of(dst.data))
+        if len(found) > 1:
+            raise _device_error(found)
+    _, canonical, canon = signature(root)
     target = None if dst is None else (dst.view, dst.dtype)
-    plan = build_plan(root, params, canon, target, _blas(device))
+    plan = build_plan(root, canonical, canon, target, _blas(device))
     plan.device = device
+    first_at = {}
+    for k, p in enumerate(params):
+        first_at.setdefault(id(p), k)
+    plan.positions = tuple(first_at[id(p)] for p in canonical)
     debug_print(plan)
     with _plans_lock:
         PLAN_STATS["misses"] += 1
         _PLANS[key] = plan
         if len(_PLANS) > _PLANS_MAX:
             _PLANS.popitem(last=False)
-    return plan, params, False
+    return plan, canonical, False
 
 
 # --- binding a step to data -------------------------------------------------------------------
@@ -136,20 +166,38 @@ def kernel_for(step: KernelStep, device: str, parallel: bool):
     return fn
 
 
+def _binder(step: KernelStep) -> tuple[list, tuple]:
+    """The step's argument list with plan-time values filled in, and the slots to fill per
+    run: ``(position, kind, ref)`` for arrays (by source) and run-time scalars."""
+    hit = step.compiled.get("binder")
+    if hit is None:
+        low = lowered(step)
+        template, slots = [], []
+        for pos, source in enumerate(low.recipe):
+            if source[0] == "int":
+                template.append(source[1])
+                continue
+            template.append(None)
+            if source[0] == "array":
+                slots.append((pos, "array", low.operands[source[1]].src))
+            else:
+                node = source[1]
+                slots.append((pos, "f16" if node.dtype == _F16 else "scalar", node.src[1]))
+        hit = step.compiled["binder"] = (template, tuple(slots))
+    return hit
+
+
 def _args(step: KernelStep, params, temps: dict, dst) -> list:
-    low = lowered(step)
-    args = []
-    for source in low.recipe:
-        kind = source[0]
-        if kind == "int":
-            args.append(source[1])
-        elif kind == "array":
-            arr = _array(low.operands[source[1]].src, params, temps, dst)
-            args.append(arr.view(_U16) if arr.dtype == _F16 else arr)
+    template, slots = _binder(step)
+    args = template.copy()
+    for pos, kind, ref in slots:
+        if kind == "array":
+            arr = _array(ref, params, temps, dst)
+            args[pos] = arr.view(_U16) if arr.dtype == _F16 else arr
+        elif kind == "scalar":
+            args[pos] = params[ref].value
         else:
-            node = source[1]
-            value = params[node.src[1]].value
-            args.append(np.float32(value) if node.dtype == _F16 else value)
+            args[pos] = np.float32(params[ref].value)
     return args
 
 
@@ -174,21 +222,26 @@ def _address_range(data: np.ndarray, view: View) -> tuple[int, int] | None:
 def _overlaps(step: KernelStep, params, dst: Leaf) -> bool:
     """Whether an input of the final kernel may read memory the kernel writes, other than
     through the identical view at the same index (which is safe in place)."""
+    reads = step.compiled.get("reads")
+    if reads is None:
+        # Per input leaf: its param index and whether it reads the output's own elements
+        # (same view, at the same index). The destination view is part of the plan's key.
+        reads = step.compiled["reads"] = tuple(
+            (leaf.src[1], id(leaf) in step.same_index and leaf.view == step.out.view, leaf.view)
+            for leaf in step.leaves()
+            if leaf.src[0] == "param"
+        )
     out_range = None
-    for leaf in step.leaves():
-        if leaf.src[0] != "param":
+    for index, same_place, view in reads:
+        data = params[index].data
+        if data is dst.data and same_place:
             continue
-        data = params[leaf.src[1]].data
         if not _may_share(data, dst.data):
             continue
-        if (
-            id(leaf) in step.same_index
-            and leaf.view == dst.view
-            and _pointer(data) == _pointer(dst.data)
-        ):
+        if same_place and _pointer(data) == _pointer(dst.data):
             continue
         out_range = out_range or _address_range(dst.data, dst.view)
-        in_range = _address_range(data, leaf.view)
+        in_range = _address_range(data, view)
         if out_range and in_range and in_range[0] < out_range[1] and out_range[0] < in_range[1]:
             return True
     return False
@@ -210,8 +263,9 @@ def _via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:
 
 
 def _run_kernel(step: KernelStep, params, temps: dict, dst, device: str) -> None:
-    parallel = device == "cpu" and step.size >= get_option("serial_threshold")
-    kernel_for(step, device, parallel)(*_args(step, params, temps, dst))
+    parallel = device == "cpu" and step.size >= OPTIONS["serial_threshold"]
+    fn = step.compiled.get((device, parallel)) or kernel_for(step, device, parallel)
+    fn(*_args(step, params, temps, dst))
 
 
 def _array_view(data, view: View):
@@ -251,8 +305,9 @@ def _empty(n: int, dtype: np.dtype, device: str):
 def run_plan(plan: Schedule, params: list[Node], dst: Leaf | None) -> dict:
     """Execute a plan; returns the temps (the result is one of them when ``dst`` is None)."""
     device = plan.device
-    temps = {t: _empty(int(np.prod(shape)), dtype, device) for t, (shape, dtype, _) in
-             enumerate(plan.temps)}
+    temps = {
+        t: _empty(math.prod(shape), dtype, device) for t, (shape, dtype, _) in enumerate(plan.temps)
+    } if plan.temps else {}
     last = len(plan.steps) - 1
     for i, step in enumerate(plan.steps):
         if isinstance(step, DotStep):

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 import attrs
 import numpy as np
 
-from ..expr import Cast, Concat, Const, Dot, Leaf, Map, Node, Pad, Reduce, Remap, walk
+from ..expr import FAST_EXPONENTS, Cast, Concat, Const, Dot, Leaf, Map, Node, Pad, Reduce, Remap, walk
 from ..kernels.ir import KConcat, KConst, KLeaf, KPad, KReduce, kernel_leaves, kernel_nodes
 from ..kernels.loops import LoopNest, build_loop_nest
 from ..ops import OPS
@@ -58,7 +58,7 @@ def signature(root: Node) -> tuple[tuple, list[Node], dict[int, int]]:
         mergeable = True
         if isinstance(node, Leaf):
             part = ("L", node.dtype.char, node.view)
-            merge_key = (part, id(node.data))
+            merge_key = (part, id(node))
         elif isinstance(node, Const):
             part, mergeable = ("K", node.dtype.char, node.shape), False
         elif isinstance(node, Pad):
@@ -67,8 +67,7 @@ def signature(root: Node) -> tuple[tuple, list[Node], dict[int, int]]:
         elif isinstance(node, Map):
             part = ("M", node.op, node.dtype.char, ch)
             if node.op == "pow" and isinstance(node.args[1], Const):
-                # The planner specializes small exponents, so they are part of the plan.
-                part += (_exponent(node.args[1]),)
+                part += (_exponent(node.args[1]),)  # specialized, see _fast_pow
         elif isinstance(node, Cast):
             part = ("C", node.dtype.char, ch)
         elif isinstance(node, Reduce):
@@ -138,15 +137,12 @@ class Schedule:
     result: KLeaf
     n_params: int
     device: str = "cpu"
-
-
-# Exponents numpy's ``ndarray.__pow__`` computes without pow (``fast_scalar_power``).
-_FAST_EXPONENTS = (2.0, 0.5, -1.0, 1.0)
+    positions: tuple = ()  # where each canonical param sits in ``root.params``
 
 
 def _exponent(c: Const) -> float | None:
     v = float(c.value)
-    return v if v in _FAST_EXPONENTS else None
+    return v if v in FAST_EXPONENTS else None
 
 
 def _fast_pow(base: Node, exponent: float | None, dtype: np.dtype) -> Node | None:

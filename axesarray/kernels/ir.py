@@ -37,7 +37,8 @@ class KLeaf(Node):
         self.src = src
         self.shape = view.shape
         self.dtype = dtype
-        self.sig = ("L", dtype.char, len(view.shape))
+        self.key = None
+        self.params = ()
 
 
 class KConst(Node):
@@ -49,7 +50,8 @@ class KConst(Node):
         self.src = src
         self.shape = shape
         self.dtype = dtype
-        self.sig = ("K", dtype.char)
+        self.key = None
+        self.params = ()
 
 
 class KPad(Node):
@@ -63,7 +65,8 @@ class KPad(Node):
         self.value = value
         self.shape = child.shape
         self.dtype = child.dtype
-        self.sig = ("KP", dim, child.sig)
+        self.key = None
+        self.params = ()
 
     @property
     def children(self):
@@ -79,7 +82,8 @@ class KConcat(Node):
         self.bounds = bounds
         self.shape = parts[0].shape
         self.dtype = parts[0].dtype
-        self.sig = ("KJ", dim) + tuple(p.sig for p in parts)
+        self.key = None
+        self.params = ()
 
     @property
     def children(self):
@@ -97,7 +101,8 @@ class KReduce(Node):
         self.n_out = n_out
         self.shape = child.shape[:n_out]
         self.dtype = dtype
-        self.sig = ("KR", op, dtype.char, n_out, child.sig)
+        self.key = None
+        self.params = ()
 
     @property
     def children(self):
