@@ -217,11 +217,8 @@ SPECIAL = [0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 1e-8, -1e-8, 3.0, -7.25, 80.0, -80.0,
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("fn", sorted(FUNCS))
-def test_functions_on_special_values(engine, fn, dtype, request):
+def test_functions_on_special_values(engine, fn, dtype):
     """Each elementwise function matches numpy on special values (inf, nan, -0, halves)."""
-    if engine == "numba" and fn == "sign":
-        # kernels/mathlib.py sign_float adds a * 0, which is nan for +-inf (sent to the lead).
-        request.applymarker(pytest.mark.xfail(strict=True, reason="fused sign(+-inf) is nan"))
     ours, theirs = FUNCS[fn]
     a = np.array(SPECIAL, dtype=dtype)
     with np.errstate(all="ignore"):

@@ -321,7 +321,9 @@ def mod_float(a, b):
 
 @_jit
 def sign_float(a):
-    return a if a != a else (a > 0) - (a < 0) + a * 0
+    if a != a:
+        return a  # nan stays nan
+    return (a > 0) - (a < 0)
 
 
 # --- float16 bits <-> float32 ---------------------------------------------------------------
