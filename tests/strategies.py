@@ -495,9 +495,13 @@ REDUCE = ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "any", "all")
 
 def _safe_denominator(op, b, np_side: bool):
     """Denominators that are never zero (division by zero has its own tests)."""
+    if not isinstance(b, (np.ndarray, ax.Tensor)):
+        np_side = False  # a Python scalar stays a weak Python scalar on both sides
     if op == "truediv":
         return (np.abs(b) + 0.5) if np_side else (abs(b) + 0.5)
     if op in ("floordiv", "mod"):
+        if not isinstance(b, (np.ndarray, ax.Tensor)):
+            return max(abs(b), 1)
         return np.maximum(np.abs(b), 1) if np_side else ax.maximum(abs(b), 1)
     return b
 
