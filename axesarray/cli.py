@@ -130,17 +130,16 @@ def plan_chunks(axes: Axes, dst: Layout | None, src: Layout | None, itemsize: in
         return (lay.block(n) if lay is not None else None) or 1
 
     lengths = {a.name: a.length for a in axes}
-    padded = {n: math.ceil(lengths[n] / block(dst, n)) * block(dst, n) for n in order}
-    inner = itemsize
-    tail = []  # bytes of one index of each order dim, from the innermost out
+    inner = itemsize * math.prod(block(dst, n) for n in order)  # the block dims, innermost
+    tail = []  # output bytes of one index (one block, if blocked) of each order dim
     for n in reversed(order):
         tail.append(inner)
-        inner *= padded[n]
+        inner *= math.ceil(lengths[n] / block(dst, n))
     tail.reverse()
     levels = []
     for k, n in enumerate(order):
         unit = math.lcm(block(dst, n), block(src, n))
-        step_bytes = tail[k] * unit
+        step_bytes = tail[k] * unit // block(dst, n)
         if step_bytes <= chunk_bytes or k == len(order) - 1:
             step = unit * max(1, chunk_bytes // step_bytes)
             levels.append((n, step))
