@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import os
 
+# CUDA kernels are tested under numba's simulator unless a real GPU is present. The choice
+# must be made before numba is first imported (axesarray imports it lazily).
+if not os.path.exists("/dev/nvidia0"):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings

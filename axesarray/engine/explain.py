@@ -29,7 +29,7 @@ class KernelInfo:
     loops: tuple  # ((length, label), ...) outermost first, after dropping and merging dims
     operands: int  # arrays read
     order_from: str | None  # which input set a fresh output's memory order
-    cache: str  # "in memory", "on disk", "to compile" (CPU, parallel variant) or "blas"
+    cache: str  # "in memory", "on disk", "to compile" (the variant that would run) or "blas"
 
     def __str__(self) -> str:
         loops = " x ".join(f"{n}[{label}]" for n, label in self.loops) or "scalar"
@@ -70,10 +70,11 @@ class Plan:
         return "\n".join(lines)
 
 
-def _cache_state(step: KernelStep) -> str:
-    from .fused import cpu_source_for
+def _cache_state(step: KernelStep, device: str) -> str:
+    """Where the compiled code of the variant that would run is: memory, disk or nowhere."""
+    from .fused import source_for, variant
 
-    return kcache.state(cpu_source_for(step, parallel=True))
+    return kcache.state(source_for(step, device, variant(step, device))[0])
 
 
 def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
@@ -106,7 +107,7 @@ def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
                 tuple(labels),
                 len(step.leaves()),
                 step.order_from,
-                _cache_state(step),
+                _cache_state(step, schedule.device),
             )
         )
     result = schedule.result.src

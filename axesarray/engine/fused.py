@@ -144,8 +144,18 @@ def lowered(step: KernelStep) -> Lowered:
     return low
 
 
-def cpu_source_for(step: KernelStep, parallel: bool) -> str:
-    return cpu_source(lowered(step), parallel, __version__, _MATHLIB)
+def variant(step: KernelStep, device: str) -> bool:
+    """Whether the step runs its parallel CPU variant (else serial, or CUDA)."""
+    return device == "cpu" and step.size >= OPTIONS["serial_threshold"]
+
+
+def source_for(step: KernelStep, device: str, parallel: bool) -> tuple[str, str]:
+    """Generated module source and its entry point for a step on a device."""
+    if device == "cpu":
+        return cpu_source(lowered(step), parallel, __version__, _MATHLIB), "kernel"
+    from .. import devices
+
+    return cuda_source(lowered(step), __version__, _MATHLIB, devices._simulated()), "launch"
 
 
 def kernel_for(step: KernelStep, device: str, parallel: bool):
@@ -153,13 +163,7 @@ def kernel_for(step: KernelStep, device: str, parallel: bool):
     key = (device, parallel)
     fn = step.compiled.get(key)
     if fn is None:
-        if device == "cpu":
-            source, entry = cpu_source_for(step, parallel), "kernel"
-        else:
-            from .. import devices
-
-            source = cuda_source(lowered(step), __version__, _MATHLIB, devices._simulated())
-            entry = "launch"
+        source, entry = source_for(step, device, parallel)
         if debug_level() >= 3:
             print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
         fn = step.compiled[key] = kcache.get_kernel(source, entry)
@@ -263,7 +267,7 @@ def _via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:
 
 
 def _run_kernel(step: KernelStep, params, temps: dict, dst, device: str) -> None:
-    parallel = device == "cpu" and step.size >= OPTIONS["serial_threshold"]
+    parallel = variant(step, device)
     fn = step.compiled.get((device, parallel)) or kernel_for(step, device, parallel)
     fn(*_args(step, params, temps, dst))
 

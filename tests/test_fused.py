@@ -1,0 +1,335 @@
+"""The fused engine: kernel counts (explain), memory order, aliasing, caching, threads.
+
+Values are compared with numpy (the oracle) or with the reference engine; the random
+expression trees of test_expressions.py already run under both engines.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import axesarray as ax
+from axesarray.kernels import cache as kcache
+from conftest import assert_close
+
+N, C, H, W = ax.Axis("N", 3), ax.Axis("C", 4), ax.Axis("H", 5), ax.Axis("W", 6)
+rng = np.random.default_rng(7)
+
+
+def t_(shape_axes, dtype="float64"):
+    """A tensor and a copy of its values (the tensor wraps its own array, zero-copy)."""
+    arr = rng.standard_normal([a.length for a in shape_axes]).astype(dtype)
+    return ax.tensor(arr, shape_axes), arr.copy()
+
+
+@pytest.fixture(autouse=True)
+def _fused():
+    with ax.set_options(engine="numba"):
+        yield
+
+
+# --- how many kernels (explain) -------------------------------------------------------------
+
+
+def test_elementwise_chain_is_one_kernel():
+    """A chain of maps with broadcasting and a transposed operand fuses into one kernel."""
+    a, _ = t_((N, C, H, W))
+    b, _ = t_((W, H))
+    plan = ax.explain(ax.sigmoid(a * 2 + b - 1) / (1 + ax.exp(-a.transpose("W ..."))))
+    assert [k.kind for k in plan.kernels] == ["elementwise"]
+    assert plan.temporaries == ()
+
+
+def test_reduction_fuses_its_input_and_epilogue():
+    """sum(a + b) and mean (sum, then a division) are each one kernel."""
+    a, _ = t_((N, C, H, W))
+    b, _ = t_((C,))
+    assert len(ax.explain((a + b).sum("C")).kernels) == 1
+    assert len(ax.explain(((a - b) ** 2).sum()).kernels) == 1
+    assert [k.kind for k in ax.explain(a.mean(("H", "W"))).kernels] == ["reduction"]
+
+
+@pytest.mark.parametrize("view", ["transposed", "sliced"])
+def test_assignment_into_a_view_is_one_kernel(view):
+    """Writing into a transposed or sliced view of storage needs no temporary."""
+    a, _ = t_((N, C, H, W))
+    out = ax.zeros((N, C, H, W))
+    dst = out.transpose("W H C N") if view == "transposed" else out[{"H": slice(1, 4)}]
+    src = a if view == "transposed" else a[{"H": slice(0, 3)}]
+    plan = ax.explain(ax.exp(src) + 1, out=dst)
+    assert len(plan.kernels) == 1 and plan.kernels[0].writes == "destination"
+    dst[...] = ax.exp(src) + 1
+    expected = np.exp(src.numpy()) + 1
+    assert_close(dst, expected.transpose(3, 2, 1, 0) if view == "transposed" else expected)
+
+
+def test_dot_of_an_expression_is_two_kernels():
+    """dot(a + b, c): one kernel materializes a + b, then BLAS."""
+    M, K, P = ax.Axis("M", 4), ax.Axis("K", 5), ax.Axis("P", 3)
+    a, an = t_((M, K))
+    b, bn = t_((M, K))
+    c, cn = t_((K, P))
+    plan = ax.explain(ax.dot(a + b, c, over="K"))
+    assert [k.kind for k in plan.kernels] == ["elementwise", "blas"]
+    assert_close(ax.dot(a + b, c, over="K"), (an + bn) @ cn)
+
+
+def test_dot_takes_a_transposed_leaf_without_a_copy():
+    """A transposed l-tensor goes to BLAS as it is: one step, no temporary."""
+    M, K, P = ax.Axis("M", 4), ax.Axis("K", 5), ax.Axis("P", 3)
+    a, an = t_((K, M))
+    c, cn = t_((P, K))
+    plan = ax.explain(ax.dot(a, c, over="K"))
+    assert [k.kind for k in plan.kernels] == ["blas"] and plan.temporaries == ()
+    assert_close(ax.dot(a, c, over="K"), np.einsum("km,pk->mp", an, cn))
+
+
+def test_softmax_materializes_the_broadcast_reduction():
+    """max and sum are broadcast back: each is materialized; separately built copies of the
+    same subexpression are computed once (plan-time hash-consing)."""
+    a, an = t_((N, C, H))
+    e = ax.exp(a - a.max("C")) / ax.exp(a - a.max("C")).sum("C")
+    plan = ax.explain(e)
+    kinds = [k.kind for k in plan.kernels]
+    assert kinds.count("reduction") == 2, str(plan)
+    ex = np.exp(an - an.max(1, keepdims=True))
+    assert_close(e, ex / ex.sum(1, keepdims=True))
+
+
+def test_expensive_value_broadcast_along_a_new_axis_is_computed_once():
+    """exp(z) broadcast along N is materialized (C elements) instead of recomputed N times."""
+    a, an = t_((N, C))
+    z, zn = t_((C,))
+    plan = ax.explain(a + ax.exp(z))
+    assert len(plan.kernels) == 2
+    assert plan.temporaries[0][1] == (4,)
+    assert_close(a + ax.exp(z), an + np.exp(zn))
+
+
+def test_explain_reads_well():
+    a, _ = t_((N, C, H, W))
+    text = str(ax.explain((a * 2).sum("C")))
+    assert "1 kernel(s)" in text and "reduction kernel -> result" in text
+    assert "loops" in text and "r0" in text
+
+
+def test_plan_cache_hit_and_kernel_state():
+    """The second explain of the same structure reports a cached plan; after a run the
+    kernel is in memory."""
+    a, _ = t_((N, C))
+    b, _ = t_((N, C))
+    e = ax.tanh(a) * b
+    ax.explain(e)
+    assert ax.explain(ax.tanh(a) * b).cached
+    e.eval()
+    assert ax.explain(ax.tanh(a) * b).kernels[0].cache in ("in memory", "on disk")
+
+
+# --- memory order of fresh results ----------------------------------------------------------
+
+
+def test_fresh_result_follows_the_dominant_input():
+    """A broadcast against a transposed big operand keeps the big operand's memory order."""
+    big = ax.tensor(np.ascontiguousarray(rng.standard_normal((6, 5, 4, 3))), "W H C N")
+    big = big.transpose("N C H W")
+    small, _ = t_((C,))
+    out = (big + small).eval()
+    order = np.argsort([-s for s in out.strides])
+    assert [out.names[i] for i in order] == ["W", "H", "C", "N"]
+    assert "order from input t0" in str(ax.explain(big + small))
+
+
+# --- aliasing (DESIGN §3): numpy's result whatever the overlap ------------------------------
+
+
+def test_transpose_onto_itself():
+    """Swapping the names transposes the data; assignment aligns by name, so this writes
+    x.T into x (a plain x.transpose("B A") would align back to x itself)."""
+    S1, S2 = ax.Axis("A", 7), ax.Axis("B", 7)
+    x, xn = t_((S1, S2))
+    x[...] = x.rename(A="B", B="A") + 1
+    assert_close(x, xn.T + 1)
+    y, yn = t_((S1, S2))
+    y[...] = y.transpose("B A") + 1
+    assert_close(y, yn + 1)
+
+
+@pytest.mark.parametrize("shift", [1, -1, 3, -3])
+def test_shifted_slices(shift):
+    L = ax.Axis("L", 10)
+    x, xn = t_((L,))
+    expected = xn.copy()
+    if shift > 0:
+        expected[shift:] = xn[:-shift] * 2
+        x[{"L": slice(shift, None)}] = x[{"L": slice(None, -shift)}] * 2
+    else:
+        expected[:shift] = xn[-shift:] * 2
+        x[{"L": slice(None, shift)}] = x[{"L": slice(-shift, None)}] * 2
+    assert_close(x, expected)
+
+
+def test_reduction_into_a_view_of_its_own_input():
+    x, xn = t_((N, C))
+    expected = xn.copy()
+    expected[:, 0] = xn.sum(1)
+    x[{"C": 0}] = x.sum("C")
+    assert_close(x, expected)
+
+
+def test_reversed_view_onto_itself():
+    L = ax.Axis("L", 9)
+    x, xn = t_((L,))
+    x[...] = x[{"L": slice(None, None, -1)}] - x
+    assert_close(x, xn[::-1] - xn)
+
+
+def test_in_place_update_of_the_identical_view():
+    """x += f(x) reads each element where it writes it: done in place, and correct."""
+    x, xn = t_((N, C, H))
+    x += ax.exp(x) * 2
+    assert_close(x, xn + np.exp(xn) * 2)
+
+
+def test_overlap_through_a_separately_wrapped_array():
+    """Two tensors wrapping the same numpy memory are recognized as overlapping."""
+    arr = rng.standard_normal(12)
+    a = ax.tensor(arr, "L")
+    b = ax.tensor(arr[::-1], "L")
+    expected = arr[::-1] + 1
+    a[...] = b + 1
+    assert_close(a, expected)
+
+
+# --- the kernel cache ------------------------------------------------------------------------
+
+
+def test_one_compile_serves_every_size():
+    """Shapes and strides are run-time arguments: new sizes reuse the compiled kernel."""
+    before = dict(kcache.STATS)
+    for n in (10, 1000, 37):
+        L = ax.Axis("L", n)
+        x = ax.tensor(np.linspace(-1, 1, n), (L,))
+        assert_close(ax.tanh(x) * 3 - x, np.tanh(x.numpy()) * 3 - x.numpy())
+    compiled = kcache.STATS["compiled"] - before["compiled"]
+    loaded = kcache.STATS["disk_hits"] - before["disk_hits"]
+    assert compiled + loaded <= 1
+
+
+def test_parallel_and_serial_variants_agree():
+    x, xn = t_((ax.Axis("L", 5000),))
+    with ax.set_options(serial_threshold=0):
+        par = (ax.sigmoid(x) * x).sum().numpy()
+        m = x.argmax("L").numpy()
+    with ax.set_options(serial_threshold=10**9):
+        ser = (ax.sigmoid(x) * x).sum().numpy()
+    assert_close(par, ser)
+    assert int(m) == int(np.argmax(xn))
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np, axesarray as ax
+    from axesarray.kernels import cache
+    x = ax.tensor(np.linspace(-3, 3, 101).astype(np.float32), "N")
+    r = ax.sigmoid(x * 2 + 1).numpy()
+    np.testing.assert_allclose(r, 1 / (1 + np.exp(-(np.linspace(-3, 3, 101) * 2 + 1))), rtol=1e-6)
+    print(cache.STATS["compiled"], cache.STATS["disk_hits"], cache.STATS["recovered"])
+    """
+)
+
+
+def _run_script(cache_dir) -> tuple[int, int, int]:
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(cache_dir))
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True
+    )
+    compiled, disk, recovered = map(int, out.stdout.split())
+    return compiled, disk, recovered
+
+
+@pytest.mark.slow
+def test_second_process_compiles_nothing(tmp_path):
+    assert _run_script(tmp_path)[0] == 1
+    compiled, disk, _ = _run_script(tmp_path)
+    assert (compiled, disk) == (0, 1)
+
+
+@pytest.mark.slow
+def test_corrupt_cache_entries_are_recompiled(tmp_path):
+    _run_script(tmp_path)
+    for f in (tmp_path / "__pycache__").iterdir():
+        f.write_bytes(f.read_bytes()[:7])  # truncate numba's index and data files
+    compiled, _, recovered = _run_script(tmp_path)
+    assert compiled == 1 and recovered >= 1
+    for f in tmp_path.glob("k_*.py"):
+        f.write_text("this is not python (")
+    compiled, _, recovered = _run_script(tmp_path)
+    assert recovered >= 1
+
+
+def test_concurrent_evaluation_from_threads():
+    """Several threads building and evaluating expressions at once all get right answers."""
+    arrays = [rng.standard_normal((40, 30)) for _ in range(6)]
+    errors = []
+
+    def work(k):
+        try:
+            x = ax.tensor(arrays[k], "A B")
+            for _ in range(5):
+                e = (ax.tanh(x) * k + x.sum("B")).max("A")
+                expected = (np.tanh(arrays[k]) * k + arrays[k].sum(1, keepdims=True)).max(0)
+                np.testing.assert_allclose(e.numpy(), expected, rtol=1e-12)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+def test_debug_levels_print_schedule_and_source(capsys, monkeypatch):
+    monkeypatch.setenv("AXESARRAY_DEBUG", "3")
+    x, _ = t_((ax.Axis("Q", 17),))
+    (ax.log1p(ax.abs(x)) * 5.5 - 2).eval()
+    err = capsys.readouterr().err
+    assert "[axesarray] Plan:" in err and "def kernel(" in err
+
+
+# --- accuracy ------------------------------------------------------------------------------
+
+
+def test_float32_sum_is_at_least_as_accurate_as_numpy():
+    """Sums of float32 accumulate in float64: closer to the exact sum than numpy's."""
+    x = (rng.random(2_000_003) * 1000).astype(np.float32)
+    exact = float(np.sum(x.astype(np.float64)))
+    ours = float(ax.tensor(x, "L").sum())
+    theirs = float(np.sum(x))
+    assert abs(ours - exact) <= abs(theirs - exact)
+    L2 = ax.Axis("L", 1000)
+    y = x[: 1000 * 2000].reshape(2000, 1000)
+    exact_rows = y.astype(np.float64).sum(0)
+    ours_rows = ax.tensor(y, ("R", L2)).sum("R").numpy().astype(np.float64)
+    theirs_rows = y.sum(0).astype(np.float64)
+    assert np.abs(ours_rows - exact_rows).max() <= np.abs(theirs_rows - exact_rows).max()
+
+
+def test_mixing_devices_is_an_error():
+    pytest.importorskip("numba")
+    from axesarray.devices import cuda_ready
+
+    if not cuda_ready():
+        pytest.skip("no CUDA and no simulator")
+    a = ax.zeros((N,)).to("cuda")
+    b = ax.zeros((N,))
+    with pytest.raises(ValueError, match=r"evaluate: the operands are on different devices"):
+        (a + b).eval()
