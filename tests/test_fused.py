@@ -91,6 +91,16 @@ def test_dot_takes_a_transposed_leaf_without_a_copy():
     assert_close(ax.dot(a, c, over="K"), np.einsum("km,pk->mp", an, cn))
 
 
+@pytest.mark.parametrize("names", ["C", ("N", "W"), "W", ("C", "H")])
+def test_reduce_over_inner_axes_of_a_scalar_first_expression(names):
+    """Regression: the reduce loop took its length from the first operand's shape, which
+    for ``10 * x`` is the constant's (not permuted with the reduced dims moved last)."""
+    x, xn = t_((N, C, H, W))
+    dims = tuple("NCHW".index(n) for n in names)
+    assert_close((10 * x).max(names), (10 * xn).max(dims))
+    assert_close((2.5 - x).sum(names), (2.5 - xn).sum(dims), scale=xn.size)
+
+
 def test_softmax_materializes_the_broadcast_reduction():
     """max and sum are broadcast back: each is materialized; separately built copies of the
     same subexpression are computed once (plan-time hash-consing)."""

@@ -183,7 +183,8 @@ def _permute_ir(node: Node, perm: tuple[int, ...], memo: dict) -> Node:
     if isinstance(node, KLeaf):
         out = KLeaf(permute(node.view, perm), node.dtype, node.src)
     elif isinstance(node, KConst):
-        out = node
+        shape = tuple(node.shape[p] for p in perm) if node.shape else node.shape
+        out = KConst(node.dtype, node.src, shape)
     elif isinstance(node, Map):
         out = Map(node.op, tuple(_permute_ir(a, perm, memo) for a in node.args), node.dtype)
     elif isinstance(node, Cast):
@@ -236,7 +237,7 @@ def make_nest(out: KLeaf, tree: Node) -> LoopNest:
     then the reduce dims of its reduction; guard and blocked dims are pinned."""
     nodes = kernel_nodes(tree)
     red = next((n for n in nodes if isinstance(n, KReduce)), None)
-    shape = out.view.shape + (red.child.shape[red.n_out :] if red is not None else ())
+    shape = out.view.shape + (red.lengths if red is not None else ())
     leaves = [n for n in nodes if isinstance(n, KLeaf)]
     pinned = set()
     for n in nodes:
@@ -406,7 +407,8 @@ class _Builder:
                 kept = [d for d in range(node.arg.ndim) if d not in node.axes]
                 perm = tuple(kept) + tuple(node.axes)
                 child = _permute_ir(self.fuse(node.arg, "red"), perm, {})
-                return KReduce(node.op, child, len(kept), node.dtype)
+                lengths = tuple(node.arg.shape[d] for d in node.axes)
+                return KReduce(node.op, child, len(kept), node.dtype, lengths)
             return self._leaf_of(self.realize(node))
         if isinstance(node, Remap):
             base = self.realize(node.arg)
@@ -457,7 +459,8 @@ class _Builder:
             b = _broadcast_ir(self.fuse(node.b, "red"), shape, [joint.index(lb) for lb in B], {})
             boolean = node.dtype.kind == "b"
             prod = Map("and" if boolean else "mul", (a, b), node.dtype)
-            tree = KReduce("any" if boolean else "sum", prod, len(O), node.dtype)
+            tree = KReduce("any" if boolean else "sum", prod, len(O), node.dtype,
+                           shape[len(O):])
             self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
         return temp
 

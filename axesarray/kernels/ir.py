@@ -91,14 +91,16 @@ class KConcat(Node):
 
 
 class KReduce(Node):
-    """Reduce ``child`` over index dims ``n_out..`` with ``op``; ``dtype`` is the result."""
+    """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
+    ``dtype`` is the result."""
 
-    __slots__ = ("op", "child", "n_out")
+    __slots__ = ("op", "child", "n_out", "lengths")
 
-    def __init__(self, op: str, child: Node, n_out: int, dtype: np.dtype):
+    def __init__(self, op: str, child: Node, n_out: int, dtype: np.dtype, lengths: tuple):
         self.op = op
         self.child = child
         self.n_out = n_out
+        self.lengths = tuple(lengths)
         self.shape = child.shape[:n_out]
         self.dtype = dtype
         self.key = None
