@@ -71,13 +71,20 @@ def _zero_padding(phys: np.ndarray, layout: Layout, axes: Axes) -> None:
         phys[tuple(index)] = 0
 
 
-def allocate_layout(axes: Axes, dtype, layout: Layout) -> Tensor:
+def allocate_layout(axes: Axes, dtype, layout: Layout, device: str = "cpu") -> Tensor:
     """A new l-tensor stored in ``layout`` (bound to ``axes``); padding zero, rest empty."""
     dtype = np.dtype(dtype)
     layout = bind(layout, axes, "allocate")
     shape = tuple(d.length for d in physical_dims(layout, axes))
-    data = allocate(math.prod(shape), dtype)
-    _zero_padding(data.reshape(shape), layout, axes)
+    n = math.prod(shape)
+    if device == "cuda":
+        from .devices import cuda_empty, upload
+
+        padded = n != axes.size
+        data = upload(np.zeros(n, dtype)) if padded else cuda_empty(n, dtype)
+    else:
+        data = allocate(n, dtype)
+        _zero_padding(data.reshape(shape), layout, axes)
     view = _logical_view(layout, axes, contiguous_strides(shape), 0)
     return Tensor(axes, ex.Leaf(data, view), layout)
 
@@ -127,7 +134,7 @@ def to_layout(t: Tensor, layout, **roles) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(message("to_layout", "expected a Tensor", type(t).__name__))
     lay = bind(Layout.parse(layout, **roles), t.axes, "to_layout")
-    out = allocate_layout(t.axes, t.dtype, lay)
+    out = allocate_layout(t.axes, t.dtype, lay, t.device)
     copy_leaf(out._node, t._node)
     return out
 

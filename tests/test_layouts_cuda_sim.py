@@ -59,6 +59,15 @@ SCRIPT = textwrap.dedent(
             out = d.copy_to_host().reshape(host.physical.shape)
             np.testing.assert_array_equal(out, expected(logical, dst_name), strict=True)
     assert kinds == {"rows", "tile"}, kinds
+    # Tensor level: a device tensor converts on the device, padding zero.
+    logical = np.random.default_rng(1).integers(1, 100, (2, 5, 2, 3)).astype("float32")
+    dev = ax.tensor(logical, "N C H W").to("cuda")
+    packed = dev.to_layout("NCHW4")
+    assert packed.device == "cuda" and str(packed.layout) == "NCHW4"
+    back = packed.to("cpu")
+    np.testing.assert_array_equal(back.physical, expected(logical, "NCHW4"))
+    np.testing.assert_array_equal(packed.to_layout("NHWC").to("cpu").physical,
+                                  logical.transpose(0, 2, 3, 1))
     print("cuda repack ok")
     """
 )
@@ -78,10 +87,11 @@ def test_cuda_repack_under_the_simulator():
 
 
 def _gpu_available() -> bool:
+    """A real GPU (conftest may have switched this process to the simulator)."""
     try:
-        from numba import cuda
+        from numba import config, cuda
 
-        return bool(cuda.is_available())
+        return not config.ENABLE_CUDASIM and bool(cuda.is_available())
     except Exception:  # no driver, no toolkit: no GPU
         return False
 
