@@ -19,6 +19,10 @@ from .options import get_option, set_options
 
 __all__ += ["get_option", "set_options"]
 
+from .engine import warmup
+
+__all__ += ["warmup"]
+
 from .tensor import Tensor, TensorDescription, assign
 
 __all__ += ["Tensor", "TensorDescription", "assign"]

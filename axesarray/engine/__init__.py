@@ -14,7 +14,7 @@ from ..storage import fresh, leaf_array
 from . import reference
 from .order import result_order
 
-__all__ = ["evaluate", "assign", "to_numpy", "result_order"]
+__all__ = ["evaluate", "assign", "to_numpy", "result_order", "warmup"]
 
 
 def _fused():
@@ -60,3 +60,20 @@ def to_numpy(root: Node) -> np.ndarray:
         return leaf_array(root.data, root.view, root.writeable)
     leaf = evaluate(root)
     return leaf_array(leaf.data, leaf.view)
+
+
+def warmup() -> None:
+    """Pay numba's one-time start-up now: import it and load its CPU target's registries.
+
+    The first evaluation in a new process otherwise includes that (about a second here);
+    after it, loading a kernel compiled by an earlier process takes milliseconds. Useful in
+    a notebook's first cell or a server's start-up.
+
+    >>> import axesarray as ax
+    >>> ax.warmup()
+    """
+    from numba.core.registry import cpu_target
+
+    from . import fused  # noqa: F401 - imports the code generator and the math library
+
+    cpu_target.target_context.refresh()

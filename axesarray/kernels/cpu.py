@@ -122,6 +122,35 @@ def _combine(op: str, acc: str, v: str, index: str, fl: bool) -> list[str]:
     return [f"if {v} {cmp} {acc}{nan}:", f"    {acc} = {v}", f"    ai = {index}"]
 
 
+_UNROLL = 4
+
+
+def _unrolled(src: _Src, indent: int, d: int, bounds: tuple, accumulate, op: str, init: str,
+              fl: bool) -> None:
+    """The innermost reduce loop with 4 independent accumulators, folded into ``acc``.
+
+    One accumulator makes the loop wait for each add's latency; four overlap (and LLVM's
+    SLP vectorizer can pack them). The body is emitted once per accumulator.
+    """
+    lo, hi = bounds
+    src.add(indent, f"j = {lo}")
+    src.add(indent, f"stop = {hi}")
+    for u in range(_UNROLL):
+        src.add(indent, f"acc{u} = {init}")
+    src.add(indent, f"while j + {_UNROLL} <= stop:")
+    for u in range(_UNROLL):
+        src.add(indent + 1, f"i{d} = j + {u}" if u else f"i{d} = j")
+        accumulate(indent + 1, f"acc{u}", f"u{u}_")
+    src.add(indent + 1, f"j += {_UNROLL}")
+    src.add(indent, "while j < stop:")
+    src.add(indent + 1, f"i{d} = j")
+    accumulate(indent + 1, "acc0", "t")
+    src.add(indent + 1, "j += 1")
+    for u in range(_UNROLL):
+        for line in _combine(op, "acc", f"acc{u}", "0", fl):
+            src.add(indent, line)
+
+
 def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
     nest = low.nest
@@ -156,23 +185,34 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         src.add(indent, "ai = 0")
     red_dims = list(range(n_out, rank))
     rbase = base
-    for pos, d in enumerate(red_dims):
-        if chunked and pos == 0:
-            src.add(indent, f"for i{d} in range(ch * n{d} // nch, (ch + 1) * n{d} // nch):")
-        else:
-            src.add(indent, f"for i{d} in range(n{d}):")
+    ranges = {d: ("0", f"n{d}") for d in red_dims}
+    if chunked:
+        d0 = red_dims[0]
+        ranges[d0] = (f"ch * n{d0} // nch", f"(ch + 1) * n{d0} // nch")
+    for d in red_dims[:-1]:
+        src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
         indent += 1
-        if d != red_dims[-1]:
-            rbase = _bases(src, low, indent, range(d, d + 1), rbase, f"r{d}")
+        rbase = _bases(src, low, indent, range(d, d + 1), rbase, f"r{d}")
     inner = range(rank - 1, rank) if red_dims else range(0)
-    body = _emit_body(low, rbase, inner)
-    v = body.emit(red.child, indent, {})
-    src.lines.extend(body.lines)
-    if red.op in ("sum", "prod"):
-        v = f"{acc_t}({v})"
-    for line in _combine(red.op, "acc", v, red_index, fl):
-        src.add(indent, line)
-    indent -= len(red_dims)
+
+    def accumulate(indent: int, acc: str, prefix: str) -> None:
+        body = _emit_body(low, rbase, inner, prefix=prefix)
+        v = body.emit(red.child, indent, {})
+        src.lines.extend(body.lines)
+        if red.op in ("sum", "prod"):
+            v = f"{acc_t}({v})"
+        for line in _combine(red.op, acc, v, red_index, fl):
+            src.add(indent, line)
+
+    if not red_dims:
+        accumulate(indent, "acc", "v")
+    elif arg:
+        d = red_dims[-1]
+        src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
+        accumulate(indent + 1, "acc", "v")
+    else:
+        _unrolled(src, indent, red_dims[-1], ranges[red_dims[-1]], accumulate, red.op, init, fl)
+    indent -= len(red_dims[:-1])
     if chunked:
         src.add(indent, "parts[ch] = acc")
         if arg:

@@ -1,0 +1,75 @@
+"""Shared benchmark helpers: robust timing, the copy baseline, and the report table.
+
+Every number is a median over repeats, next to ``np.copyto`` of the same number of bytes
+(read + written) measured in the same run, because the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+__all__ = ["median_time", "copy_time", "Table", "optional"]
+
+
+def median_time(fn, repeat: int = 7, warmup: int = 1, min_time: float = 0.0) -> float:
+    """Median seconds per call of ``fn`` (after ``warmup`` calls)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    if min_time and statistics.median(times) < min_time:
+        # Short calls: time batches so the clock's resolution does not matter.
+        n = max(1, int(min_time / max(statistics.median(times), 1e-9)))
+        batch = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            batch.append((time.perf_counter() - t0) / n)
+        return statistics.median(batch)
+    return statistics.median(times)
+
+
+def copy_time(traffic_bytes: int, repeat: int = 7) -> float:
+    """Seconds for ``np.copyto`` moving ``traffic_bytes`` (half read, half written)."""
+    n = max(1, traffic_bytes // 2)
+    src = np.ones(n, np.uint8)
+    dst = np.empty_like(src)
+    return median_time(lambda: np.copyto(dst, src), repeat)
+
+
+def optional(name: str):
+    """Import a peer library if installed, else None."""
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+class Table:
+    """Rows of (case, engine, seconds, bytes, copy seconds) printed with GB/s and ratios."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.rows: list[tuple] = []
+
+    def add(self, case: str, engine: str, seconds: float, traffic: int, copy_s: float,
+            note: str = "") -> None:
+        self.rows.append((case, engine, seconds, traffic, copy_s, note))
+
+    def show(self) -> None:
+        print(f"\n{self.title}")
+        head = f"{'case':<34} {'engine':<12} {'time':>10} {'GB/s':>7} {'vs copy':>8}  note"
+        print(head)
+        print("-" * len(head))
+        for case, engine, s, traffic, copy_s, note in self.rows:
+            gbs = traffic / s / 1e9 if s and traffic else float("nan")
+            ratio = copy_s / s if s and copy_s else float("nan")
+            unit = f"{s * 1e3:8.2f} ms" if s >= 1e-3 else f"{s * 1e6:8.2f} us"
+            print(f"{case:<34} {engine:<12} {unit:>10} {gbs:7.2f} {ratio:8.2f}  {note}")
