@@ -26,3 +26,16 @@ def test_demo_prints_the_tour():
                     "A lazy expression", "Reductions by name", "Memory layouts"):
         assert heading in out
     assert "round trip exact: True" in out
+
+
+def test_notebook_runs():
+    """notebooks/tour.ipynb executes top to bottom without errors."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "tour.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
