@@ -96,4 +96,3 @@ def _default_options():
     saved = dict(ax.options.OPTIONS)
     yield
     ax.options.OPTIONS.update(saved)
-

@@ -33,8 +33,12 @@ dtypes = st.sampled_from(DTYPES).map(np.dtype)
 @st.composite
 def axes(draw, min_rank=0, max_rank=5, min_len=0, max_len=5, names=NAMES):
     """An ``ax.Axes`` of 0-5 axes with unique random names and lengths 0-5."""
-    chosen = draw(st.lists(st.sampled_from(names), min_size=min_rank, max_size=max_rank, unique=True))
-    lengths = draw(st.lists(st.integers(min_len, max_len), min_size=len(chosen), max_size=len(chosen)))
+    chosen = draw(
+        st.lists(st.sampled_from(names), min_size=min_rank, max_size=max_rank, unique=True)
+    )
+    lengths = draw(
+        st.lists(st.integers(min_len, max_len), min_size=len(chosen), max_size=len(chosen))
+    )
     return ax.Axes(ax.Axis(n, k) for n, k in zip(chosen, lengths, strict=True))
 
 
@@ -309,12 +313,15 @@ def shadow_view_op(arr: np.ndarray, names: list[str], op) -> tuple[np.ndarray, l
         rest = [d for d in range(len(names)) if d not in dims]
         order = rest[:pos] + dims + rest[pos:]
         a = arr.transpose(order)
-        shape = a.shape[:pos] + (math.prod(arr.shape[d] for d in dims),) + a.shape[pos + len(dims) :]
+        shape = (
+            a.shape[:pos] + (math.prod(arr.shape[d] for d in dims),) + a.shape[pos + len(dims) :]
+        )
         new_names = [names[d] for d in rest]
         new_names.insert(pos, op[2])
         return a.reshape(shape), new_names
     if kind == "squeeze":
-        chosen = op[1] if op[1] is not None else [n for n, k in zip(names, arr.shape) if k == 1]
+        ones = [n for n, k in zip(names, arr.shape, strict=True) if k == 1]
+        chosen = op[1] if op[1] is not None else ones
         dims = tuple(names.index(n) for n in chosen)
         return np.squeeze(arr, axis=dims), [n for n in names if n not in chosen]
     if kind == "expand_dims":
@@ -431,8 +438,20 @@ def _sigmoid_np(x):
 UNARY = {
     "neg": (operator.neg, np.negative, "iuf", False, True),
     "abs": (ax.abs, np.abs, "biuf", False, True),
-    "exp": (lambda x: ax.exp(ax.clip(x, -3, 3)), lambda x: np.exp(np.clip(x, -3, 3)), "f", False, False),
-    "expm1": (lambda x: ax.expm1(ax.clip(x, -3, 3)), lambda x: np.expm1(np.clip(x, -3, 3)), "f", False, False),
+    "exp": (
+        lambda x: ax.exp(ax.clip(x, -3, 3)),
+        lambda x: np.exp(np.clip(x, -3, 3)),
+        "f",
+        False,
+        False,
+    ),
+    "expm1": (
+        lambda x: ax.expm1(ax.clip(x, -3, 3)),
+        lambda x: np.expm1(np.clip(x, -3, 3)),
+        "f",
+        False,
+        False,
+    ),
     "log": (lambda x: ax.log(abs(x) + 1), lambda x: np.log(np.abs(x) + 1), "f", False, False),
     "log1p": (lambda x: ax.log1p(abs(x)), lambda x: np.log1p(np.abs(x)), "f", False, False),
     "sqrt": (lambda x: ax.sqrt(abs(x) + 1), lambda x: np.sqrt(np.abs(x) + 1), "f", False, False),
@@ -566,8 +585,12 @@ def _np_reduce(op, names, x: Shadow) -> Shadow:
             out = getattr(np, op)(arr, axis=dims)
         absum = np.sum(np.abs(arr.astype(np.float64)), axis=dims) if arr.dtype.kind != "b" else 1.0
     out = np.asarray(out)
-    exact = x.exact and (op in ("max", "min", "argmax", "argmin", "any", "all") or out.dtype.kind in "biu")
-    return Shadow(out, kept, exact, max(x.mag * _absmax(absum) / max(1.0, _absmax(arr)) + x.mag, _absmax(out)))
+    exact = x.exact and (
+        op in ("max", "min", "argmax", "argmin", "any", "all") or out.dtype.kind in "biu"
+    )
+    return Shadow(
+        out, kept, exact, max(x.mag * _absmax(absum) / max(1.0, _absmax(arr)) + x.mag, _absmax(out))
+    )
 
 
 def _np_dot(over, a: Shadow, b: Shadow) -> Shadow:
@@ -577,13 +600,18 @@ def _np_dot(over, a: Shadow, b: Shadow) -> Shadow:
     ]
     with np.errstate(all="ignore"):
         arr = np.einsum(
-            a.arr, [labels[n] for n in a.names], b.arr, [labels[n] for n in b.names],
+            a.arr,
+            [labels[n] for n in a.names],
+            b.arr,
+            [labels[n] for n in b.names],
             [labels[n] for n in out_names],
         )
         arr = np.asarray(arr, dtype=np.result_type(a.arr.dtype, b.arr.dtype))
         terms = np.einsum(
-            np.abs(a.arr.astype(np.float64)), [labels[n] for n in a.names],
-            np.abs(b.arr.astype(np.float64)), [labels[n] for n in b.names],
+            np.abs(a.arr.astype(np.float64)),
+            [labels[n] for n in a.names],
+            np.abs(b.arr.astype(np.float64)),
+            [labels[n] for n in b.names],
             [labels[n] for n in out_names],
         )
     exact = a.exact and b.exact and arr.dtype.kind in "biu"
@@ -621,9 +649,7 @@ def _shadow(t, prog, arrays, memo) -> Shadow:
         arr = np.asarray(COMPARE[t[1]][1](x, y))
         return Shadow(_full(arr, names, a, None if b_names is None else b), names, True, 1.0)
     if kind == "where":
-        parts = [
-            p[1] if p[0] == "scalar" else _shadow(p, prog, arrays, memo) for p in t[1:4]
-        ]
+        parts = [p[1] if p[0] == "scalar" else _shadow(p, prog, arrays, memo) for p in t[1:4]]
         names = None
         for p in parts:
             if isinstance(p, Shadow):
@@ -665,7 +691,12 @@ def _shadow(t, prog, arrays, memo) -> Shadow:
         d = x.names.index(name)
         joined = np.concatenate([x.arr, other.astype(np.result_type(x.arr, other))], axis=d)
         joined = joined.astype(np.result_type(x.arr.dtype, other.dtype))
-        return Shadow(_window(joined, d, start, x.arr.shape[d], False), x.names, x.exact, max(x.mag, _absmax(other)))
+        return Shadow(
+            _window(joined, d, start, x.arr.shape[d], False),
+            x.names,
+            x.exact,
+            max(x.mag, _absmax(other)),
+        )
     if kind == "transpose":
         x = _shadow(t[2], prog, arrays, memo)
         return Shadow(x.arr.transpose([x.names.index(n) for n in t[1]]), list(t[1]), x.exact, x.mag)
@@ -676,7 +707,9 @@ def _shadow(t, prog, arrays, memo) -> Shadow:
     if kind == "index":
         x = _shadow(t[3], prog, arrays, memo)
         d = x.names.index(t[1])
-        return Shadow(np.take(x.arr, t[2], axis=d), [n for n in x.names if n != t[1]], x.exact, x.mag)
+        return Shadow(
+            np.take(x.arr, t[2], axis=d), [n for n in x.names if n != t[1]], x.exact, x.mag
+        )
     if kind == "rename":
         x = _shadow(t[3], prog, arrays, memo)
         return Shadow(x.arr, [t[2] if n == t[1] else n for n in x.names], x.exact, x.mag)
@@ -771,12 +804,21 @@ class _Gen:
         d = self.draw
         if names is None:
             pool = list(self.universe)
-            names = d(st.lists(st.sampled_from(pool), min_size=min(1, len(pool)), max_size=min(4, len(pool)), unique=True))
+            names = d(
+                st.lists(
+                    st.sampled_from(pool),
+                    min_size=min(1, len(pool)),
+                    max_size=min(4, len(pool)),
+                    unique=True,
+                )
+            )
         if lengths is None:
             lengths = [self.universe[n] for n in names]
         dt = dtype or d(st.sampled_from(self.dtype_pool))
         src = d(sources(tuple(lengths)))
-        inp = Input(tuple(names), tuple(lengths), dt, d(st.integers(0, 2**16)), src, d(st.booleans()))
+        inp = Input(
+            tuple(names), tuple(lengths), dt, d(st.integers(0, 2**16)), src, d(st.booleans())
+        )
         self.inputs.append(inp)
         self.arrays.append(inp.array())
         i = len(self.inputs) - 1
@@ -788,16 +830,30 @@ class _Gen:
         self.budget -= 1
         if depth <= 0 or self.budget <= 0:
             return self.leaf()
-        kinds = ["unary", "binary", "binary", "compare", "where", "astype", "reduce", "reduce",
-                 "dot", "pad", "concat", "view"]
+        kinds = [
+            "unary",
+            "binary",
+            "binary",
+            "compare",
+            "where",
+            "astype",
+            "reduce",
+            "reduce",
+            "dot",
+            "pad",
+            "concat",
+            "view",
+        ]
         kind = d(st.sampled_from(kinds if top else ["leaf"] + kinds))
         if kind == "leaf":
             return self.leaf()
         if kind == "unary":
             t, x = self.node(depth - 1)
             fns = [
-                f for f, (_, _, kinds, needs_exact, _) in UNARY.items()
-                if x.dtype.kind in kinds and (x.exact or not needs_exact)
+                f
+                for f, (_, _, kinds, needs_exact, _) in UNARY.items()
+                if x.dtype.kind in kinds
+                and (x.exact or not needs_exact)
                 and (not self._reduced(x) or f in ("neg", "abs", "relu"))
             ]
             if not fns:
@@ -840,7 +896,9 @@ class _Gen:
                     return ta, a
             else:
                 tb, _ = self._scalar("add", a)
-            return ("compare", op, ta, tb), _shadow(("compare", op, ta, tb), self._prog(), self.arrays, {})
+            return ("compare", op, ta, tb), _shadow(
+                ("compare", op, ta, tb), self._prog(), self.arrays, {}
+            )
         if kind == "where":
             tc, c = self.node(depth - 1)
             if not c.exact:
@@ -897,7 +955,11 @@ class _Gen:
             extra = d(st.lists(st.sampled_from(others), max_size=2, unique=True)) if others else []
             keep = [n for n in a.names if n not in over and d(st.booleans())]
             names = list(d(st.permutations(list(over) + keep + extra)))
-            dt = d(st.sampled_from([p for p in self.dtype_pool if p not in ("bool", "float16")] or ["float64"]))
+            dt = d(
+                st.sampled_from(
+                    [p for p in self.dtype_pool if p not in ("bool", "float16")] or ["float64"]
+                )
+            )
             tb, b = self.leaf(names, None, dt)
             return ("dot", over, ta, tb), _np_dot(over, a, b)
         if kind == "pad":

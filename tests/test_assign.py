@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import axes, numpy_tensors
 
 import axesarray as ax
-from conftest import assert_close
-from strategies import axes, numpy_tensors
 
 N, C, H = ax.Axis("N", 2), ax.Axis("C", 6), ax.Axis("H", 3)
 
@@ -62,7 +62,13 @@ def test_assign_into_strided_numpy_destination(engine):
 
 @pytest.mark.parametrize(
     "value_dtype, dst_dtype",
-    [("int64", "float32"), ("float64", "float32"), ("bool", "int8"), ("int64", "int8"), ("uint8", "int16")],
+    [
+        ("int64", "float32"),
+        ("float64", "float32"),
+        ("bool", "int8"),
+        ("int64", "int8"),
+        ("uint8", "int16"),
+    ],
 )
 def test_same_kind_casts_are_allowed(engine, value_dtype, dst_dtype):
     """Casts numpy's copyto allows (same_kind) are done with numpy's conversion."""
@@ -209,7 +215,9 @@ def test_random_aliasing(tdata, data):
     for n in data.draw(st.permutations(names)):
         if n in mapping.values() or n in mapping:
             continue
-        mates = [m for m in names if m not in mapping and m != n and t.axes[m].length == t.axes[n].length]
+        mates = [
+            m for m in names if m not in mapping and m != n and t.axes[m].length == t.axes[n].length
+        ]
         if mates and data.draw(st.booleans()):
             m = data.draw(st.sampled_from(mates))
             mapping[n], mapping[m] = m, n
@@ -307,6 +315,8 @@ def test_failed_assignment_random_axes(a):
     """Assigning a value with a foreign axis fails and leaves random destinations unchanged."""
     out = ax.tensor(np.random.default_rng(0).random(a.shape), a)
     before = out.numpy().tobytes()
-    with pytest.raises(ax.AxesError, match="assign: the value has axes the destination lacks: 'foreign'"):
+    with pytest.raises(
+        ax.AxesError, match="assign: the value has axes the destination lacks: 'foreign'"
+    ):
         out[...] = ax.ones((ax.Axis("foreign", 1),))
     assert out.numpy().tobytes() == before

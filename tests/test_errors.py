@@ -65,11 +65,26 @@ def test_duplicate_names_from_views(x):
     [
         (lambda: ax.Axis("1x", 2), "Axis: an axis name must be a Python identifier (got '1x')."),
         (lambda: ax.Axis("", 2), "Axis: an axis name must be a Python identifier (got '')."),
-        (lambda: ax.Axis("C", -1), "Axis: the length of axis 'C' must be a non-negative integer (got -1)."),
-        (lambda: ax.Axis("C", 2.5), "Axis: the length of axis 'C' must be a non-negative integer (got 2.5)."),
-        (lambda: ax.Axis("C", True), "Axis: the length of axis 'C' must be a non-negative integer (got True)."),
-        (lambda: ax.Axes([1]), "Axes: every item must be an Axis (got 1). Use ax.Axis(name, length)."),
-        (lambda: ax.zeros("N C"), "create: axis names alone do not give lengths (got 'N C'). Pass Axis objects."),
+        (
+            lambda: ax.Axis("C", -1),
+            "Axis: the length of axis 'C' must be a non-negative integer (got -1).",
+        ),
+        (
+            lambda: ax.Axis("C", 2.5),
+            "Axis: the length of axis 'C' must be a non-negative integer (got 2.5).",
+        ),
+        (
+            lambda: ax.Axis("C", True),
+            "Axis: the length of axis 'C' must be a non-negative integer (got True).",
+        ),
+        (
+            lambda: ax.Axes([1]),
+            "Axes: every item must be an Axis (got 1). Use ax.Axis(name, length).",
+        ),
+        (
+            lambda: ax.zeros("N C"),
+            "create: axis names alone do not give lengths (got 'N C'). Pass Axis objects.",
+        ),
     ],
 )
 def test_bad_axes(make, pattern):
@@ -98,7 +113,9 @@ def test_bad_axes(make, pattern):
 )
 def test_unknown_names(x, call, op):
     """An unknown name is refused by every operation taking names, listing the real ones."""
-    with raises(ax.AxesError, f"{op}: unknown axis 'Q' (axes: N=2, C=3). Use one of the names: N C."):
+    with raises(
+        ax.AxesError, f"{op}: unknown axis 'Q' (axes: N=2, C=3). Use one of the names: N C."
+    ):
         call(x)
 
 
@@ -113,8 +130,13 @@ def test_axis_lookup_with_wrong_length(x):
 
 @pytest.mark.parametrize(
     "op, name",
-    [(lambda a, b: a + b, "add"), (lambda a, b: a * b, "mul"), (lambda a, b: a < b, "lt"),
-     (ax.maximum, "maximum"), (lambda a, b: ax.where(a > 0, a, b), "where")],
+    [
+        (lambda a, b: a + b, "add"),
+        (lambda a, b: a * b, "mul"),
+        (lambda a, b: a < b, "lt"),
+        (ax.maximum, "maximum"),
+        (lambda a, b: ax.where(a > 0, a, b), "where"),
+    ],
 )
 def test_length_mismatch_in_binary_op(x, op, name):
     """The message names the axis, both lengths and both operands' axes."""
@@ -140,10 +162,14 @@ def test_design_example_message():
 
 def test_strict_broadcast_error(x):
     """In strict mode the non-subset case is an error with a hint."""
-    with ax.set_options(broadcast="subset"), raises(
-        ax.AxesError,
-        "mul: neither operand's axes contain the other's (left: N=2, C=3; right: H=4). "
-        "Strict broadcasting (broadcast='subset') is on: call broadcast_to on one operand first.",
+    with (
+        ax.set_options(broadcast="subset"),
+        raises(
+            ax.AxesError,
+            "mul: neither operand's axes contain the other's (left: N=2, C=3; right: H=4). "
+            "Strict broadcasting (broadcast='subset') is on: "
+            "call broadcast_to on one operand first.",
+        ),
     ):
         x * ax.zeros((H,))
 
@@ -182,9 +208,14 @@ def test_transpose_missing_or_extra(x):
         "(axes: N=2, C=3; got N). List every axis once, or use '...' for the rest.",
     ):
         x.transpose("N")
-    with raises(ax.AxesError, "transpose: the names must be a permutation of the axes: unknown 'H'"):
+    with raises(
+        ax.AxesError, "transpose: the names must be a permutation of the axes: unknown 'H'"
+    ):
         x.transpose("N C H")
-    with raises(ax.AxesError, "transpose: the names must be a permutation of the axes: missing 'C'; unknown 'H'"):
+    with raises(
+        ax.AxesError,
+        "transpose: the names must be a permutation of the axes: missing 'C'; unknown 'H'",
+    ):
         x.transpose("N H")
 
 
@@ -200,17 +231,25 @@ def test_split_lengths_must_multiply_out(x):
 
 def test_flatten_copy_false(x):
     """flatten(copy=False) that cannot be a view raises instead of copying."""
-    with raises(ax.AxesError, "flatten: the result cannot be a view of this memory (axes C=3, N=2; strides"):
+    with raises(
+        ax.AxesError, "flatten: the result cannot be a view of this memory (axes C=3, N=2; strides"
+    ):
         x.flatten(("C", "N"), "S", copy=False)
-    with raises(ax.AxesError, "flatten: no axes to merge (axes: N=2, C=3). Name at least one axis."):
+    with raises(
+        ax.AxesError, "flatten: no axes to merge (axes: N=2, C=3). Name at least one axis."
+    ):
         x.flatten((), "S")
 
 
 def test_out_of_range_integer_index(x):
     """An integer index outside [-n, n) is an IndexError, as in numpy."""
-    with raises(IndexError, "isel: index 3 is out of range for axis 'C' (C=3). Use -3 <= index < 3."):
+    with raises(
+        IndexError, "isel: index 3 is out of range for axis 'C' (C=3). Use -3 <= index < 3."
+    ):
         x.isel(C=3)
-    with raises(IndexError, "isel: index -3 is out of range for axis 'N' (N=2). Use -2 <= index < 2."):
+    with raises(
+        IndexError, "isel: index -3 is out of range for axis 'N' (N=2). Use -2 <= index < 2."
+    ):
         x[{"N": -3}]
     with raises(IndexError, "isel: index 0 is out of range for axis 'E' (E=0)."):
         ax.zeros((ax.Axis("E", 0),)).isel(E=0)
@@ -238,7 +277,9 @@ def test_broadcast_expand_squeeze_errors(x):
         "broadcast_to: the target lacks axes of the tensor: 'C' (tensor: N=2, C=3; target: N=2).",
     ):
         x.broadcast_to((N,))
-    with raises(ax.AxesError, "broadcast_to: axis 'C' has length 3 in the left operand and 4 in the right"):
+    with raises(
+        ax.AxesError, "broadcast_to: axis 'C' has length 3 in the left operand and 4 in the right"
+    ):
         x.broadcast_to((N, ax.Axis("C", 4)))
     with raises(ax.AxesError, "expand_dims: position 5 is out of range (rank 2)."):
         x.expand_dims("K", 5)
@@ -276,9 +317,15 @@ def test_tensor_axes_must_match_data():
 @pytest.mark.parametrize(
     "make, pattern",
     [
-        (lambda: ax.zeros((N,), "complex64"), "create: dtype complex64 is not supported. Use one of: bool,"),
+        (
+            lambda: ax.zeros((N,), "complex64"),
+            "create: dtype complex64 is not supported. Use one of: bool,",
+        ),
         (lambda: ax.tensor(np.array(["a"]), "N"), "tensor: dtype <U1 is not supported."),
-        (lambda: ax.tensor(np.zeros(3), "N", dtype="complex64"), "tensor: dtype complex64 is not supported."),
+        (
+            lambda: ax.tensor(np.zeros(3), "N", dtype="complex64"),
+            "tensor: dtype complex64 is not supported.",
+        ),
         (lambda: ax.zeros((N,)).astype("foo"), "astype: not a dtype (got 'foo')."),
         (lambda: ax.random((N,), "int32"), "random: only float dtypes are supported (int32)."),
     ],
@@ -300,7 +347,10 @@ def test_arange_needs_axis():
 
 def test_bad_option():
     """Unknown options and bad values are ValueErrors listing what is allowed."""
-    with raises(ValueError, "set_options: bad value for 'engine' (got 'cuda'). Use one of ('numba', 'numpy')."):
+    with raises(
+        ValueError,
+        "set_options: bad value for 'engine' (got 'cuda'). Use one of ('numba', 'numpy').",
+    ):
         ax.set_options(engine="cuda")
     with raises(ValueError, "set_options: unknown option 'foo' (options: engine, broadcast,"):
         ax.set_options(foo=1)
@@ -324,8 +374,8 @@ def test_assignment_mismatched_axes(x):
     """Extra axes, lengths and dtypes are checked with destination/value wording."""
     with raises(
         ax.AxesError,
-        "assign: the value has axes the destination lacks: 'H' (destination: N=2, C=3; value: H=4). "
-        "Reduce, select or rename those axes first.",
+        "assign: the value has axes the destination lacks: 'H' "
+        "(destination: N=2, C=3; value: H=4). Reduce, select or rename those axes first.",
     ):
         x[...] = ax.zeros((H,))
     with raises(
@@ -334,11 +384,16 @@ def test_assignment_mismatched_axes(x):
         "(destination: N=2, C=3; value: C=4). Slice or rename the value.",
     ):
         x[...] = ax.zeros((ax.Axis("C", 4),))
-    with raises(TypeError, "assign: cannot cast float64 to int8 under the same_kind rule. Convert explicitly"):
+    with raises(
+        TypeError,
+        "assign: cannot cast float64 to int8 under the same_kind rule. Convert explicitly",
+    ):
         ax.zeros((N,), "int8")[...] = ax.ones((N,))
     with raises(OverflowError, "assign: Python integer 300 is out of bounds for uint8."):
         ax.zeros((N,), "uint8")[...] = 300
-    with raises(ValueError, "assign: the destination is read-only (H=4, N=2, C=3). Broadcast views"):
+    with raises(
+        ValueError, "assign: the destination is read-only (H=4, N=2, C=3). Broadcast views"
+    ):
         x.broadcast_to((H, N, C))[...] = 1.0
 
 
@@ -351,23 +406,37 @@ def test_reduction_errors(x):
         x.argmax(("N", "C"))
     with raises(ax.AxesError, "argmin: name the axis to search along (N=2, C=3)."):
         x.argmin()
-    with raises(ax.AxesError, "max: cannot reduce over an empty axis, which has no identity (E=0)."):
+    with raises(
+        ax.AxesError, "max: cannot reduce over an empty axis, which has no identity (E=0)."
+    ):
         ax.zeros((ax.Axis("E", 0),)).max()
 
 
 def test_function_argument_errors(x):
     """pad widths, concat axes, clip bounds and scalar conversions are checked."""
-    with raises(ax.AxesError, "pad: pad widths must be non-negative for axis 'C' (got (-1, 0)). Slice with isel to crop."):
+    with raises(
+        ax.AxesError,
+        "pad: pad widths must be non-negative for axis 'C' (got (-1, 0)). Slice with isel to crop.",
+    ):
         ax.pad(x, C=(-1, 0))
-    with raises(ax.AxesError, "concat: all tensors must have the same axes besides 'C' (first: N=2, C=3; other: H=4, C=3)."):
+    with raises(
+        ax.AxesError,
+        "concat: all tensors must have the same axes besides 'C' "
+        "(first: N=2, C=3; other: H=4, C=3).",
+    ):
         ax.concat([x, ax.zeros((H, C))], "C")
     with raises(ValueError, "concat: needs at least one tensor."):
         ax.concat([], "C")
     with raises(ValueError, "clip: give lo, hi or both."):
         ax.clip(x)
-    with raises(ax.AxesError, "item: only a tensor of one element converts to a Python scalar (N=2, C=3)."):
+    with raises(
+        ax.AxesError, "item: only a tensor of one element converts to a Python scalar (N=2, C=3)."
+    ):
         float(x)
-    with raises(ValueError, "bool: the truth value of a tensor with several elements is ambiguous (N=2, C=3)."):
+    with raises(
+        ValueError,
+        "bool: the truth value of a tensor with several elements is ambiguous (N=2, C=3).",
+    ):
         bool(x)
     with raises(TypeError, "__index__: only integer tensors are indices (float64)."):
         [0][x.sum()]

@@ -40,8 +40,14 @@ def test_repr_of_r_tensor_evaluates_and_shows_formula(x):
     "t, head",
     [
         (ax.tensor(np.float32(3.0), ""), "<Tensor scalar | float32 | l-tensor | strides ()>"),
-        (ax.zeros((ax.Axis("E", 0), C)), "<Tensor E=0, C=3 | float64 | l-tensor | strides (24, 8)>"),
-        (ax.zeros((C,)).broadcast_to((N, C)), "<Tensor N=2, C=3 | float64 | l-tensor, read-only | strides (0, 8)>"),
+        (
+            ax.zeros((ax.Axis("E", 0), C)),
+            "<Tensor E=0, C=3 | float64 | l-tensor | strides (24, 8)>",
+        ),
+        (
+            ax.zeros((C,)).broadcast_to((N, C)),
+            "<Tensor N=2, C=3 | float64 | l-tensor, read-only | strides (0, 8)>",
+        ),
     ],
     ids=["scalar", "empty", "broadcast"],
 )
@@ -105,7 +111,14 @@ def test_description_is_frozen(x):
 def test_tensor_properties(x):
     """shape, size, ndim, nbytes, itemsize and is_lvalue agree with numpy's."""
     a = np.arange(6.0).reshape(2, 3)
-    assert (x.shape, x.size, x.ndim, x.rank, x.nbytes, x.itemsize) == (a.shape, 6, 2, 2, a.nbytes, 8)
+    assert (x.shape, x.size, x.ndim, x.rank, x.nbytes, x.itemsize) == (
+        a.shape,
+        6,
+        2,
+        2,
+        a.nbytes,
+        8,
+    )
     assert x.is_lvalue and not (x + 1).is_lvalue
     assert (x + 1).strides is None
 
@@ -166,4 +179,6 @@ def test_doctests(name):
     for test in finder.find(module, name):
         runner.run(test)
     results = runner.summarize(verbose=False)
-    assert results.failed == 0, f"{results.failed} doctest(s) failed in {name} (see the output above)"
+    assert results.failed == 0, (
+        f"{results.failed} doctest(s) failed in {name} (see the output above)"
+    )

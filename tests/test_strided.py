@@ -48,7 +48,9 @@ def remaps(draw, shape):
             keys.append(draw(st.integers(0, n - 1)))
         else:
             step = draw(st.sampled_from([1, 2, 3, -1, -2]))
-            keys.append(slice(draw(st.integers(-n - 1, n + 1)), draw(st.integers(-n - 1, n + 1)), step))
+            keys.append(
+                slice(draw(st.integers(-n - 1, n + 1)), draw(st.integers(-n - 1, n + 1)), step)
+            )
     kept = [d for d, k in enumerate(keys) if isinstance(k, slice)]
     lengths = {d: len(range(*keys[d].indices(shape[d]))) for d in kept}
     n_new = draw(st.integers(0, 2))
@@ -83,36 +85,42 @@ def chains(draw):
     for _ in range(draw(st.integers(1, 5))):
         kind = draw(st.sampled_from(["permute", "remap", "split", "merge"]))
         if kind == "permute":
-            perm = tuple(draw(st.permutations(range(v.ndim))))
-            v, arr = sd.permute(v, perm), arr.transpose(perm)
+            params = tuple(draw(st.permutations(range(v.ndim))))
+            v, arr = sd.permute(v, params), arr.transpose(params)
         elif kind == "remap":
             maps, out_shape, fn = draw(remaps(v.shape))
             v, arr = sd.remap_view(v, out_shape, maps), fn(arr)
-            perm = maps
+            params = maps
         elif kind == "split" and v.ndim:
             d = draw(st.integers(0, v.ndim - 1))
             n = v.shape[d]
             a = draw(st.sampled_from([k for k in range(1, n + 1) if n % k == 0] or [0]))
             lengths = (a, n // a) if a else (0, draw(st.integers(0, 3)))
-            perm = (d, lengths)
+            params = (d, lengths)
             v = sd.split_dim(v, d, lengths)
             arr = arr.reshape(arr.shape[:d] + lengths + arr.shape[d + 1 :])
         elif kind == "merge" and v.ndim:
-            dims = tuple(draw(st.lists(st.integers(0, v.ndim - 1), min_size=1, max_size=3, unique=True)))
+            dims = tuple(
+                draw(st.lists(st.integers(0, v.ndim - 1), min_size=1, max_size=3, unique=True))
+            )
             rest = [d for d in range(v.ndim) if d not in dims]
             pos = draw(st.integers(0, len(rest)))
-            perm = (dims, pos)
+            params = (dims, pos)
             merged = sd.merge_dims(v, dims, pos)
             order = rest[:pos] + list(dims) + rest[pos:]
             t = arr.transpose(order)
-            new = t.reshape(t.shape[:pos] + (math.prod(t.shape[pos : pos + len(dims)]),) + t.shape[pos + len(dims) :])
+            new = t.reshape(
+                t.shape[:pos]
+                + (math.prod(t.shape[pos : pos + len(dims)]),)
+                + t.shape[pos + len(dims) :]
+            )
             if merged is None:
                 assert not expressible(new), f"merge_dims refused a strided result {dims}, {pos}"
                 continue
             v, arr = merged, new
         else:
             continue
-        log.append((kind, perm))
+        log.append((kind, params))
         assert_view(v, arr)
     return v, arr, log
 
@@ -208,7 +216,13 @@ def test_remap_view_doc_cases():
 
 @pytest.mark.parametrize(
     "shape, d, lengths",
-    [((6,), 0, (2, 3)), ((2, 6), 1, (3, 2)), ((0,), 0, (0, 4)), ((4,), 0, (1, 4)), ((1,), 0, (1, 1))],
+    [
+        ((6,), 0, (2, 3)),
+        ((2, 6), 1, (3, 2)),
+        ((0,), 0, (0, 4)),
+        ((4,), 0, (1, 4)),
+        ((1,), 0, (1, 1)),
+    ],
 )
 def test_split_dim(shape, d, lengths):
     """``split_dim`` is numpy's reshape of one dim, always a view for plain strides."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_close
 from hypothesis import example, given
 from hypothesis import strategies as st
+from strategies import Source, apply_view_op, axes, make_array, shadow_view_op, sources, view_ops
 
 import axesarray as ax
-from conftest import assert_close
-from strategies import Source, apply_view_op, axes, make_array, shadow_view_op, sources, view_ops
 
 N, C, H, W = ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 4), ax.Axis("W", 5)
 
@@ -54,7 +54,11 @@ def chains(draw):
 
 @given(chains())
 @example(  # flatten in an order other than memory order must copy into that order
-    (ax.Axes([ax.Axis("H", 2), ax.Axis("W", 3)]), Source.contiguous((2, 3)), (("flatten", ("W", "H"), "S"),))
+    (
+        ax.Axes([ax.Axis("H", 2), ax.Axis("W", 3)]),
+        Source.contiguous((2, 3)),
+        (("flatten", ("W", "H"), "S"),),
+    )
 )
 def test_view_chains_match_numpy(chain):
     """Any chain of view ops gives numpy's values; a view shares memory and has its strides."""
@@ -260,8 +264,12 @@ def test_flatten_reorders_and_gathers_axes():
     """Merged axes need not be adjacent or in memory order; the result is numpy's reshape."""
     a = np.arange(24).reshape(2, 3, 4)
     x = ax.tensor(a, "N H W")
-    np.testing.assert_array_equal(x.flatten(("W", "N"), "S").numpy(), a.transpose(2, 0, 1).reshape(8, 3))
-    np.testing.assert_array_equal(x.flatten(("W", "H"), "S").numpy(), a.transpose(0, 2, 1).reshape(2, 12))
+    np.testing.assert_array_equal(
+        x.flatten(("W", "N"), "S").numpy(), a.transpose(2, 0, 1).reshape(8, 3)
+    )
+    np.testing.assert_array_equal(
+        x.flatten(("W", "H"), "S").numpy(), a.transpose(0, 2, 1).reshape(2, 12)
+    )
     assert x.flatten(("W", "N"), "S").names == ("S", "H")
 
 
