@@ -32,10 +32,6 @@ __all__ = [
     "bind",
     "physical_dims",
     "isel_layout",
-    "to_layout",
-    "physical",
-    "empty_like_layout",
-    "repack",
 ]
 
 # The names DESIGN §4 lists; NCHWx is open-ended (any x >= 2), so it is matched by pattern.

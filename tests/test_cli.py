@@ -77,7 +77,8 @@ def test_files_larger_than_the_chunk_size(capsys, tmp_path, to):
                              ax.Layout.parse(to), None, 4, 1000)
     assert len(chunks) >= 10  # 6 KB of output in chunks of at most 1000 bytes
     for c in chunks:
-        lengths = [len(range(*c.get(n, slice(0, k)).indices(k))) for n, k in zip("NCHW", logical.shape)]
+        lengths = [len(range(*c.get(n, slice(0, k)).indices(k)))
+                   for n, k in zip("NCHW", logical.shape, strict=True)]
         assert np.prod(lengths) * 4 <= 1000
     rc, _, err = run(capsys, "convert", src, tmp_path / "o.npy", "--axes", "N C H W",
                      "--to", to, "--chunk-size", "1000")

@@ -288,7 +288,7 @@ def test_a_view_through_blocks_computes_but_has_no_physical():
         with pytest.raises(LayoutError, match=r"physical: the view does not cover whole blocks"
                            r", so it has no physical array \(layout NCHW4; C=.* \(block 4\)\)\. "
                            r"Copy it first: t.to_layout\(t.layout\).physical"):
-            v.physical
+            _ = v.physical
         np.testing.assert_array_equal(v.to_layout(v.layout).numpy(), logical[:, key])
     # The padded tail is a whole block: slicing to the end keeps a physical array.
     tail = t.isel(C=slice(8, 9))
@@ -299,12 +299,12 @@ def test_physical_errors():
     plain = ax.tensor(values((2, 3), "int8"), "N C")
     with pytest.raises(LayoutError, match=r"physical: the tensor has no layout \(N=2, C=3\)\. "
                        r"Store it in one first"):
-        plain.physical
+        _ = plain.physical
     lazy = ax.tensor(values((1, 3, 2, 2), "int8"), "N C H W").to_layout("NCHW4") + 1
     assert str(lazy.layout) == "NCHW4"
     with pytest.raises(LayoutError, match=r"physical: an r-tensor has no storage .*"
                        r"Evaluate it first: t.eval\(\).physical"):
-        lazy.physical
+        _ = lazy.physical
 
 
 def test_wrap_a_physical_buffer():

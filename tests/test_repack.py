@@ -238,3 +238,18 @@ def test_cases_left_to_the_engine():
     assert not rp.try_repack(Leaf(np.zeros(4), View((3, 4), (0, 1), 0)),  # dst broadcast
                              Leaf(a, contiguous((3, 4))))
     np.testing.assert_array_equal(a, np.arange(12.0))
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8])
+def test_streaming_stores(monkeypatch, width):
+    """Large outputs are staged and streamed; force it on small ones, misaligned too."""
+    monkeypatch.setattr(rp, "_STREAM_BYTES", 0)
+    v = VECTOR_BYTES // width
+    for ni, nj, src_dense, dst_dense in [(v + 3, 2 * v + 1, True, True), (4, 3 * v, True, True),
+                                         (2 * v, 4, True, True), (v, v, False, False)]:
+        for shift in (0, 1):  # a destination that does not start on a vector boundary
+            src, dst = transpose_case(ni, nj, width, src_dense, dst_dense)
+            shifted = Leaf(np.full(dst.data.size + 1, 99, dst.data.dtype)[shift:][: dst.data.size],
+                           dst.view)
+            run_and_check(shifted, src, leaf_of(src))
+            np.testing.assert_array_equal(shifted.data.reshape(nj, -1)[:, ni:], 99)

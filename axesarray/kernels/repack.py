@@ -33,6 +33,7 @@ __all__ = ["try_repack", "run_plan", "tile_sizes"]
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
 _KINDS = frozenset("biufcmM")
 _PARALLEL_BYTES = 1 << 18  # below this one thread is faster than waking the pool
+_STREAM_BYTES = 1 << 23  # outputs from 8 MiB (past the caches) use streaming stores
 
 
 @njit(inline="always")
@@ -91,16 +92,36 @@ def _micro(src, so, si, dst, do, dj, r, kind):
             simd.unzip16(src, so, si, dst, do, dj)
 
 
+@njit(inline="always")
+def _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j):
+    if kind == 0:
+        _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
+        return
+    ie = i0 + (i1 - i0) // step_i * step_i
+    je = j0 + (j1 - j0) // step_j * step_j
+    for ii in range(i0, ie, step_i):
+        for jj in range(j0, je, step_j):
+            _micro(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj, r, kind)
+    _scalar(src, dst, so, do, ie, i1, j0, j1, si, sj, di, dj)
+    _scalar(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj)
+
+
 @njit(cache=True, nogil=True)
 def _kernel(src, dst, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
-            ti, tj, r, kind, lanes, lo, hi):
-    """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range."""
+            ti, tj, r, kind, lanes, stream, dst_mod, lo, hi):
+    """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range.
+
+    With ``stream``, each tile is transposed into an L1 staging buffer and its finished
+    destination rows are written with non-temporal stores where they are 32-byte aligned
+    (``dst_mod`` is the buffer's misalignment in elements).
+    """
     nti = (ni + ti - 1) // ti
     ntj = (nj + tj - 1) // tj
     per_batch = nti * ntj
     # Micro tile extent along i and j: V x V (square), R x V (pack), V x R (unpack).
     step_i = lanes if kind == 1 or kind >= 4 else r
     step_j = lanes if kind <= 3 else r
+    stage = np.empty(ti * tj if stream else 1, dst.dtype)
     for u in range(lo, hi):
         b = u // per_batch
         rest = u - b * per_batch
@@ -118,16 +139,35 @@ def _kernel(src, dst, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
         i1 = min(i0 + ti, ni)
         j0 = bj * tj
         j1 = min(j0 + tj, nj)
-        if kind == 0:
-            _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
+        if not stream:
+            _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j)
             continue
-        ie = i0 + (i1 - i0) // step_i * step_i
-        je = j0 + (j1 - j0) // step_j * step_j
-        for ii in range(i0, ie, step_i):
-            for jj in range(j0, je, step_j):
-                _micro(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj, r, kind)
-        _scalar(src, dst, so, do, ie, i1, j0, j1, si, sj, di, dj)
-        _scalar(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj)
+        # Stage row j at (j - j0) * width: the tile's rows back to back.
+        width = i1 - i0
+        _tile(src, stage, so, -j0 * width - i0, i0, i1, j0, j1, si, sj, 1, width, r, kind,
+              step_i, step_j)
+        if dj == width:  # the destination rows are back to back too: one run
+            _emit(stage, 0, dst, do + j0 * dj + i0, (j1 - j0) * width, lanes, dst_mod)
+        else:
+            for j in range(j0, j1):
+                _emit(stage, (j - j0) * width, dst, do + j * dj + i0, width, lanes, dst_mod)
+    if stream:
+        simd.store_fence()
+
+
+@njit(inline="always")
+def _emit(stage, s0, dst, d0, n, lanes, dst_mod):
+    """Copy n staged elements to dst[d0:]: streaming stores on the aligned middle."""
+    head = (lanes - (dst_mod + d0) % lanes) % lanes
+    if head > n:
+        head = n
+    for k in range(head):
+        dst[np.uint64(d0 + k)] = stage[np.uint64(s0 + k)]
+    vectors = (n - head) // lanes
+    if vectors:
+        simd.stream(stage, s0 + head, dst, d0 + head, vectors)
+    for k in range(head + vectors * lanes, n):
+        dst[np.uint64(d0 + k)] = stage[np.uint64(s0 + k)]
 
 
 def tile_sizes(p: Plan) -> tuple[int, int]:
@@ -168,11 +208,16 @@ def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
     """
     ti, tj = tile_sizes(p)
     units = int(np.prod(p.batch_shape, dtype=np.int64)) * -(-p.ni // ti) * -(-p.nj // tj)
+    lanes = VECTOR_BYTES // p.width
+    # Streaming stores pay off when the output is much larger than the caches, and need
+    # the staged rows to be worth a vector (they are for every SIMD tile).
+    stream = int(p.kind != "none" and p.size * p.width >= _STREAM_BYTES and p.di == 1)
+    dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
     args = (
         src_words, dst_words, p.src_offset, p.dst_offset,
         np.array(p.batch_shape, np.int64), np.array(p.batch_src, np.int64),
         np.array(p.batch_dst, np.int64), p.ni, p.nj, p.si, p.sj, p.di, p.dj,
-        ti, tj, p.micro, KINDS[p.kind], VECTOR_BYTES // p.width,
+        ti, tj, p.micro, KINDS[p.kind], lanes, stream, dst_mod,
     )
     threads = numba.get_num_threads()
     if threads == 1 or p.size * p.width < _PARALLEL_BYTES or units < 2:
@@ -180,7 +225,8 @@ def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
         return
     chunks = min(units, 4 * threads)
     bounds = [units * c // chunks for c in range(chunks + 1)]
-    jobs = [_pool(threads).submit(_kernel, *args, lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+    pool = _pool(threads)
+    jobs = [pool.submit(_kernel, *args, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
     for job in jobs:
         job.result()
 

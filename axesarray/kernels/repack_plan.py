@@ -200,9 +200,10 @@ def segment(shape: tuple[int, ...], src: View, dst: View) -> list[Copy] | None:
         fs = [_contribution(s, b) for s, b in sides]
         options = []
         for start, dims, units in pieces:
+            # Every side is affine on the piece: a dim's stride is one step's difference.
+            steps = tuple(zip(units, dims, strict=True))
             strides = tuple(
-                tuple(f(start + u) - f(start) if m > 1 else 0 for u, m in zip(units, dims, strict=True))
-                for f in fs
+                tuple(f(start + u) - f(start) if m > 1 else 0 for u, m in steps) for f in fs
             )
             options.append((dims, strides, fs[0](start), fs[1](start)))
         per_axis.append(options)
