@@ -132,8 +132,13 @@ def test_bad_files(capsys, plain, tmp_path):
     junk.write_bytes(b"not an array at all")
     cases.append((junk, r"convert: .*j.npy is not a .npy file"))
     cases.append((tmp_path / "missing.npy", r"convert: no such file"))
+    objects = tmp_path / "o.npy"
+    np.save(objects, np.array([1, "a"], dtype=object), allow_pickle=True)
+    cases.append((objects, r"convert: .*o.npy holds Python objects \(object\)"))
     cases.append((src, r"convert: the output path is the input path"))
     before = files(tmp_path)
+    rc, _, err = run(capsys, "convert", src, tmp_path / "no" / "out.npy", "--axes", "N C H W")
+    assert rc == 1 and "convert: the output directory does not exist" in err, err
     for path, match in cases:
         out = src if path == src else tmp_path / "out.npy"
         rc, _, err = run(capsys, "convert", path, out, "--axes", "N C H W", "--to", "NCHW4")
@@ -264,6 +269,10 @@ def test_load_errors(tmp_path):
         ax.load(path, axes="A B")
     np.save(path, np.zeros((2, 3), "float32"))
     with pytest.raises(LayoutError, match=r"load: the array's dtype differs from the sidecar's"):
+        ax.load(path)
+    np.save(path, np.zeros((3, 2)))
+    with pytest.raises(LayoutError, match=r"load: the array's shape differs from the sidecar's "
+                       r"\(\(3, 2\) vs N=2, C=3\)"):
         ax.load(path)
     with pytest.raises(TypeError, match="save: expected a Tensor"):
         ax.save(path, np.zeros(3))

@@ -111,6 +111,8 @@ LAYOUT_ERRORS = [
     (lambda: Layout(order="N C N"), "Layout: axis 'N' appears twice in the order"),
     (lambda: Layout(order="N C", blocks={"H": 4}), "Layout: block axis 'H' is not in the order"),
     (lambda: Layout(order="N C", blocks={"C": 1}), "Layout: block size of 'C' must be an integer"),
+    (lambda: Layout(order="N C", blocks=[("C", 2), ("C", 4)]),
+     r"Layout: axis 'C' is blocked twice \(C:2, C:4\)"),
     (lambda: Layout(order="NCHW"), "Layout: order 'NCHW' is one word"),
     (lambda: Layout(order=["N", 3]), "Layout: an axis name must be a string identifier"),
     (lambda: Layout.parse("NCHW", D="depth"), "layout: roles name axes the layout does not have"),
@@ -305,6 +307,19 @@ def test_physical_errors():
     with pytest.raises(LayoutError, match=r"physical: an r-tensor has no storage .*"
                        r"Evaluate it first: t.eval\(\).physical"):
         _ = lazy.physical
+
+
+def test_physical_of_device_storage_is_refused():
+    class DeviceBuffer:  # stands for a CuPy / numba device array
+        __cuda_array_interface__ = {}
+        dtype = np.dtype("float32")
+        size = 16
+
+    t = ax.tensor(values((1, 4, 2, 2), "float32"), "N C H W").to_layout("NCHW4")
+    on_gpu = ax.Tensor(t.axes, ax.expr.Leaf(DeviceBuffer(), t._node.view), t.layout)
+    with pytest.raises(LayoutError, match=r"physical: the tensor is not in host memory "
+                       r"\(device cuda\)\. Bring it to the CPU first"):
+        _ = on_gpu.physical
 
 
 def test_wrap_a_physical_buffer():
