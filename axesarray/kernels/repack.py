@@ -34,6 +34,8 @@ _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex12
 _KINDS = frozenset("biufcmM")
 _PARALLEL_BYTES = 1 << 18  # below this one thread is faster than waking the pool
 _STREAM_BYTES = 1 << 23  # outputs from 8 MiB (past the caches) use streaming stores
+_ROW_BYTES = 8192  # destination bytes per tile row when rows are not taken whole
+_TILE_BYTES = 1 << 18  # bytes per tile when it writes one contiguous run
 
 
 @njit(inline="always")
@@ -106,14 +108,32 @@ def _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, ste
     _scalar(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj)
 
 
-@njit(cache=True, nogil=True)
-def _kernel(src, dst, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
+@njit(nogil=True, _nrt=False)
+def _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind,
+                 step_i, step_j, lanes, dst_mod):
+    """Transpose one tile into ``stage`` (rows back to back), then stream it out.
+
+    Not inlined on purpose: keeping the staging buffer out of ``_kernel`` keeps numba's
+    reference counting out of its hot loops (it costs 6x there).
+    """
+    width = i1 - i0
+    _tile(src, stage, so, -j0 * width - i0, i0, i1, j0, j1, si, sj, 1, width, r, kind,
+          step_i, step_j)
+    if dj == width:  # the destination rows are back to back too: one run
+        _emit(stage, 0, dst, do + j0 * dj + i0, (j1 - j0) * width, lanes, dst_mod)
+    else:
+        for j in range(j0, j1):
+            _emit(stage, (j - j0) * width, dst, do + j * dj + i0, width, lanes, dst_mod)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _kernel(src, dst, stage, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
             ti, tj, r, kind, lanes, stream, dst_mod, lo, hi):
     """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range.
 
-    With ``stream``, each tile is transposed into an L1 staging buffer and its finished
-    destination rows are written with non-temporal stores where they are 32-byte aligned
-    (``dst_mod`` is the buffer's misalignment in elements).
+    With ``stream``, each tile goes through ``stage`` (``ti * tj`` elements) and is
+    written with non-temporal stores where 32-byte aligned (``dst_mod`` is the buffer's
+    misalignment in elements).
     """
     nti = (ni + ti - 1) // ti
     ntj = (nj + tj - 1) // tj
@@ -121,7 +141,6 @@ def _kernel(src, dst, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
     # Micro tile extent along i and j: V x V (square), R x V (pack), V x R (unpack).
     step_i = lanes if kind == 1 or kind >= 4 else r
     step_j = lanes if kind <= 3 else r
-    stage = np.empty(ti * tj if stream else 1, dst.dtype)
     for u in range(lo, hi):
         b = u // per_batch
         rest = u - b * per_batch
@@ -139,18 +158,11 @@ def _kernel(src, dst, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
         i1 = min(i0 + ti, ni)
         j0 = bj * tj
         j1 = min(j0 + tj, nj)
-        if not stream:
-            _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j)
-            continue
-        # Stage row j at (j - j0) * width: the tile's rows back to back.
-        width = i1 - i0
-        _tile(src, stage, so, -j0 * width - i0, i0, i1, j0, j1, si, sj, 1, width, r, kind,
-              step_i, step_j)
-        if dj == width:  # the destination rows are back to back too: one run
-            _emit(stage, 0, dst, do + j0 * dj + i0, (j1 - j0) * width, lanes, dst_mod)
+        if stream:
+            _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind,
+                         step_i, step_j, lanes, dst_mod)
         else:
-            for j in range(j0, j1):
-                _emit(stage, (j - j0) * width, dst, do + j * dj + i0, width, lanes, dst_mod)
+            _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j)
     if stream:
         simd.store_fence()
 
@@ -171,7 +183,14 @@ def _emit(stage, s0, dst, d0, n, lanes, dst_mod):
 
 
 def tile_sizes(p: Plan) -> tuple[int, int]:
-    """Tile extents (ti, tj): multiples of the micro tile, about 32 KiB of source."""
+    """Tile extents (ti, tj), multiples of the micro tile, chosen to keep few memory streams.
+
+    ``i`` is the destination's contiguous dim. When a tile can hold whole destination rows
+    that are back to back, its output is one contiguous run: take them all and a long run
+    of source rows (about 256 KiB per tile, in L2). Otherwise write a few long destination
+    rows (8 KiB each) from a narrow strip of the source (64 bytes of each source row).
+    Measured on the benchmark shapes (docs/layouts.md).
+    """
     lanes = VECTOR_BYTES // p.width
     if p.kind == "none":
         ti = max(1, min(p.ni, 65536 // p.width))
@@ -179,9 +198,15 @@ def tile_sizes(p: Plan) -> tuple[int, int]:
         return ti, tj
     step_i = lanes if p.kind in ("square", "unpack", "unzip") else p.micro
     step_j = lanes if p.kind in ("square", "pack", "zip") else p.micro
-    ti = min(_round_up(p.ni, step_i), max(step_i, 64 // step_i * step_i))
-    tj = max(step_j, (32768 // (ti * p.width)) // step_j * step_j)
-    return ti, min(tj, _round_up(p.nj, step_j))
+    full_i = _round_up(p.ni, step_i)
+    full_j = _round_up(p.nj, step_j)
+    if p.ni * p.width <= _ROW_BYTES and p.dj == p.ni:
+        ti = full_i
+        tj = _round_up(max(1, _TILE_BYTES // (ti * p.width)), step_j)
+    else:
+        ti = min(full_i, _round_up(_ROW_BYTES // p.width, step_i))
+        tj = _round_up(max(1, 64 // p.width), step_j)
+    return ti, min(tj, full_j)
 
 
 def _round_up(n: int, k: int) -> int:
@@ -209,24 +234,29 @@ def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
     ti, tj = tile_sizes(p)
     units = int(np.prod(p.batch_shape, dtype=np.int64)) * -(-p.ni // ti) * -(-p.nj // tj)
     lanes = VECTOR_BYTES // p.width
-    # Streaming stores pay off when the output is much larger than the caches, and need
-    # the staged rows to be worth a vector (they are for every SIMD tile).
-    stream = int(p.kind != "none" and p.size * p.width >= _STREAM_BYTES and p.di == 1)
+    # Streaming stores pay off when the output is much larger than the caches and each
+    # tile's output is one contiguous run (whole lines; measured slower otherwise).
+    stream = int(p.kind != "none" and p.size * p.width >= _STREAM_BYTES and p.di == 1
+                 and p.dj == p.ni and ti >= p.ni)
     dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
     args = (
-        src_words, dst_words, p.src_offset, p.dst_offset,
+        p.src_offset, p.dst_offset,
         np.array(p.batch_shape, np.int64), np.array(p.batch_src, np.int64),
         np.array(p.batch_dst, np.int64), p.ni, p.nj, p.si, p.sj, p.di, p.dj,
         ti, tj, p.micro, KINDS[p.kind], lanes, stream, dst_mod,
     )
     threads = numba.get_num_threads()
+    def stage():  # one staging tile per job (jobs may run at the same time)
+        return np.empty(ti * tj if stream else 1, dst_words.dtype)
+
     if threads == 1 or p.size * p.width < _PARALLEL_BYTES or units < 2:
-        _kernel(*args, 0, units)
+        _kernel(src_words, dst_words, stage(), *args, 0, units)
         return
     chunks = min(units, 4 * threads)
     bounds = [units * c // chunks for c in range(chunks + 1)]
     pool = _pool(threads)
-    jobs = [pool.submit(_kernel, *args, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    jobs = [pool.submit(_kernel, src_words, dst_words, stage(), *args, lo, hi)
+            for lo, hi in zip(bounds, bounds[1:], strict=False)]
     for job in jobs:
         job.result()
 
