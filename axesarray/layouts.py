@@ -349,6 +349,7 @@ def isel_layout(layout: Layout, axes: Axes, indexers: Mapping) -> Layout:
     partial = layout.partial
     dropped = set()
     for name, key in indexers.items():
+        name = name.name if isinstance(name, Axis) else name
         if not isinstance(key, slice):
             dropped.add(name)
             continue

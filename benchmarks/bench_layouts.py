@@ -176,9 +176,13 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small shapes")
     parser.add_argument("--repeat", type=int, default=None, help="runs per median")
     parser.add_argument("--json", type=Path, default=None, help="also write rows as JSON")
+    parser.add_argument("--threads", type=int, default=None, help="threads for our kernels")
     args = parser.parse_args(argv)
     repeat = args.repeat or (5 if args.quick else 15)
     import numba
+
+    if args.threads:
+        numba.set_num_threads(args.threads)
 
     print(f"numpy {np.__version__}, numba {numba.__version__}, threads "
           f"{numba.get_num_threads()}, median of {repeat}")

@@ -32,7 +32,7 @@ __all__ = ["try_repack", "run_plan", "tile_sizes"]
 # Words by width; 16-byte words travel as complex128 (loads and stores keep the bits).
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
 _KINDS = frozenset("biufcmM")
-_PARALLEL_BYTES = 1 << 18  # below this one thread is faster than waking the pool
+_PARALLEL_BYTES = 1 << 22  # below 4 MiB one thread beats waking the pool (measured)
 _STREAM_BYTES = 1 << 23  # outputs from 8 MiB (past the caches) use streaming stores
 _ROW_BYTES = 8192  # destination bytes per tile row when rows are not taken whole
 _TILE_BYTES = 1 << 18  # bytes per tile when it writes one contiguous run
@@ -187,8 +187,8 @@ def tile_sizes(p: Plan) -> tuple[int, int]:
 
     ``i`` is the destination's contiguous dim. When a tile can hold whole destination rows
     that are back to back, its output is one contiguous run: take them all and a long run
-    of source rows (about 256 KiB per tile, in L2). Otherwise write a few long destination
-    rows (8 KiB each) from a narrow strip of the source (64 bytes of each source row).
+    of source rows (about 256 KiB per tile, in L2). Otherwise write one micro tile's worth
+    of long destination rows (8 KiB each) from a strip of the source one vector wide.
     Measured on the benchmark shapes (docs/layouts.md).
     """
     lanes = VECTOR_BYTES // p.width
@@ -205,7 +205,7 @@ def tile_sizes(p: Plan) -> tuple[int, int]:
         tj = _round_up(max(1, _TILE_BYTES // (ti * p.width)), step_j)
     else:
         ti = min(full_i, _round_up(_ROW_BYTES // p.width, step_i))
-        tj = _round_up(max(1, 64 // p.width), step_j)
+        tj = step_j
     return ti, min(tj, full_j)
 
 

@@ -18,6 +18,7 @@ Everything is in elements of the moved word; offsets are relative to the buffers
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
@@ -321,8 +322,17 @@ def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
 
 def plans(shape, src: View, dst: View, itemsize: int, src_addr: int = 0, dst_addr: int = 0,
           widen: bool = True) -> list[Plan] | None:
-    """Segment then canonicalize: the kernels' whole work list, or None (use the engine)."""
-    copies = segment(tuple(shape), src, dst)
+    """Segment then canonicalize: the kernels' whole work list, or None (use the engine).
+
+    Cached: only the buffers' alignment (modulo the widest word) enters the plan.
+    """
+    work = _plans(tuple(shape), src, dst, itemsize, src_addr % 16, dst_addr % 16, widen)
+    return None if work is None else list(work)
+
+
+@functools.lru_cache(maxsize=512)
+def _plans(shape, src, dst, itemsize, src_mod, dst_mod, widen):
+    copies = segment(shape, src, dst)
     if copies is None:
         return None
-    return [canonical(c, itemsize, src_addr, dst_addr, widen) for c in copies]
+    return tuple(canonical(c, itemsize, src_mod, dst_mod, widen) for c in copies)
