@@ -214,11 +214,26 @@ def test_try_repack_blocked_views(pair, width):
     np.testing.assert_array_equal(dbuf[untouched], 99)  # padding is never written
 
 
-def test_large_copies_use_the_thread_pool():
+def test_large_copies_use_the_thread_pool(monkeypatch):
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one thread only")
+    monkeypatch.setattr(rp, "_PARALLEL_BYTES", 1 << 16)
+    submitted = []
+    real_pool = rp._pool
+
+    def counting_pool(workers):
+        pool = real_pool(workers)
+        submitted.append(workers)
+        return pool
+
+    monkeypatch.setattr(rp, "_pool", counting_pool)
+    numba.set_num_threads(2)
     src = np.random.default_rng(0).integers(0, 100, (8, 96, 33, 35)).astype("int8")
-    assert src.nbytes >= rp._PARALLEL_BYTES
     buf, dst = fresh_like(src.shape, src.dtype, (0, 2, 3, 1))
     run_and_check(dst, src, leaf_of(src))
+    assert submitted == [2]
 
 
 def test_read_only_sources_work():
