@@ -229,10 +229,14 @@ def test_large_copies_use_the_thread_pool(monkeypatch):
         return pool
 
     monkeypatch.setattr(rp, "_pool", counting_pool)
+    before = numba.get_num_threads()
     numba.set_num_threads(2)
-    src = np.random.default_rng(0).integers(0, 100, (8, 96, 33, 35)).astype("int8")
-    buf, dst = fresh_like(src.shape, src.dtype, (0, 2, 3, 1))
-    run_and_check(dst, src, leaf_of(src))
+    try:
+        src = np.random.default_rng(0).integers(0, 100, (8, 96, 33, 35)).astype("int8")
+        buf, dst = fresh_like(src.shape, src.dtype, (0, 2, 3, 1))
+        run_and_check(dst, src, leaf_of(src))
+    finally:
+        numba.set_num_threads(before)
     assert submitted == [2]
 
 
