@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n 2
 
 .PHONY: install test demo bench lint clean
 
