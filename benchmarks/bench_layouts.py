@@ -39,14 +39,18 @@ FULL = [("float32", (32, 64, 56, 56)), ("int8", (32, 256, 56, 56))]
 QUICK = [("float32", (4, 64, 28, 28)), ("int8", (4, 256, 28, 28))]
 
 
-def median_time(fn, repeat: int) -> float:
-    fn()  # warm up: compile, page faults
-    times = []
+def median_times(fns: dict, repeat: int) -> dict:
+    """Median time of each function, the functions interleaved round by round so that a
+    slow spell of the (shared) machine hits all of them alike."""
+    for fn in fns.values():
+        fn()  # warm up: compile, page faults
+    times: dict = {name: [] for name in fns}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def common_view(name: str, phys: np.ndarray, shape, x: int) -> np.ndarray:
@@ -133,28 +137,32 @@ def run(quick: bool, repeat: int) -> list[dict]:
         a, b = np.empty_like(logical), np.empty_like(logical)
         a[...] = logical
         for src_name, dst_name in CASES:
-            # The copy baseline is re-measured next to each case: the machine is shared.
-            copy_t = median_time(lambda: np.copyto(b, a), repeat)  # noqa: B023
-            copy_gbs = 2 * nbytes / copy_t / 1e9
             src = base.to_layout(src_name)
             dst = base.to_layout(dst_name)
             moved = src.physical.nbytes + dst.physical.nbytes
-            ours = median_time(lambda: ax.repack(src, out=dst), repeat)  # noqa: B023
+            fns = {
+                "copy": lambda: np.copyto(b, a),  # noqa: B023
+                "ours": lambda: ax.repack(src, out=dst),  # noqa: B023
+                "numpy": numpy_repack(src_name, dst_name, src.physical,
+                                      dst.physical.copy(), shape),
+            }
+            fns.update(peers(src_name, dst_name, src.physical, shape))
+            t = median_times(fns, repeat)
             np.testing.assert_array_equal(dst.numpy(), logical)
-            np_fn = numpy_repack(src_name, dst_name, src.physical, dst.physical.copy(), shape)
-            np_t = median_time(np_fn, repeat)
+            copy_gbs = 2 * nbytes / t["copy"] / 1e9
             row = {
                 "dtype": dtype,
                 "shape": shape,
                 "case": f"{src_name}->{dst_name}",
-                "ours_gbs": moved / ours / 1e9,
+                "ours_gbs": moved / t["ours"] / 1e9,
                 "copy_gbs": copy_gbs,
-                "numpy_gbs": moved / np_t / 1e9,
+                "numpy_gbs": moved / t["numpy"] / 1e9,
             }
             row["vs_copy"] = row["ours_gbs"] / copy_gbs
-            row["vs_numpy"] = np_t / ours
-            for name, fn in peers(src_name, dst_name, src.physical, shape).items():
-                row[f"{name}_gbs"] = moved / median_time(fn, repeat) / 1e9
+            row["vs_numpy"] = t["numpy"] / t["ours"]
+            for name in fns:
+                if name not in ("copy", "ours", "numpy"):
+                    row[f"{name}_gbs"] = moved / t[name] / 1e9
             rows.append(row)
             print(_format(row), flush=True)
     return rows

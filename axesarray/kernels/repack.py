@@ -34,8 +34,12 @@ _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex12
 _KINDS = frozenset("biufcmM")
 _PARALLEL_BYTES = 1 << 22  # below 4 MiB one thread beats waking the pool (measured)
 _STREAM_BYTES = 1 << 23  # outputs from 8 MiB (past the caches) use streaming stores
-_ROW_BYTES = 8192  # destination bytes per tile row when rows are not taken whole
-_TILE_BYTES = 1 << 18  # bytes per tile when it writes one contiguous run
+# Tile shapes (see tile_sizes), measured on the benchmark shapes of docs/layouts.md.
+_ROW_BYTES = 8192  # destination rows up to this long are taken whole
+_RUN_TILE_BYTES = 1 << 18  # a tile that writes one contiguous run
+_UNPACK_ROW_BYTES = 1 << 14  # destination bytes per row of an unpack tile
+_SOURCE_ROW_BYTES = 512  # source rows up to this long are read whole
+_TILE_BYTES = 1 << 16  # other tiles
 
 
 @njit(inline="always")
@@ -183,13 +187,14 @@ def _emit(stage, s0, dst, d0, n, lanes, dst_mod):
 
 
 def tile_sizes(p: Plan) -> tuple[int, int]:
-    """Tile extents (ti, tj), multiples of the micro tile, chosen to keep few memory streams.
+    """Tile extents (ti, tj), multiples of the micro tile; ``i`` is the destination's
+    contiguous dim. Chosen by measurement on the benchmark shapes (docs/layouts.md):
 
-    ``i`` is the destination's contiguous dim. When a tile can hold whole destination rows
-    that are back to back, its output is one contiguous run: take them all and a long run
-    of source rows (about 256 KiB per tile, in L2). Otherwise write one micro tile's worth
-    of long destination rows (8 KiB each) from a strip of the source one vector wide.
-    Measured on the benchmark shapes (docs/layouts.md).
+    - whole destination rows back to back (NCHW -> NHWC, NCHWx, CHWN4): take them all, and
+      a long run of source rows, about 256 KiB per tile: the output is one run;
+    - short source rows (unpack, NCHW4 -> NCHW): 16 KiB of each destination row;
+    - otherwise (NHWC -> NCHW, NCHWx -> NCHW): whole source rows up to 512 bytes, about
+      64 KiB per tile, each finished destination row then streamed out.
     """
     lanes = VECTOR_BYTES // p.width
     if p.kind == "none":
@@ -200,13 +205,22 @@ def tile_sizes(p: Plan) -> tuple[int, int]:
     step_j = lanes if p.kind in ("square", "pack", "zip") else p.micro
     full_i = _round_up(p.ni, step_i)
     full_j = _round_up(p.nj, step_j)
-    if p.ni * p.width <= _ROW_BYTES and p.dj == p.ni:
+    if _one_run(p):
         ti = full_i
-        tj = _round_up(max(1, _TILE_BYTES // (ti * p.width)), step_j)
-    else:
-        ti = min(full_i, _round_up(_ROW_BYTES // p.width, step_i))
+        tj = _round_up(max(1, _RUN_TILE_BYTES // (ti * p.width)), step_j)
+    elif p.kind in ("unpack", "unzip"):
+        ti = _round_up(_UNPACK_ROW_BYTES // p.width, step_i)
         tj = step_j
-    return ti, min(tj, full_j)
+    else:
+        tj = full_j if p.nj * p.width <= _SOURCE_ROW_BYTES else _round_up(
+            _SOURCE_ROW_BYTES // p.width, step_j)
+        ti = _round_up(max(1, _TILE_BYTES // (tj * p.width)), step_i)
+    return min(ti, full_i), min(tj, full_j)
+
+
+def _one_run(p: Plan) -> bool:
+    """Whether a tile of whole destination rows writes one contiguous run."""
+    return p.dj == p.ni and p.ni * p.width <= _ROW_BYTES
 
 
 def _round_up(n: int, k: int) -> int:
@@ -234,10 +248,10 @@ def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
     ti, tj = tile_sizes(p)
     units = int(np.prod(p.batch_shape, dtype=np.int64)) * -(-p.ni // ti) * -(-p.nj // tj)
     lanes = VECTOR_BYTES // p.width
-    # Streaming stores pay off when the output is much larger than the caches and each
-    # tile's output is one contiguous run (whole lines; measured slower otherwise).
-    stream = int(p.kind != "none" and p.size * p.width >= _STREAM_BYTES and p.di == 1
-                 and p.dj == p.ni and ti >= p.ni)
+    # Streaming stores pay off when the output is much larger than the caches, for tiles
+    # that write one run or whole rows of a square transpose (measured slower otherwise).
+    stream = int(p.size * p.width >= _STREAM_BYTES and p.di == 1
+                 and ((p.kind != "none" and _one_run(p) and ti >= p.ni) or p.kind == "square"))
     dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
     args = (
         p.src_offset, p.dst_offset,
