@@ -30,7 +30,6 @@ __all__ = [
     "repack",
     "physical",
     "wrap_physical",
-    "copy_leaf",
 ]
 
 
@@ -89,7 +88,7 @@ def allocate_layout(axes: Axes, dtype, layout: Layout, device: str = "cpu") -> T
     return Tensor(axes, ex.Leaf(data, view), layout)
 
 
-def empty_like_layout(axes: Axes, dtype, layout: Layout) -> Tensor:
+def empty_like_layout(axes: Axes, dtype, layout: Layout, device: str = "cpu") -> Tensor:
     """An l-tensor for ``axes`` in ``layout``: what ``copy()``/``eval()`` allocate into.
 
     Axes the layout does not place (a broadcast added them) go outermost, in axis order.
@@ -103,17 +102,7 @@ def empty_like_layout(axes: Axes, dtype, layout: Layout) -> Tensor:
     extra = [a.name for a in axes if a.name not in layout.order]
     if extra:
         layout = Layout(tuple(extra) + layout.order, layout.blocks, layout.roles)
-    return allocate_layout(axes, dtype, layout)
-
-
-def copy_leaf(dst: ex.Leaf, node: ex.Node) -> None:
-    """Write ``node`` into ``dst``: the repack kernels for a plain copy, else the engine."""
-    if isinstance(node, ex.Leaf) and node.dtype == dst.dtype:
-        from .kernels.repack import try_repack
-
-        if try_repack(dst, node):
-            return
-    engine.assign(dst, node)
+    return allocate_layout(axes, dtype, layout, device)
 
 
 def to_layout(t: Tensor, layout, **roles) -> Tensor:
@@ -135,7 +124,7 @@ def to_layout(t: Tensor, layout, **roles) -> Tensor:
         raise TypeError(message("to_layout", "expected a Tensor", type(t).__name__))
     lay = bind(Layout.parse(layout, **roles), t.axes, "to_layout")
     out = allocate_layout(t.axes, t.dtype, lay, t.device)
-    copy_leaf(out._node, t._node)
+    engine.assign(out._node, t._node)  # big plain copies run the repack kernels
     return out
 
 
@@ -189,7 +178,7 @@ def repack(t: Tensor, layout=None, *, out: Tensor | None = None, **roles) -> Ten
         and isinstance(node, ex.Leaf)
         and not _may_overlap(dst, node)
     ):
-        copy_leaf(dst, node)
+        engine.assign(dst, node)
     else:
         assign_tensor(out, t)  # validates, casts and handles aliasing
     return out

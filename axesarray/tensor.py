@@ -516,7 +516,7 @@ class Tensor:
         if self._layout is not None:
             from .layouts import empty_like_layout
 
-            out = empty_like_layout(self._axes, self.dtype, self._layout)
+            out = empty_like_layout(self._axes, self.dtype, self._layout, self.device)
             assign(out, self)
             return out
         return Tensor(self._axes, engine.evaluate(self._node))
@@ -615,8 +615,8 @@ class Tensor:
         if node.dtype == dt:
             if isinstance(node, ex.Leaf):
                 node = ex.Leaf(node.data, node.view, writeable=False)
-            return Tensor(self._axes, node)
-        return Tensor(self._axes, ex.Cast(node, dt))
+            return Tensor(self._axes, node, self._layout)
+        return Tensor(self._axes, ex.Cast(node, dt), self._layout)
 
     # --- reductions ------------------------------------------------------------------------
 
@@ -635,7 +635,12 @@ class Tensor:
                 )
         node = ex.reduce(op, self._node, tuple(dims))
         axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
-        return Tensor(axes, node)
+        layout = self._layout
+        if layout is not None:  # the result is laid out like the input, minus reduced axes
+            from .layouts import isel_layout
+
+            layout = isel_layout(layout, self._axes, {self._axes[d].name: 0 for d in dims})
+        return Tensor(axes, node, layout)
 
     def sum(self, names=None) -> Tensor:
         """Sum over the named axes (all when None). ``x.sum("C")``, ``x.sum(("H", "W"))``."""

@@ -28,6 +28,7 @@ from ..kernels.cpu import cpu_source
 from ..kernels.cuda import cuda_source
 from ..kernels.ir import KLeaf
 from ..kernels.lower import Lowered
+from ..kernels.repack import try_repack
 from ..options import OPTIONS
 from ..storage import allocate, device_of, leaf_array
 from ..strided import View, span
@@ -342,9 +343,21 @@ def evaluate(root: Node) -> Leaf:
     return Leaf(temps[res.src[1]], res.view)
 
 
+# Plain copies at least this big go to the cache-blocked repack kernels, whose fixed cost
+# (planning, a thread pool) is tens of microseconds; smaller ones to a fused copy kernel.
+REPACK_MIN_BYTES = 1 << 18
+
+
 def assign(dst: Leaf, root: Node) -> None:
     """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
     if root is dst:
+        return
+    if (
+        type(root) is Leaf
+        and root.dtype == dst.dtype
+        and root.view.size * root.dtype.itemsize >= REPACK_MIN_BYTES
+        and try_repack(dst, root)
+    ):
         return
     plan, params, _ = plan_for(root, dst)
     run_plan(plan, params, dst)
