@@ -104,6 +104,9 @@ class Map(Node):
             if op == "pow" and isinstance(b, Const):
                 # Small exponents compile to special code (square, sqrt...): part of the key.
                 self.key += (_fast_exponent(b),)
+            elif op in ("add", "truediv"):
+                # 1 / (1 + exp(-x)) is planned as sigmoid: which constants are 1 is structure.
+                self.key += (_is_one(a), _is_one(b))
         else:
             self.key = ("M", op, dtype.char) + tuple(a.key for a in args)
             self.params = sum((a.params for a in args), ())
@@ -241,6 +244,10 @@ class Dot(Node):
 # Exponents numpy's ``ndarray.__pow__`` computes without pow (``fast_scalar_power``); the
 # planner does the same, so the key of ``x ** c`` records which of them ``c`` is.
 FAST_EXPONENTS = (2.0, 0.5, -1.0, 1.0)
+
+
+def _is_one(n: Node) -> bool:
+    return isinstance(n, Const) and n.value == 1
 
 
 def _fast_exponent(c: Const) -> float | None:

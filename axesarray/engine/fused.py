@@ -24,7 +24,7 @@ from ..kernels import cache as kcache
 from ..kernels import mathlib
 from ..devices import pointer as _pointer
 from ..errors import message
-from ..kernels.cpu import cpu_source
+from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
 from ..kernels.ir import KLeaf
 from ..kernels.lower import Lowered
@@ -51,8 +51,19 @@ _plans_lock = threading.Lock()
 PLAN_STATS = {"hits": 0, "misses": 0}
 _F16 = np.dtype(np.float16)
 _U16 = np.dtype(np.uint16)
-# Generated files name the mathlib they inline, so editing it invalidates numba's disk cache.
-_MATHLIB = hashlib.sha256(Path(mathlib.__file__).read_bytes()).hexdigest()[:12]
+# Generated files name the hash of the code they inline (the math library and the SIMD
+# intrinsics), so editing it invalidates numba's disk cache of every kernel.
+_MATHLIB = hashlib.sha256(
+    b"".join(
+        (Path(mathlib.__file__).parent / name).read_bytes()
+        for name in ("mathlib.py", "repack_simd.py", "repack_plan.py")
+    )
+).hexdigest()[:12]
+# Outputs at least this big are written with streaming (non-temporal) stores when their
+# rows are contiguous: they would not stay in cache anyway, and skipping the read of each
+# destination line saves a third of the memory traffic.
+STREAM_MIN_BYTES = 8 << 20
+STREAM_MIN_ROW = 1024
 
 
 def _device_error(devices) -> ValueError:
@@ -145,26 +156,45 @@ def lowered(step: KernelStep) -> Lowered:
     return low
 
 
-def variant(step: KernelStep, device: str) -> bool:
-    """Whether the step runs its parallel CPU variant (else serial, or CUDA)."""
-    return device == "cpu" and step.size >= OPTIONS["serial_threshold"]
+def _streamable(step: KernelStep) -> bool:
+    hit = step.compiled.get("streamable")
+    if hit is None:
+        nest = step.nest
+        hit = step.compiled["streamable"] = (
+            can_stream(lowered(step))
+            and step.size * step.out.dtype.itemsize >= STREAM_MIN_BYTES
+            and (nest.rank == 1 or nest.lengths[-1] >= STREAM_MIN_ROW)
+        )
+    return hit
 
 
-def source_for(step: KernelStep, device: str, parallel: bool) -> tuple[str, str]:
-    """Generated module source and its entry point for a step on a device."""
+def variant(step: KernelStep, device: str, out=None) -> str:
+    """Which variant runs: "cuda", "serial" (small), "parallel", or "stream" (a big output
+    with contiguous rows, when its storage ``out`` is element-aligned)."""
+    if device != "cpu":
+        return "cuda"
+    if step.size < OPTIONS["serial_threshold"]:
+        return "serial"
+    if _streamable(step) and (out is None or out.flags.aligned):
+        return "stream"
+    return "parallel"
+
+
+def source_for(step: KernelStep, device: str, kind: str) -> tuple[str, str]:
+    """Generated module source and its entry point for a step's variant."""
     if device == "cpu":
-        return cpu_source(lowered(step), parallel, __version__, _MATHLIB), "kernel"
+        return cpu_source(lowered(step), kind, __version__, _MATHLIB), "kernel"
     from .. import devices
 
     return cuda_source(lowered(step), __version__, _MATHLIB, devices._simulated()), "launch"
 
 
-def kernel_for(step: KernelStep, device: str, parallel: bool):
-    """The compiled kernel of a step (from the kernel cache): a CPU variant, or CUDA's."""
-    key = (device, parallel)
+def kernel_for(step: KernelStep, device: str, kind: str):
+    """The compiled kernel of a step's variant (from the kernel cache)."""
+    key = (device, kind)
     fn = step.compiled.get(key)
     if fn is None:
-        source, entry = source_for(step, device, parallel)
+        source, entry = source_for(step, device, kind)
         if debug_level() >= 3:
             print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
         fn = step.compiled[key] = kcache.get_kernel(source, entry)
@@ -268,9 +298,10 @@ def _via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:
 
 
 def _run_kernel(step: KernelStep, params, temps: dict, dst, device: str) -> None:
-    parallel = variant(step, device)
-    fn = step.compiled.get((device, parallel)) or kernel_for(step, device, parallel)
-    fn(*_args(step, params, temps, dst))
+    args = _args(step, params, temps, dst)
+    kind = variant(step, device, args[0])
+    fn = step.compiled.get((device, kind)) or kernel_for(step, device, kind)
+    fn(*args)
 
 
 def _array_view(data, view: View):

@@ -160,6 +160,28 @@ def _fast_pow(base: Node, exponent: float | None, dtype: np.dtype) -> Node | Non
     return None
 
 
+def _is_one(n: Node) -> bool:
+    return isinstance(n, Const) and n.value == 1
+
+
+def _sigmoid_argument(node: Map) -> Node | None:
+    """``x`` when ``node`` is ``1 / (1 + exp(-x))`` (either order of the sum), else None.
+
+    The math library's sigmoid evaluates that same formula with an exp specialized for it;
+    the plan key records which constants are 1 (``Map.key``), so this is exact per plan."""
+    if node.op != "truediv" or node.dtype.kind != "f" or not _is_one(node.args[0]):
+        return None
+    den = node.args[1]
+    if not (isinstance(den, Map) and den.op == "add"):
+        return None
+    a, b = den.args
+    e = b if _is_one(a) else a if _is_one(b) else None
+    if not (isinstance(e, Map) and e.op == "exp" and isinstance(e.args[0], Map)):
+        return None
+    neg = e.args[0]
+    return neg.args[0] if neg.op == "neg" and neg.dtype == node.dtype else None
+
+
 def _heavy_nodes(root: Node) -> set[int]:
     """Ids of computed nodes that are expensive to recompute."""
     leaves: dict[int, int] = {}
@@ -393,6 +415,9 @@ class _Builder:
         if cid in self.heavy:
             self.kernel_of.setdefault(cid, set()).add(self._kernel)
         if isinstance(node, Map):
+            x = _sigmoid_argument(node)
+            if x is not None:
+                return Map("sigmoid", (self.fuse(x, ctx),), node.dtype)
             if node.op == "pow" and isinstance(node.args[1], Const):
                 fast = _fast_pow(self.fuse(node.args[0], ctx), _exponent(node.args[1]),
                                  node.dtype)

@@ -151,6 +151,10 @@ def op_source(op: str, out: np.dtype, loop: np.dtype, a: list[str]) -> str:
 def cast_source(src: np.dtype, dst: np.dtype, x: str) -> str:
     if dst.kind == "b":
         return f"({x} != 0)"
+    if src.kind == "f" and dst.kind in "iu" and dst.itemsize < 8:
+        # numpy converts through a full-width signed integer, so out-of-range values wrap
+        # (-1.0 -> uint16 65535); a direct narrow conversion is undefined in LLVM.
+        return _wrap(dst, f"np.int64({x})")
     return _wrap(dst, x)
 
 
