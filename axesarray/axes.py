@@ -16,6 +16,10 @@ from .options import get_option
 __all__ = ["Axis", "Axes", "as_axes", "broadcast_axes", "parse_names"]
 
 
+_INTERNED: dict = {}
+_INTERN_MAX = 1 << 16  # past this many distinct axes, new ones are simply not shared
+
+
 @attrs.frozen(repr=False)
 class Axis:
     """A named dimension: a name and a length. Equality compares both.
@@ -28,6 +32,19 @@ class Axis:
 
     name: str
     length: int
+
+    def __new__(cls, name=None, length=None):
+        # Equal axes are one object (interned), so comparing two tensors' axes is an
+        # identity test per axis instead of a Python-level __eq__ call: that comparison
+        # runs for every binary op. __init__ then runs again on the shared object, so only
+        # exact str/int arguments (valid, and re-setting identical values) may find it:
+        # Axis("N", 8.0) hashes like Axis("N", 8) but must be refused, not shared.
+        # Pickling calls __new__ without arguments.
+        if type(name) is str and type(length) is int:
+            hit = _INTERNED.get((name, length))
+            if hit is not None:
+                return hit
+        return object.__new__(cls)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -52,6 +69,8 @@ class Axis:
                 )
             )
         object.__setattr__(self, "length", int(length))
+        if len(_INTERNED) < _INTERN_MAX:
+            _INTERNED.setdefault((self.name, self.length), self)
 
     def __repr__(self) -> str:
         return f"Axis({self.name!r}, {self.length})"

@@ -67,8 +67,14 @@ class Leaf(Node):
         self.shape = view.shape
         self.dtype = data.dtype
         self.writeable = writeable
-        self.key = ("L", self.dtype.char, view)
-        self.params = (self,)
+        # The view's fields, not the View: tuples hash in C, attrs' __hash__ in Python.
+        self.key = ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
+
+    @property
+    def params(self):
+        # A property, not a stored (self,): that would be a reference cycle, and leaves
+        # (with their storage) would wait for the cyclic garbage collector to be freed.
+        return (self,)
 
 
 class Const(Node):
@@ -81,7 +87,10 @@ class Const(Node):
         self.value = dtype.type(value)
         self.shape = shape
         self.key = ("K", dtype.char, shape)
-        self.params = (self,)
+
+    @property
+    def params(self):
+        return (self,)  # not stored: see Leaf.params
 
 
 class Map(Node):
@@ -104,9 +113,12 @@ class Map(Node):
             if op == "pow" and isinstance(b, Const):
                 # Small exponents compile to special code (square, sqrt...): part of the key.
                 self.key += (_fast_exponent(b),)
-            elif op in ("add", "truediv"):
+            elif op == "add" or op == "truediv":
                 # 1 / (1 + exp(-x)) is planned as sigmoid: which constants are 1 is structure.
-                self.key += (_is_one(a), _is_one(b))
+                self.key += (
+                    type(a) is Const and a.value == 1,
+                    type(b) is Const and b.value == 1,
+                )
         else:
             self.key = ("M", op, dtype.char) + tuple(a.key for a in args)
             self.params = sum((a.params for a in args), ())
@@ -189,7 +201,10 @@ class Pad(Node):
         shape[dim] += before + after
         self.shape = tuple(shape)
         self.key = ("P", dim, before, after, arg.key)
-        self.params = arg.params + (self,)
+
+    @property
+    def params(self):
+        return self.arg.params + (self,)  # not stored: see Leaf.params
 
     @property
     def children(self):
@@ -298,13 +313,21 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
         folded = _compare_out_of_range(op, args, shape)
         if folded is not None:
             return folded
+    if len(args) == 2:
+        return _map2(op, args[0], args[1], shape, opname)
+    if len(args) == 1 and isinstance(args[0], Node) and type(args[0]) is not Const:
+        a = args[0]
+        hit = _LOOPS.get((op, (a.dtype,)))
+        (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), opname)
+        return Map(op, (a if a.dtype is la else cast(a, la),), out)
     types = tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
-    loop, out = _loop_dtypes(op, types, opname)
+    hit = _LOOPS.get((op, types))
+    loop, out = hit if hit is not None else _loop_dtypes(op, types, opname)
     nodes = []
     all_const = True
     for a, dt in zip(args, loop, strict=True):
         if isinstance(a, Node):
-            if a.dtype != dt:
+            if a.dtype is not dt and a.dtype != dt:  # dtypes are mostly the same object
                 a = cast(a, dt)
             if all_const and not isinstance(a, Const):
                 all_const = False
@@ -318,6 +341,31 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
             value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
         return Const(value[()], out, shape)
     return Map(op, tuple(nodes), out)
+
+
+def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:
+    if isinstance(a, Node):
+        return a if a.dtype is dt or a.dtype == dt else cast(a, dt)
+    if type(a) is int and dt.kind in "iu":
+        dtypes.check_weak_scalar(a, dt, opname)
+    return Const(a, dt, shape)
+
+
+def _map2(op: str, a, b, shape: tuple, opname: str) -> Node:
+    """``map_op`` for two operands, straight-line: it runs for every binary operator."""
+    types = (
+        a.dtype if isinstance(a, Node) else type(a),
+        b.dtype if isinstance(b, Node) else type(b),
+    )
+    hit = _LOOPS.get((op, types))
+    (la, lb), out = hit if hit is not None else _loop_dtypes(op, types, opname)
+    a = _operand(a, la, shape, opname)
+    b = _operand(b, lb, shape, opname)
+    if type(a) is Const and type(b) is Const:
+        with np.errstate(all="ignore"):
+            value = apply_map(op, [np.asarray(a.value), np.asarray(b.value)], out)
+        return Const(value[()], out, shape)
+    return Map(op, (a, b), out)
 
 
 _MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}

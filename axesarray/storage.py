@@ -17,9 +17,21 @@ __all__ = ["ALIGN", "allocate", "wrap_array", "leaf_array", "device_of", "fresh"
 ALIGN = 64  # bytes; allocations start on a cache line
 
 
+SMALL = 4096  # bytes below which allocations skip the alignment (and its cost)
+
+
 def allocate(n: int, dtype: np.dtype, fill=None) -> np.ndarray:
-    """A 1-D array of ``n`` elements whose first byte is ``ALIGN``-aligned."""
+    """A 1-D array of ``n`` elements whose first byte is ``ALIGN``-aligned.
+
+    Small arrays (under ``SMALL`` bytes) keep numpy's own alignment: finding the address
+    costs more than an evaluation of a small expression, and kernels accept any alignment.
+    """
     itemsize = dtype.itemsize
+    if n * itemsize < SMALL:
+        buf = np.empty(n, dtype)
+        if fill is not None:
+            buf.fill(fill)
+        return buf
     raw = np.empty(n * itemsize + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     buf = raw[start : start + n * itemsize].view(dtype)

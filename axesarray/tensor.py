@@ -99,6 +99,33 @@ def _preferred_layout(operands):
     return None if best is None else best._layout
 
 
+_WEAK_TYPES = (int, float, bool)
+
+
+def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
+    """The common cases without layouts: one tensor, two tensors with equal axes, or a
+    tensor and a Python scalar. None sends the call to the general path."""
+    a = operands[0]
+    if len(operands) == 1:
+        if type(a) is Tensor and a._layout is None:
+            return Tensor(a._axes, ex.map_op(op, (a._node,), a._node.shape, name))
+        return None
+    b = operands[1]
+    if type(a) is Tensor:
+        if a._layout is not None:
+            return None
+        if type(b) is Tensor:
+            if b._layout is None and (a._axes is b._axes or a._axes == b._axes):
+                return Tensor(a._axes, ex.map_op(op, (a._node, b._node), a._node.shape, name))
+            return None
+        if type(b) in _WEAK_TYPES:
+            return Tensor(a._axes, ex.map_op(op, (a._node, b), a._node.shape, name))
+        return None
+    if type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
+        return Tensor(b._axes, ex.map_op(op, (a, b._node), b._node.shape, name))
+    return None
+
+
 def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     """Apply an ``ops.OPS`` op to tensors and scalars, broadcasting by name.
 
@@ -106,6 +133,10 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     in that layout (DESIGN §4: the output layout follows the dominant input).
     """
     name = name or op
+    if len(operands) <= 2:
+        fast = _elementwise_fast(op, operands, name)
+        if fast is not None:
+            return fast
     axes = None
     shape = None
     laid_out = False

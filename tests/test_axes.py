@@ -218,3 +218,15 @@ def test_broadcast_scalars_and_empty():
     assert ax.broadcast_axes([], [N, C]).names == ("N", "C")
     assert ax.broadcast_axes([N, C], []).names == ("N", "C")
     assert ax.broadcast_axes([], []) == ax.Axes()
+
+
+def test_equal_axes_are_one_object_and_invalid_ones_do_not_touch_it():
+    """Axis values are interned (fast comparisons); a hash-equal invalid Axis("N", 8.0)
+    is refused without changing the shared Axis("N", 8)."""
+    a = ax.Axis("N", 8)
+    assert ax.Axis("N", 8) is a
+    for bad in (8.0, True, "8"):
+        with pytest.raises(ax.AxesError, match=r"Axis: the length of axis 'N'"):
+            ax.Axis("N", bad)
+    assert a.length == 8 and type(a.length) is int
+    assert ax.Axis("N", np.int64(8)) == a

@@ -343,3 +343,86 @@ def test_mixing_devices_is_an_error():
     b = ax.zeros((N,))
     with pytest.raises(ValueError, match=r"evaluate: the operands are on different devices"):
         (a + b).eval()
+
+
+# --- variants, patterns and memory behaviour -----------------------------------------------
+
+
+def test_streaming_variant_writes_what_the_parallel_one_does(monkeypatch):
+    """Big contiguous outputs use streaming stores; misaligned starts, tails and float16
+    outputs must come out exactly as with plain stores."""
+    from axesarray.engine import fused
+
+    monkeypatch.setattr(fused, "STREAM_MIN_BYTES", 1 << 12)
+    n = 70_001
+    xn = rng.integers(-40, 40, n).astype(np.float32)  # x * 3 + 1 is exact, FMA or not
+    x = ax.tensor(xn.copy(), "L")
+    for dtype in ("float32", "float16", "int8", "float64"):
+        out_np = np.zeros(n + 1, dtype)[1:]  # starts one element past an aligned address
+        out = ax.tensor(out_np, "L")
+        out[...] = (x * 3 + 1).astype(dtype)
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(out_np, (xn * 3 + 1).astype(dtype))
+    R, S = ax.Axis("R", 3), ax.Axis("S", 40_000)
+    y, yn = t_((R, S), "float32")
+    o = ax.zeros((R, S), "float32")
+    o[...] = ax.sigmoid(y)
+    assert_close(o, (1 / (1 + np.exp(-yn.astype(np.float64)))).astype(np.float32))
+
+
+def test_written_out_sigmoid_runs_as_sigmoid():
+    """1 / (1 + exp(-x)) is planned as the library's sigmoid; other constants are not."""
+    x, xn = t_((ax.Axis("L", 50),), "float32")
+    for e, ref in [
+        (1 / (1 + ax.exp(-x)), 1 / (1 + np.exp(-xn))),
+        (1 / (ax.exp(-x) + 1), 1 / (1 + np.exp(-xn))),
+        (2 / (1 + ax.exp(-x)), 2 / (1 + np.exp(-xn))),
+        (1 / (3 + ax.exp(-x)), 1 / (3 + np.exp(-xn))),
+    ]:
+        assert_close(e, ref)
+
+
+def test_results_are_freed_without_the_cycle_collector():
+    """Leaves hold no reference to themselves: a dropped result frees its storage at once
+    (with gc disabled), so loops over big arrays do not accumulate them."""
+    import gc
+    import weakref
+
+    x, _ = t_((ax.Axis("L", 1000),))
+    gc.disable()
+    try:
+        y = (x * 2).eval()
+        ref = weakref.ref(y._node)
+        del y
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_layout_follows_astype_and_reductions():
+    x, _ = t_((N, C, H, W), "float32")
+    p = x.to_layout("NCHW4")
+    assert str(p.astype("int8").eval().layout) == "NCHW4"
+    assert str((p * 2).sum("H").eval().layout) == "NCW4"
+    assert p.sum("C").eval().layout.blocks == ()
+
+
+def test_big_plain_copies_use_the_repack_kernels(monkeypatch):
+    from axesarray.engine import fused
+
+    calls = []
+    real = fused.try_repack
+
+    def spy(dst, src):
+        calls.append(src.shape)
+        return real(dst, src)
+
+    monkeypatch.setattr(fused, "try_repack", spy)
+    big, bign = t_((ax.Axis("A", 400), ax.Axis("B", 200)), "float32")  # 320 KB
+    out = ax.zeros((ax.Axis("B", 200), ax.Axis("A", 400)), "float32")
+    out[...] = big
+    assert calls == [(200, 400)]
+    assert_close(out, bign.T)
+    small, _ = t_((ax.Axis("A", 3), ax.Axis("B", 2)))
+    ax.zeros((ax.Axis("B", 2), ax.Axis("A", 3)))[...] = small
+    assert len(calls) == 1  # small copies stay on the fused copy kernel

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..expr import Leaf, Node
-from ..options import get_option
+from ..options import OPTIONS
 from ..storage import fresh, leaf_array
 from . import reference
 from .order import result_order
@@ -17,15 +17,18 @@ from .order import result_order
 __all__ = ["evaluate", "assign", "to_numpy", "result_order", "warmup"]
 
 
+_FUSED: list = []  # the fused engine module, imported on first use (it imports numba)
+
+
 def _fused():
     """The fused engine module, or None when the reference engine is selected."""
-    if get_option("engine") != "numba":
+    if OPTIONS["engine"] != "numba":
         return None
-    try:
+    if not _FUSED:
         from . import fused
-    except ImportError:  # pragma: no cover - the fused engine is part of the package
-        return None
-    return fused
+
+        _FUSED.append(fused)
+    return _FUSED[0]
 
 
 def allocate_for(root: Node) -> Leaf:

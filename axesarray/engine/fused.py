@@ -13,6 +13,7 @@ import hashlib
 import math
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -95,20 +96,18 @@ def plan_for(root: Node, dst: Leaf | None) -> tuple[Schedule, list[Node], bool]:
     """
     params = root.params
     ids = []
-    on_gpu = False
+    on_gpu = dst is not None and type(dst.data) is not np.ndarray
     for p in params:
         if type(p) is Leaf:
             ids.append(id(p))
-            on_gpu = on_gpu or not isinstance(p.data, np.ndarray)
-    if dst is not None:
-        on_gpu = on_gpu or not isinstance(dst.data, np.ndarray)
+            if type(p.data) is not np.ndarray:
+                on_gpu = True
     pattern = None
     if len(set(ids)) != len(ids):  # a leaf read more than once: its repeats are structure
         first = {}
         pattern = tuple(first.setdefault(i, k) for k, i in enumerate(ids))
     device = "cuda" if on_gpu else "cpu"
-    key = (root.key, pattern, device) if dst is None else (
-        root.key, pattern, device, dst.view, dst.dtype.char)
+    key = (root.key, pattern, device) if dst is None else (root.key, pattern, device, dst.key)
     plan = _PLANS.get(key)
     if plan is not None:
         PLAN_STATS["hits"] += 1
@@ -201,49 +200,62 @@ def kernel_for(step: KernelStep, device: str, kind: str):
     return fn
 
 
-def _binder(step: KernelStep) -> tuple[list, tuple]:
-    """The step's argument list with plan-time values filled in, and the slots to fill per
-    run: ``(position, kind, ref)`` for arrays (by source) and run-time scalars."""
+def _source_expr(src: tuple) -> str:
+    kind = src[0]
+    if kind == "param":
+        return f"params[{src[1]}].data"
+    if kind == "dst":
+        return "dst.data"
+    return f"temps[{src[1]!r}]" if kind == "temp" else "temps['alias']"
+
+
+def _binder(step: KernelStep):
+    """A generated function ``bind(params, temps, dst) -> args`` for the step's kernel:
+    plan-time integers are literals, arrays and scalars are looked up (the hot path of a
+    small evaluation, so it is straight-line code)."""
     hit = step.compiled.get("binder")
     if hit is None:
         low = lowered(step)
-        template, slots = [], []
-        for pos, source in enumerate(low.recipe):
+        parts = []
+        for source in low.recipe:
             if source[0] == "int":
-                template.append(source[1])
-                continue
-            template.append(None)
-            if source[0] == "array":
-                slots.append((pos, "array", low.operands[source[1]].src))
+                parts.append(repr(source[1]))
+            elif source[0] == "array":
+                leaf = low.operands[source[1]]
+                expr = _source_expr(leaf.src)
+                parts.append(f"{expr}.view(U16)" if leaf.dtype == _F16 else expr)
             else:
                 node = source[1]
-                slots.append((pos, "f16" if node.dtype == _F16 else "scalar", node.src[1]))
-        hit = step.compiled["binder"] = (template, tuple(slots))
+                value = f"params[{node.src[1]}].value"
+                parts.append(f"f32({value})" if node.dtype == _F16 else value)
+        code = f"def bind(params, temps, dst):\n    return ({', '.join(parts)},)\n"
+        namespace = {"U16": _U16, "f32": np.float32}
+        exec(compile(code, f"<binder of {step.why}>", "exec"), namespace)
+        hit = step.compiled["binder"] = namespace["bind"]
     return hit
 
 
-def _args(step: KernelStep, params, temps: dict, dst) -> list:
-    template, slots = _binder(step)
-    args = template.copy()
-    for pos, kind, ref in slots:
-        if kind == "array":
-            arr = _array(ref, params, temps, dst)
-            args[pos] = arr.view(_U16) if arr.dtype == _F16 else arr
-        elif kind == "scalar":
-            args[pos] = params[ref].value
-        else:
-            args[pos] = np.float32(params[ref].value)
-    return args
+def _args(step: KernelStep, params, temps: dict, dst) -> tuple:
+    return _binder(step)(params, temps, dst)
 
 
 # --- aliasing -------------------------------------------------------------------------------
 
 
-def _may_share(a, b) -> bool:
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return np.may_share_memory(a, b)
-    pa, pb = _pointer(a), _pointer(b)
-    return pa < pb + b.size * b.dtype.itemsize and pb < pa + a.size * a.dtype.itemsize
+_BOUNDS: dict = {}  # id(storage) -> (weakref, first byte, end byte)
+
+
+def _bounds(data) -> tuple[int, int]:
+    """Byte range of a 1-D storage array, cached (a weakref proves the id is not reused)."""
+    hit = _BOUNDS.get(id(data))
+    if hit is not None and hit[0]() is data:
+        return hit[1], hit[2]
+    lo = _pointer(data)
+    hi = lo + data.size * data.dtype.itemsize
+    if len(_BOUNDS) > 4096:
+        _BOUNDS.clear()
+    _BOUNDS[id(data)] = (weakref.ref(data), lo, hi)
+    return lo, hi
 
 
 def _address_range(data: np.ndarray, view: View) -> tuple[int, int] | None:
@@ -266,16 +278,29 @@ def _overlaps(step: KernelStep, params, dst: Leaf) -> bool:
             for leaf in step.leaves()
             if leaf.src[0] == "param"
         )
+    out = dst.data
+    try:
+        o0, o1 = _bounds(out)
+    except TypeError:  # storage without weak references: no cached bounds
+        o0 = _pointer(out)
+        o1 = o0 + out.size * out.dtype.itemsize
     out_range = None
     for index, same_place, view in reads:
         data = params[index].data
-        if data is dst.data and same_place:
-            continue
-        if not _may_share(data, dst.data):
-            continue
-        if same_place and _pointer(data) == _pointer(dst.data):
-            continue
-        out_range = out_range or _address_range(dst.data, dst.view)
+        if data is out:
+            if same_place:
+                continue
+        else:
+            try:
+                d0, d1 = _bounds(data)
+            except TypeError:
+                d0 = _pointer(data)
+                d1 = d0 + data.size * data.dtype.itemsize
+            if d0 >= o1 or o0 >= d1:
+                continue  # disjoint storage
+            if same_place and d0 == o0:
+                continue  # another array object over the same memory, same view
+        out_range = out_range or _address_range(out, dst.view)
         in_range = _address_range(data, view)
         if out_range and in_range and in_range[0] < out_range[1] and out_range[0] < in_range[1]:
             return True
@@ -298,9 +323,14 @@ def _via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:
 
 
 def _run_kernel(step: KernelStep, params, temps: dict, dst, device: str) -> None:
-    args = _args(step, params, temps, dst)
+    args = _binder(step)(params, temps, dst)
     kind = variant(step, device, args[0])
-    fn = step.compiled.get((device, kind)) or kernel_for(step, device, kind)
+    compiled = step.compiled
+    fn = compiled.get((device, kind))
+    if fn is None:
+        fn = kernel_for(step, device, kind)
+    elif type(fn) is kcache.Kernel and fn.ready:
+        compiled[(device, kind)] = fn = fn.fn  # compiled and checked: call numba directly
     fn(*args)
 
 

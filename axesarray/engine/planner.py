@@ -107,10 +107,10 @@ class KernelStep:
     why: str  # what this kernel computes, for explain
     order_from: str | None = None  # which input set a fresh output's memory order
     compiled: dict = attrs.field(factory=dict)  # target -> Lowered/Kernel, filled lazily
+    size: int = attrs.field(init=False)  # elements of the loop nest (read on every run)
 
-    @property
-    def size(self) -> int:
-        return math.prod(self.nest.lengths)
+    def __attrs_post_init__(self) -> None:
+        self.size = math.prod(self.nest.lengths)
 
     def leaves(self) -> list[KLeaf]:
         return kernel_leaves(self.tree)

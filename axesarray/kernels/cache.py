@@ -74,7 +74,7 @@ class Kernel:
     """A compiled kernel: calls the numba dispatcher; the first call is guarded so that a
     broken disk cache is purged and recompiled instead of raising."""
 
-    __slots__ = ("key", "source", "path", "fn", "ready", "entry")
+    __slots__ = ("key", "source", "path", "fn", "ready", "entry", "__weakref__")
 
     def __init__(self, key: str, source: str, path: Path, fn, entry: str) -> None:
         self.key = key
