@@ -1,0 +1,27 @@
+"""All benchmarks (``make bench``): the fused engine, then the layout repacks.
+
+    python benchmarks/run.py            # full sizes (a few minutes)
+    python benchmarks/run.py --quick    # small sizes: checks that everything runs
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_fused  # noqa: E402
+import bench_layouts  # noqa: E402
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    quick = ["--quick"] if "--quick" in argv else []
+    bench_fused.main(quick)
+    print()
+    bench_layouts.main(quick)
+
+
+if __name__ == "__main__":
+    main()
