@@ -126,7 +126,12 @@ class Axes(tuple):
         for a in items:
             if not isinstance(a, Axis):
                 raise AxesError(
-                    message("Axes", "every item must be an Axis", f"got {a!r}", "Use ax.Axis(name, length)")
+                    message(
+                        "Axes",
+                        "every item must be an Axis",
+                        f"got {a!r}",
+                        "Use ax.Axis(name, length)",
+                    )
                 )
             if a.name in names:
                 raise AxesError(
@@ -220,7 +225,9 @@ def as_axes(spec, op: str = "axes") -> Axes:
         return Axes._trusted((spec,))
     if isinstance(spec, str):
         raise AxesError(
-            message(op, "axis names alone do not give lengths", f"got {spec!r}", "Pass Axis objects")
+            message(
+                op, "axis names alone do not give lengths", f"got {spec!r}", "Pass Axis objects"
+            )
         )
     items = tuple(spec)
     for a in items:

@@ -61,8 +61,9 @@ def _roles(text: str | None) -> dict:
     for tok in text.replace(",", " ").split():
         role, sep, name = tok.partition("=")
         if not sep:
-            raise LayoutError(message("convert", f"bad role {tok!r}", None,
-                                      "Write roles as N=batch C=feat"))
+            raise LayoutError(
+                message("convert", f"bad role {tok!r}", None, "Write roles as N=batch C=feat")
+            )
         out[role] = name
     return out
 
@@ -82,42 +83,68 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
         if axes_text is not None:
             names = [a.name if isinstance(a, Axis) else a for a in _axes_spec(axes_text)]
             if tuple(names) != axes.names:
-                raise AxesError(message("convert", "--axes differs from the input's sidecar",
-                                        f"--axes {axes_text}; sidecar {fmt_axes(axes)}",
-                                        "Leave --axes out: the sidecar has them"))
+                raise AxesError(
+                    message(
+                        "convert",
+                        "--axes differs from the input's sidecar",
+                        f"--axes {axes_text}; sidecar {fmt_axes(axes)}",
+                        "Leave --axes out: the sidecar has them",
+                    )
+                )
         if from_text is not None:
             given = bind(Layout.parse(from_text, **roles), axes, "convert")
             if given != layout:
-                raise LayoutError(message("convert", "--from differs from the input's sidecar",
-                                          f"--from {from_text}; sidecar {layout}",
-                                          "Leave --from out: the sidecar has it"))
+                raise LayoutError(
+                    message(
+                        "convert",
+                        "--from differs from the input's sidecar",
+                        f"--from {from_text}; sidecar {layout}",
+                        "Leave --from out: the sidecar has it",
+                    )
+                )
         return (tensor(arr, axes, layout=layout) if layout else tensor(arr, axes)), layout
     if axes_text is None:
-        raise AxesError(message("convert", f"{path} has no sidecar, so its axes are unknown",
-                                f"shape {arr.shape}", "Give them: --axes 'N C H W'"))
+        raise AxesError(
+            message(
+                "convert",
+                f"{path} has no sidecar, so its axes are unknown",
+                f"shape {arr.shape}",
+                "Give them: --axes 'N C H W'",
+            )
+        )
     items = _axes_spec(axes_text)
     if from_text is None:
         if len(items) != arr.ndim:
-            raise AxesError(message(
-                "convert", f"--axes names {len(items)} axes but the array has {arr.ndim} "
-                "dimensions", f"--axes {axes_text}; shape {arr.shape}",
-                "Give one name per dimension, or --from for a blocked layout"))
+            raise AxesError(
+                message(
+                    "convert",
+                    f"--axes names {len(items)} axes but the array has {arr.ndim} dimensions",
+                    f"--axes {axes_text}; shape {arr.shape}",
+                    "Give one name per dimension, or --from for a blocked layout",
+                )
+            )
         return tensor(arr, items), None
     names = tuple(a.name if isinstance(a, Axis) else a for a in items)
     layout = bind(Layout.parse(from_text, **roles), Axes(Axis(n, 0) for n in names), "convert")
     if arr.ndim != layout.ndim_physical:
-        raise AxesError(message(
-            "convert", f"a {layout} array has {layout.ndim_physical} dimensions but "
-            f"{path.name} has {arr.ndim}", f"--axes {axes_text}; shape {arr.shape}",
-            "Check --axes and --from"))
+        raise AxesError(
+            message(
+                "convert",
+                f"a {layout} array has {layout.ndim_physical} dimensions but "
+                f"{path.name} has {arr.ndim}",
+                f"--axes {axes_text}; shape {arr.shape}",
+                "Check --axes and --from",
+            )
+        )
     return tensor(arr, items, layout=layout), layout
 
 
 # --- chunking ------------------------------------------------------------------------------
 
 
-def plan_chunks(axes: Axes, dst: Layout | None, src: Layout | None, itemsize: int,
-                chunk_bytes: int) -> list[dict]:
+def plan_chunks(
+    axes: Axes, dst: Layout | None, src: Layout | None, itemsize: int, chunk_bytes: int
+) -> list[dict]:
     """Index dicts (axis name -> slice) covering ``axes``, each at most about
     ``chunk_bytes`` of output, cut along the output's outermost physical dims.
 
@@ -174,8 +201,10 @@ class Progress:
         frac = self.done / self.total if self.total else 1.0
         bar = "#" * int(30 * frac)
         rate = self.done / max(now - self.start, 1e-9) / 1e6
-        sys.stderr.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% "
-                         f"{self.done / 1e6:,.0f}/{self.total / 1e6:,.0f} MB {rate:,.0f} MB/s")
+        sys.stderr.write(
+            f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% "
+            f"{self.done / 1e6:,.0f}/{self.total / 1e6:,.0f} MB {rate:,.0f} MB/s"
+        )
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -186,8 +215,16 @@ class Progress:
 # --- commands ------------------------------------------------------------------------------
 
 
-def convert(src_path, dst_path, axes=None, from_layout=None, to_layout=None, roles=None,
-            chunk_bytes: int = DEFAULT_CHUNK, progress: bool | None = None) -> None:
+def convert(
+    src_path,
+    dst_path,
+    axes=None,
+    from_layout=None,
+    to_layout=None,
+    roles=None,
+    chunk_bytes: int = DEFAULT_CHUNK,
+    progress: bool | None = None,
+) -> None:
     """Convert ``src_path`` into ``dst_path`` (the ``axesarray convert`` command)."""
     from .creation import tensor
     from .layout_ops import repack
@@ -196,8 +233,14 @@ def convert(src_path, dst_path, axes=None, from_layout=None, to_layout=None, rol
     src_path, dst_path = Path(src_path), Path(dst_path)
     roles = _roles(roles) if isinstance(roles, str) or roles is None else dict(roles)
     if dst_path.exists() and src_path.exists() and dst_path.resolve() == src_path.resolve():
-        raise LayoutError(message("convert", "the output path is the input path",
-                                  str(src_path), "Write to another file"))
+        raise LayoutError(
+            message(
+                "convert",
+                "the output path is the input path",
+                str(src_path),
+                "Write to another file",
+            )
+        )
     src, src_layout = _open_input(src_path, axes, from_layout, roles)
     dst_layout = None
     if to_layout is not None:
@@ -207,8 +250,9 @@ def convert(src_path, dst_path, axes=None, from_layout=None, to_layout=None, rol
     else:
         shape = tuple(d.length for d in physical_dims(dst_layout, src.axes))
     if not dst_path.parent.is_dir():
-        raise FileNotFoundError(message("convert", "the output directory does not exist",
-                                        str(dst_path.parent)))
+        raise FileNotFoundError(
+            message("convert", "the output directory does not exist", str(dst_path.parent))
+        )
     chunks = plan_chunks(src.axes, dst_layout, src_layout, src.dtype.itemsize, chunk_bytes)
     total = math.prod(shape) * src.dtype.itemsize
     bar = Progress(total, sys.stderr.isatty() if progress is None else progress)
@@ -272,17 +316,33 @@ def main(argv=None) -> int:
     c.add_argument("--from", dest="from_layout", help="the input's layout (default: axis order)")
     c.add_argument("--to", dest="to_layout", help="the output's layout (default: axis order)")
     c.add_argument("--roles", help="role letters to axis names, e.g. 'N=batch C=feat'")
-    c.add_argument("--chunk-size", type=_size, default=DEFAULT_CHUNK,
-                   help="output bytes per chunk (default 64M)")
-    c.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar (default: when stderr is a terminal)")
+    c.add_argument(
+        "--chunk-size",
+        type=_size,
+        default=DEFAULT_CHUNK,
+        help="output bytes per chunk (default 64M)",
+    )
+    c.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: when stderr is a terminal)",
+    )
     i = sub.add_parser("info", help="describe a .npy file and its sidecar")
     i.add_argument("file", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "convert":
-            convert(args.input, args.output, args.axes, args.from_layout, args.to_layout,
-                    args.roles, args.chunk_size, args.progress)
+            convert(
+                args.input,
+                args.output,
+                args.axes,
+                args.from_layout,
+                args.to_layout,
+                args.roles,
+                args.chunk_size,
+                args.progress,
+            )
         else:
             print(info(args.file))
     except (ValueError, TypeError, OSError) as err:  # AxesError, LayoutError included

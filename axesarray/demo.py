@@ -39,8 +39,11 @@ def main() -> None:
     bias = ax.tensor(np.linspace(0, 1, 5 * 4, dtype=np.float32).reshape(5, 4), "W H")
     print("gain:", gain.axes, "  bias:", bias.axes, "(note: W before H)")
     print("ax.broadcast_axes(x, bias) ->", ax.broadcast_axes(x, bias))
-    print("ax.broadcast_axes(gain, bias) ->", ax.broadcast_axes(gain, bias),
-          "(no subset: left's axes, then the right's new ones)")
+    print(
+        "ax.broadcast_axes(gain, bias) ->",
+        ax.broadcast_axes(gain, bias),
+        "(no subset: left's axes, then the right's new ones)",
+    )
 
     _section("4. A lazy expression, fused into one kernel")
     e = ax.sigmoid(4 * x * gain + bias)  # nothing is computed yet
@@ -57,14 +60,18 @@ def main() -> None:
     z = 10 * x
     softmax = ax.exp(z - z.max("C")) / ax.exp(z - z.max("C")).sum("C")
     print("softmax of 10*x over C at N=0, H=0, W=0:", softmax[{"N": 0, "H": 0, "W": 0}].numpy())
-    print(f"  ({len(ax.explain(softmax).kernels)} kernels: max and sum are broadcast back, so "
-          "they are computed first)")
+    print(
+        f"  ({len(ax.explain(softmax).kernels)} kernels: max and sum are broadcast back, so "
+        "they are computed first)"
+    )
 
     _section("6. Memory layouts")
     packed = x.to_layout("NCHW4")
     print("x.to_layout('NCHW4'): layout", packed.layout, "physical shape", packed.physical.shape)
-    print("pixel (0, 0) of image 0 holds C=3 channels padded to a block of 4 with a zero:",
-          packed.physical[0, 0, 0, 0])
+    print(
+        "pixel (0, 0) of image 0 holds C=3 channels padded to a block of 4 with a zero:",
+        packed.physical[0, 0, 0, 0],
+    )
     back = packed.to_layout("NCHW")
     print("round trip exact:", bool((back == x).all()))
 

@@ -115,8 +115,5 @@ def to_device(t, device: str):
             )
         )
     leaf = t.eval()._node
-    if device == "cuda":
-        data = upload(leaf.data)
-    else:
-        data = host(leaf.data)
+    data = upload(leaf.data) if device == "cuda" else host(leaf.data)
     return Tensor(t.axes, ex.Leaf(data, leaf.view), t.layout)

@@ -110,9 +110,14 @@ def reduce_dtype(op: str, dtype: np.dtype) -> np.dtype:
     probe = np.zeros(1, dtype)
     if op in ("argmax", "argmin"):
         return np.dtype(np.intp)
-    fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any, "all": np.all}[
-        op
-    ]
+    fn = {
+        "sum": np.sum,
+        "prod": np.prod,
+        "max": np.max,
+        "min": np.min,
+        "any": np.any,
+        "all": np.all,
+    }[op]
     return fn(probe).dtype
 
 

@@ -467,8 +467,10 @@ def transform_views(node: Node, shape: tuple[int, ...], view_fn, _memo=None) -> 
     elif isinstance(node, (Map, Cast)):
         kids = [transform_views(c, shape, view_fn, memo) for c in node.children]
         if all(k is not None for k in kids):
-            out = Map(node.op, tuple(kids), node.dtype) if isinstance(node, Map) else Cast(
-                kids[0], node.dtype
+            out = (
+                Map(node.op, tuple(kids), node.dtype)
+                if isinstance(node, Map)
+                else Cast(kids[0], node.dtype)
             )
     memo[id(node)] = out
     return out

@@ -284,7 +284,10 @@ def physical(t: Tensor) -> np.ndarray:
     if math.prod(shape) == 0:
         return np.lib.stride_tricks.as_strided(np.empty(1, leaf.dtype), shape, byte_strides)
     out = np.ndarray(
-        shape, leaf.dtype, buffer=leaf.data, offset=leaf.view.offset * itemsize,
+        shape,
+        leaf.dtype,
+        buffer=leaf.data,
+        offset=leaf.view.offset * itemsize,
         strides=byte_strides,
     )
     if not leaf.writeable:
@@ -301,8 +304,10 @@ def wrap_physical(arr: np.ndarray, axes, layout, copy: bool = False) -> Tensor:
     ``axes`` lists the logical axes (names, or Axis objects to give a blocked axis a length
     shorter than its padded one). Zero-copy unless ``copy`` or the strides need it.
     """
-    items = list(parse_names(axes, "tensor")) if isinstance(axes, str) else (
-        [axes] if isinstance(axes, Axis) else list(axes)
+    items = (
+        list(parse_names(axes, "tensor"))
+        if isinstance(axes, str)
+        else ([axes] if isinstance(axes, Axis) else list(axes))
     )
     names = tuple(a.name if isinstance(a, Axis) else a for a in items)
     given = {a.name: a.length for a in items if isinstance(a, Axis)}

@@ -21,8 +21,16 @@ from .axes import Axes, Axis
 from .errors import LayoutError, fmt_axes, message
 from .layouts import Layout
 
-__all__ = ["save", "load", "sidecar_path", "read_sidecar", "sidecar_text", "open_npy",
-           "atomic_outputs", "FORMAT"]
+__all__ = [
+    "save",
+    "load",
+    "sidecar_path",
+    "read_sidecar",
+    "sidecar_text",
+    "open_npy",
+    "atomic_outputs",
+    "FORMAT",
+]
 
 FORMAT = "axesarray"
 VERSION = 1
@@ -65,13 +73,20 @@ def read_sidecar(path, op: str = "load") -> tuple[Axes, Layout | None, np.dtype]
         lay = doc.get("layout")
         layout = None
         if lay is not None:
-            layout = Layout(lay["order"], [tuple(b) for b in lay["blocks"]],
-                            [tuple(r) for r in lay.get("roles", [])])
+            layout = Layout(
+                lay["order"],
+                [tuple(b) for b in lay["blocks"]],
+                [tuple(r) for r in lay.get("roles", [])],
+            )
         return axes, layout, np.dtype(doc["dtype"])
     except (ValueError, KeyError, TypeError) as err:
         raise LayoutError(
-            message(op, f"the sidecar {side} is not readable", str(err),
-                    "Delete it and pass the axes explicitly")
+            message(
+                op,
+                f"the sidecar {side} is not readable",
+                str(err),
+                "Delete it and pass the axes explicitly",
+            )
         ) from None
 
 
@@ -94,13 +109,23 @@ def open_npy(path, op: str = "load", mmap_mode: str | None = "r") -> np.ndarray:
             message(op, f"{path} is not a .npy file", str(err), "Write it with np.save")
         ) from None
     if dtype.hasobject:
-        raise LayoutError(message(op, f"{path} holds Python objects", str(dtype),
-                                  "Only numeric arrays can be converted"))
+        raise LayoutError(
+            message(
+                op,
+                f"{path} holds Python objects",
+                str(dtype),
+                "Only numeric arrays can be converted",
+            )
+        )
     need = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size < need:
         raise LayoutError(
-            message(op, f"{path} is truncated", f"{size} bytes, the header needs {need}",
-                    "Copy the file again")
+            message(
+                op,
+                f"{path} is truncated",
+                f"{size} bytes, the header needs {need}",
+                "Copy the file again",
+            )
         )
     return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
 
@@ -167,8 +192,12 @@ def load(path, axes=None, mmap_mode: str | None = None):
     if info is None:
         if axes is None:
             raise LayoutError(
-                message("load", f"{path} has no sidecar {sidecar_path(path).name}",
-                        f"shape {arr.shape}", "Pass its axes: ax.load(path, axes='N C H W')")
+                message(
+                    "load",
+                    f"{path} has no sidecar {sidecar_path(path).name}",
+                    f"shape {arr.shape}",
+                    "Pass its axes: ax.load(path, axes='N C H W')",
+                )
             )
         return tensor(arr, axes)
     saved, layout, dtype = info
@@ -176,17 +205,31 @@ def load(path, axes=None, mmap_mode: str | None = None):
         names = axes.split() if isinstance(axes, str) else [getattr(a, "name", a) for a in axes]
         if tuple(names) != saved.names:
             raise LayoutError(
-                message("load", "the axes given differ from the sidecar's",
-                        f"given {' '.join(names)}; file: {fmt_axes(saved)}",
-                        "Leave axes out to use the file's")
+                message(
+                    "load",
+                    "the axes given differ from the sidecar's",
+                    f"given {' '.join(names)}; file: {fmt_axes(saved)}",
+                    "Leave axes out to use the file's",
+                )
             )
     if arr.dtype != dtype:
-        raise LayoutError(message("load", "the array's dtype differs from the sidecar's",
-                                  f"{arr.dtype} vs {dtype}", "The files do not belong together"))
+        raise LayoutError(
+            message(
+                "load",
+                "the array's dtype differs from the sidecar's",
+                f"{arr.dtype} vs {dtype}",
+                "The files do not belong together",
+            )
+        )
     if layout is None:
         if arr.shape != saved.shape:
-            raise LayoutError(message("load", "the array's shape differs from the sidecar's",
-                                      f"{arr.shape} vs {fmt_axes(saved)}",
-                                      "The files do not belong together"))
+            raise LayoutError(
+                message(
+                    "load",
+                    "the array's shape differs from the sidecar's",
+                    f"{arr.shape} vs {fmt_axes(saved)}",
+                    "The files do not belong together",
+                )
+            )
         return tensor(arr, saved)
     return tensor(arr, saved, layout=layout)

@@ -8,7 +8,6 @@ and whether it is "expensive" for the materialization rule. Engines translate op
 from __future__ import annotations
 
 import attrs
-
 import numpy as np
 
 __all__ = ["OpInfo", "OPS", "UNARY", "BINARY", "COMPARISONS", "apply_map"]

@@ -12,6 +12,7 @@ the logical index is split into a block number and a position inside the block.
 from __future__ import annotations
 
 import math
+
 import attrs
 
 __all__ = [
@@ -232,19 +233,14 @@ def has_internal_overlap(v: View) -> bool:
     """
     if 0 in v.shape:
         return False
-    dims = [
-        (abs(s), n)
-        for n, s in zip(v.shape, v.strides, strict=True)
-        if n > 1
-    ]
-    if v.blocks is not None:
-        if any(b is not None for b in v.blocks):
-            # Blocked axes tile disjoint blocks by construction; check the plain ones only.
-            dims = [
-                (abs(s), n)
-                for n, s, b in zip(v.shape, v.strides, v.blocks, strict=True)
-                if n > 1 and b is None
-            ]
+    dims = [(abs(s), n) for n, s in zip(v.shape, v.strides, strict=True) if n > 1]
+    if v.blocks is not None and any(b is not None for b in v.blocks):
+        # Blocked axes tile disjoint blocks by construction; check the plain ones only.
+        dims = [
+            (abs(s), n)
+            for n, s, b in zip(v.shape, v.strides, v.blocks, strict=True)
+            if n > 1 and b is None
+        ]
     if any(s == 0 for s, _ in dims):
         return True
     dims.sort()

@@ -8,18 +8,17 @@ expression) otherwise. Imports ``axes``, ``dtypes``, ``expr``, ``engine``, ``str
 from __future__ import annotations
 
 import math
-import operator
 
 import attrs
 import numpy as np
 
 from . import engine
 from . import expr as ex
-from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
+from .axes import Axes, broadcast_axes
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
-from .storage import fresh
-from .strided import merge_dims, split_dim
+from .reductions import ReductionMethods
+from .views import ViewMethods, align
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
 
@@ -44,19 +43,6 @@ class TensorDescription:
     device: str = "cpu"
 
 
-def _resolve_names(axes: Axes, names, op: str) -> list[int]:
-    """Positions of ``names`` (a string "H W", a name, an Axis, or a sequence of them)."""
-    if names is None:
-        return list(range(len(axes)))
-    dims = [axes.index(n, op) for n in parse_names(names, op)]
-    # An Axis also states a length: check it (Axes.index does when given the Axis).
-    given = [names] if isinstance(names, Axis) else [] if isinstance(names, str) else names
-    for a in given:
-        if isinstance(a, Axis):
-            axes.index(a, op)
-    return dims
-
-
 def operand_node(value, axes: Axes, op: str):
     """A Node (broadcast to ``axes``) or a weak Python scalar for an operand."""
     if isinstance(value, Tensor):
@@ -78,14 +64,6 @@ def operand_node(value, axes: Axes, op: str):
     raise TypeError(message(op, "unsupported operand type", type(value).__name__))
 
 
-def align(t: Tensor, axes: Axes, op: str = "align") -> ex.Node:
-    """``t``'s node indexed by ``axes`` (a superset of its axes): transpose + broadcast."""
-    if t._axes == axes:
-        return t._node
-    maps = tuple((axes.index(a.name, op), 0, 1) for a in t._axes)
-    return ex.remap(t._node, axes.shape, maps)
-
-
 _NO_AXES = Axes()
 
 
@@ -93,9 +71,8 @@ def _preferred_layout(operands):
     """The layout of the operand with the most elements among those that have one."""
     best = None
     for v in operands:
-        if isinstance(v, Tensor) and v._layout is not None:
-            if best is None or v.size > best.size:
-                best = v
+        if isinstance(v, Tensor) and v._layout is not None and (best is None or v.size > best.size):
+            best = v
     return None if best is None else best._layout
 
 
@@ -161,7 +138,7 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
 
 
-class Tensor:
+class Tensor(ViewMethods, ReductionMethods):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
     Build one with ``ax.tensor``, ``ax.zeros`` and friends; arithmetic gives r-tensors.
@@ -271,264 +248,10 @@ class Tensor:
             device=self.device,
         )
 
-    # --- views -----------------------------------------------------------------------------
-
-    def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Tensor:
-        return Tensor(axes, ex.remap(self._node, axes.shape, maps), layout)
-
-    def transpose(self, *names) -> Tensor:
-        """Reorder axes by name (a view). ``...`` stands for the other axes in order.
-
-        >>> import axesarray as ax
-        >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 4)))
-        >>> x.transpose("H ...").names
-        ('H', 'N', 'C')
-        """
-        spec = names[0] if len(names) == 1 and not isinstance(names[0], Axis) else names
-        wanted = list(parse_names(spec, "transpose"))
-        if "..." in wanted:
-            listed = {n for n in wanted if n != "..."}
-            rest = [n for n in self.names if n not in listed]
-            i = wanted.index("...")
-            wanted[i : i + 1] = rest
-        if sorted(wanted) != sorted(self.names):
-            missing = [n for n in self.names if n not in wanted]
-            extra = [n for n in wanted if n not in self.names]
-            fact = []
-            if missing:
-                fact.append("missing " + ", ".join(repr(n) for n in missing))
-            if extra:
-                fact.append("unknown " + ", ".join(repr(n) for n in extra))
-            raise AxesError(
-                message(
-                    "transpose",
-                    "the names must be a permutation of the axes: " + "; ".join(fact),
-                    f"axes: {fmt_axes(self._axes)}; got {' '.join(wanted)}",
-                    "List every axis once, or use '...' for the rest",
-                )
-            )
-        new_axes = Axes._trusted(tuple(self._axes[n] for n in wanted))
-        maps = tuple((wanted.index(a.name), 0, 1) for a in self._axes)
-        return self._remapped(new_axes, maps, self._layout)
-
-    def isel(self, indexers: dict | None = None, **kwargs) -> Tensor:
-        """Select by name with slices (any step) or integers (which drop the axis); a view.
-
-        >>> import axesarray as ax
-        >>> x = ax.arange(ax.Axis("C", 6))
-        >>> x.isel(C=slice(None, None, -2)).numpy()
-        array([5, 3, 1])
-        """
-        ind = dict(indexers or {}, **kwargs)
-        for name in ind:
-            self._axes.index(name, "isel")
-        maps = []
-        new_axes = []
-        for axis in self._axes:
-            key = ind.get(axis.name, slice(None))
-            if isinstance(key, slice):
-                if key.step == 0:
-                    raise AxesError(
-                        message("isel", f"the slice step for axis {axis.name!r} is zero", f"got {key!r}")
-                    )
-                start, stop, step = key.indices(axis.length)
-                n = len(range(start, stop, step))
-                maps.append((len(new_axes), start, step))
-                new_axes.append(Axis(axis.name, n))
-                continue
-            try:
-                i = operator.index(key)
-            except TypeError:
-                raise TypeError(
-                    message(
-                        "isel",
-                        f"axis {axis.name!r} takes a slice or an integer",
-                        f"got {key!r}",
-                    )
-                ) from None
-            if not -axis.length <= i < axis.length:
-                raise IndexError(
-                    message(
-                        "isel",
-                        f"index {i} is out of range for axis {axis.name!r}",
-                        f"{axis}",
-                        f"Use -{axis.length} <= index < {axis.length}",
-                    )
-                )
-            maps.append((-1, i % axis.length, 0))
-        layout = self._layout
-        if layout is not None:
-            from .layouts import isel_layout
-
-            # Integers drop their axis from the tag; a cut through blocks marks it partial.
-            layout = isel_layout(layout, self._axes, ind)
-        return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
-
-    def __getitem__(self, key) -> Tensor:
-        if key is Ellipsis:
-            return self
-        if isinstance(key, dict):
-            return self.isel(key)
-        raise AxesError(
-            message(
-                "getitem",
-                "positional indexing is not supported",
-                f"got {key!r}; axes: {fmt_axes(self._axes)}",
-                "Index by name: x[{'C': slice(0, 4), 'H': 3}] or x.isel(C=slice(0, 4))",
-            )
-        )
+    # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 
     def __setitem__(self, key, value) -> None:
         assign(self[key], value)
-
-    def rename(self, mapping: dict | None = None, **kwargs) -> Tensor:
-        """Rename axes (a view: same data, new names).
-
-        >>> import axesarray as ax
-        >>> ax.zeros((ax.Axis("C", 2),)).rename(C="K").names
-        ('K',)
-        """
-        ren = dict(mapping or {}, **kwargs)
-        for old in ren:
-            self._axes.index(old, "rename")
-        new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self._axes], "rename")
-        layout = None if self._layout is None else self._layout.renamed(ren)
-        return Tensor(new, self._node, layout)
-
-    def broadcast_to(self, axes) -> Tensor:
-        """View with the given axes (a superset of this tensor's); new axes have stride 0.
-
-        The result is read-only when it is an l-tensor, as in numpy.
-        """
-        target = as_axes(axes.axes if isinstance(axes, Tensor) else axes, "broadcast_to")
-        names = set(target.names)
-        missing = [a for a in self._axes if a.name not in names]
-        if missing:
-            raise AxesError(
-                message(
-                    "broadcast_to",
-                    "the target lacks axes of the tensor: "
-                    + ", ".join(repr(a.name) for a in missing),
-                    f"tensor: {fmt_axes(self._axes)}; target: {fmt_axes(target)}",
-                    "Include every axis of the tensor in the target",
-                )
-            )
-        broadcast_axes(self._axes, target, op="broadcast_to")  # length check
-        node = align(self, target, "broadcast_to")
-        if isinstance(node, ex.Leaf) and target.size > self.size:
-            node = ex.Leaf(node.data, node.view, writeable=False)
-        return Tensor(target, node)
-
-    def expand_dims(self, axes, position: int = 0) -> Tensor:
-        """Insert new axes at ``position``: a name adds a length-1 axis, an Axis broadcasts."""
-        items = [axes] if isinstance(axes, (str, Axis)) else list(axes)
-        new = [a if isinstance(a, Axis) else Axis(a, 1) for a in items]
-        if not -self.ndim - 1 <= position <= self.ndim:
-            raise AxesError(
-                message("expand_dims", f"position {position} is out of range", f"rank {self.ndim}")
-            )
-        position %= self.ndim + 1
-        target = as_axes(
-            tuple(self._axes)[:position] + tuple(new) + tuple(self._axes)[position:], "expand_dims"
-        )
-        return self.broadcast_to(target)
-
-    def squeeze(self, names=None) -> Tensor:
-        """Drop length-1 axes (all of them, or the named ones); a view."""
-        if names is None:
-            dims = [d for d, a in enumerate(self._axes) if a.length == 1]
-        else:
-            dims = _resolve_names(self._axes, names, "squeeze")
-            bad = [self._axes[d] for d in dims if self._axes[d].length != 1]
-            if bad:
-                raise AxesError(
-                    message(
-                        "squeeze",
-                        "only axes of length 1 can be squeezed",
-                        fmt_axes(bad),
-                        "Select one index with isel instead",
-                    )
-                )
-        return self.isel({self._axes[d].name: 0 for d in dims})
-
-    def split(self, name, axes, copy: bool | None = None) -> Tensor:
-        """Unflatten one axis into several whose lengths multiply to its length (a view).
-
-        >>> import axesarray as ax
-        >>> x = ax.arange(ax.Axis("C", 6))
-        >>> x.split("C", (ax.Axis("Co", 2), ax.Axis("ci", 3))).names
-        ('Co', 'ci')
-        """
-        d = self._axes.index(name, "split")
-        new = as_axes(axes, "split")
-        old = self._axes[d]
-        if new.size != old.length:
-            raise AxesError(
-                message(
-                    "split",
-                    f"the new lengths do not multiply out to {old}",
-                    f"{fmt_axes(new)}: {'*'.join(str(n) for n in new.shape)}={new.size}",
-                    f"Choose lengths whose product is {old.length}",
-                )
-            )
-        target = as_axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :], "split")
-
-        def view_fn(v):
-            return split_dim(v, d, new.shape)
-
-        return self._reshaped(target, view_fn, copy, "split", (d,))
-
-    def flatten(self, names, new_name: str, copy: bool | None = None) -> Tensor:
-        """Merge axes (major to minor, in the order given) into one axis named ``new_name``.
-
-        A view when the strides allow it, a copy otherwise; ``copy=False`` raises instead
-        of copying and ``copy=True`` always copies. The new axis takes the place of the
-        first merged axis.
-
-        >>> import axesarray as ax
-        >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("H", 3), ax.Axis("W", 4)))
-        >>> x.flatten(("H", "W"), "S").axes
-        Axes(Axis('N', 2), Axis('S', 12))
-        """
-        dims = _resolve_names(self._axes, names, "flatten")
-        if not dims:
-            raise AxesError(
-                message("flatten", "no axes to merge", f"axes: {fmt_axes(self._axes)}", "Name at least one axis")
-            )
-        pos = min(dims)
-        rest = [a for d, a in enumerate(self._axes) if d not in dims]
-        merged = Axis(new_name, math.prod(self._axes[d].length for d in dims))
-        rest.insert(pos, merged)
-        target = as_axes(rest, "flatten")
-
-        def view_fn(v):
-            return merge_dims(v, tuple(dims), pos)
-
-        return self._reshaped(target, view_fn, copy, "flatten", tuple(dims))
-
-    def _reshaped(self, target: Axes, view_fn, copy, op: str, dims) -> Tensor:
-        """Apply a reshaping view function to every leaf; copy when it cannot be a view."""
-        node = None if copy else ex.transform_views(self._node, target.shape, view_fn)
-        if node is not None:
-            return Tensor(target, node)
-        if copy is False:
-            involved = fmt_axes(self._axes[d] for d in dims)
-            raise AxesError(
-                message(
-                    op,
-                    "the result cannot be a view of this memory",
-                    f"axes {involved}; strides {self.strides}",
-                    "Pass copy=True (or leave copy unset) to allow a copy",
-                )
-            )
-        # Copy with the reshaped dims adjacent and in the requested order (``flatten`` may
-        # merge them in any order): then the reshape of the copy is a view.
-        rest = [d for d in range(self.ndim) if d not in dims]
-        pos = min(dims)
-        order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
-        out = Tensor(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
-        assign(out, self)
-        return Tensor(target, ex.transform_views(out._node, target.shape, view_fn))
 
     # --- evaluation ------------------------------------------------------------------------
 
@@ -607,7 +330,9 @@ class Tensor:
 
     def __index__(self) -> int:
         if self.dtype.kind not in "iub":
-            raise TypeError(message("__index__", "only integer tensors are indices", str(self.dtype)))
+            raise TypeError(
+                message("__index__", "only integer tensors are indices", str(self.dtype))
+            )
         return int(self.item())
 
     def __bool__(self) -> bool:
@@ -624,7 +349,9 @@ class Tensor:
 
     def __iter__(self):
         raise TypeError(
-            message("iter", "tensors are not iterable by position", None, "Select by name: x.isel(C=i)")
+            message(
+                "iter", "tensors are not iterable by position", None, "Select by name: x.isel(C=i)"
+            )
         )
 
     def __repr__(self) -> str:
@@ -648,84 +375,6 @@ class Tensor:
                 node = ex.Leaf(node.data, node.view, writeable=False)
             return Tensor(self._axes, node, self._layout)
         return Tensor(self._axes, ex.Cast(node, dt), self._layout)
-
-    # --- reductions ------------------------------------------------------------------------
-
-    def _reduce(self, op: str, names) -> Tensor:
-        dims = _resolve_names(self._axes, names, op)
-        if op in ("max", "min", "argmax", "argmin"):
-            empty = [self._axes[d] for d in dims if self._axes[d].length == 0]
-            if empty:
-                raise AxesError(
-                    message(
-                        op,
-                        "cannot reduce over an empty axis, which has no identity",
-                        fmt_axes(empty),
-                        "Use sum, or guard the empty case",
-                    )
-                )
-        node = ex.reduce(op, self._node, tuple(dims))
-        axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
-        layout = self._layout
-        if layout is not None:  # the result is laid out like the input, minus reduced axes
-            from .layouts import isel_layout
-
-            layout = isel_layout(layout, self._axes, {self._axes[d].name: 0 for d in dims})
-        return Tensor(axes, node, layout)
-
-    def sum(self, names=None) -> Tensor:
-        """Sum over the named axes (all when None). ``x.sum("C")``, ``x.sum(("H", "W"))``."""
-        return self._reduce("sum", names)
-
-    def prod(self, names=None) -> Tensor:
-        return self._reduce("prod", names)
-
-    def max(self, names=None) -> Tensor:
-        return self._reduce("max", names)
-
-    def min(self, names=None) -> Tensor:
-        return self._reduce("min", names)
-
-    def any(self, names=None) -> Tensor:
-        return self.astype(bool)._reduce("any", names) if self.dtype != bool else self._reduce(
-            "any", names
-        )
-
-    def all(self, names=None) -> Tensor:
-        return self.astype(bool)._reduce("all", names) if self.dtype != bool else self._reduce(
-            "all", names
-        )
-
-    def mean(self, names=None) -> Tensor:
-        """Arithmetic mean over the named axes, with numpy's result dtype."""
-        if self.dtype == np.float16:
-            # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
-            return self.astype("float32").mean(names).astype("float16")
-        dims = _resolve_names(self._axes, names, "mean")
-        count = math.prod(self._axes[d].length for d in dims)
-        total = self._reduce("sum", names)
-        if count == 0:
-            return elementwise("truediv", total, float("nan") if total.dtype.kind == "f" else 0.0)
-        return total / count
-
-    def _arg(self, op: str, name) -> Tensor:
-        if name is None:
-            if self.ndim != 1:
-                raise AxesError(
-                    message(op, "name the axis to search along", fmt_axes(self._axes))
-                )
-            name = self.names[0]
-        names = parse_names(name, op)
-        if len(names) != 1:
-            raise AxesError(message(op, "takes exactly one axis", f"got {' '.join(names)}"))
-        return self._reduce(op, names)
-
-    def argmax(self, name=None) -> Tensor:
-        """Index of the maximum along one named axis (int64)."""
-        return self._arg("argmax", name)
-
-    def argmin(self, name=None) -> Tensor:
-        return self._arg("argmin", name)
 
     # --- elementwise methods ---------------------------------------------------------------
 
@@ -979,6 +628,8 @@ def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
             node = ex.Const(value, out.dtype, out.shape)
         elif not can_assign(node.dtype, out.dtype):
             raise TypeError(
-                message("assign", f"cannot cast {node.dtype} to {out.dtype} under the same_kind rule")
+                message(
+                    "assign", f"cannot cast {node.dtype} to {out.dtype} under the same_kind rule"
+                )
             )
     return dst, node

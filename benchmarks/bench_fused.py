@@ -51,13 +51,18 @@ def bench_sigmoid(table: Table, n: int, repeat: int) -> None:
         "numpy": numpy_sigmoid,
     }
     if ne is not None:
-        fns["numexpr"] = lambda: ne.evaluate("1/(1+exp(-x))", local_dict={"x": x_np},
-                                             out=out_np)
+        fns["numexpr"] = lambda: ne.evaluate("1/(1+exp(-x))", local_dict={"x": x_np}, out=out_np)
     if torch is not None:
         tx, to = torch.from_numpy(x_np), torch.from_numpy(out_np)
         fns["torch"] = lambda: torch.sigmoid(tx, out=to)
-    _report(table, f"sigmoid 1/(1+exp(-x)) f32 {n / 2**20:.0f}M", fns, 2 * x_np.nbytes, repeat,
-            {"numpy": "in place, one pass per op"})
+    _report(
+        table,
+        f"sigmoid 1/(1+exp(-x)) f32 {n / 2**20:.0f}M",
+        fns,
+        2 * x_np.nbytes,
+        repeat,
+        {"numpy": "in place, one pass per op"},
+    )
 
 
 def bench_sumsq(table: Table, n: int, repeat: int) -> None:
@@ -70,8 +75,9 @@ def bench_sumsq(table: Table, n: int, repeat: int) -> None:
         "numpy": lambda: float(np.sum((a_np - b_np) ** 2)),
     }
     if ne is not None:
-        fns["numexpr"] = lambda: float(ne.evaluate("sum((a-b)**2)", local_dict={"a": a_np,
-                                                                               "b": b_np}))
+        fns["numexpr"] = lambda: float(
+            ne.evaluate("sum((a-b)**2)", local_dict={"a": a_np, "b": b_np})
+        )
     if torch is not None:
         ta, tb = torch.from_numpy(a_np), torch.from_numpy(b_np)
         fns["torch"] = lambda: float(((ta - tb) ** 2).sum())
@@ -94,13 +100,18 @@ def bench_broadcast(table: Table, shape: tuple, repeat: int) -> None:
         "numpy": lambda: np.add(a_np, bt, out=out_np),
     }
     if ne is not None:
-        fns["numexpr"] = lambda: ne.evaluate("a + b", local_dict={"a": a_np, "b": b4},
-                                             out=out_np)
+        fns["numexpr"] = lambda: ne.evaluate("a + b", local_dict={"a": a_np, "b": b4}, out=out_np)
     if torch is not None:
         ta, tb, to = torch.from_numpy(a_np), torch.from_numpy(bt), torch.from_numpy(out_np)
         fns["torch"] = lambda: torch.add(ta, tb, out=to)
-    _report(table, f"a(N,C,H,W)+b(W,H) f32 {a_np.nbytes / 1e6:.0f} MB", fns,
-            2 * a_np.nbytes + b_np.nbytes, repeat, {"numpy": "b.T broadcast by position"})
+    _report(
+        table,
+        f"a(N,C,H,W)+b(W,H) f32 {a_np.nbytes / 1e6:.0f} MB",
+        fns,
+        2 * a_np.nbytes + b_np.nbytes,
+        repeat,
+        {"numpy": "b.T broadcast by position"},
+    )
 
 
 def bench_small(table: Table, repeat: int) -> dict:
@@ -111,16 +122,17 @@ def bench_small(table: Table, repeat: int) -> dict:
     a, b, out = ax.tensor(a_np, "I"), ax.tensor(b_np, "I"), ax.tensor(out_np, "I")
     case = "sigmoid(a+b) f32 1e3 (per call)"
     t_np = median_time(lambda: 1 / (1 + np.exp(-(a_np + b_np))), repeat * 3, min_time=2e-3)
-    t_assign = median_time(lambda: ax.assign(out, ax.sigmoid(a + b)), repeat * 3,
-                           min_time=2e-3)
+    t_assign = median_time(lambda: ax.assign(out, ax.sigmoid(a + b)), repeat * 3, min_time=2e-3)
     t_eval = median_time(lambda: ax.sigmoid(a + b).eval(), repeat * 3, min_time=2e-3)
     table.add(case, "numpy", t_np, 0, 0, "1/(1+np.exp(-(a+b)))")
     table.add(case, "axesarray", t_assign, 0, 0, f"out[...] = e: {t_assign / t_np:.2f}x numpy")
     table.add(case, "axesarray", t_eval, 0, 0, f"e.eval(): {t_eval / t_np:.2f}x numpy")
     if ne is not None:
-        t_ne = median_time(lambda: ne.evaluate("1/(1+exp(-(a+b)))", local_dict={"a": a_np, "b": b_np},
-                                  out=out_np),
-                           repeat * 3, min_time=2e-3)
+        t_ne = median_time(
+            lambda: ne.evaluate("1/(1+exp(-(a+b)))", local_dict={"a": a_np, "b": b_np}, out=out_np),
+            repeat * 3,
+            min_time=2e-3,
+        )
         table.add(case, "numexpr", t_ne, 0, 0, f"{t_ne / t_np:.2f}x numpy")
     return {"numpy": t_np, "assign": t_assign, "eval": t_eval}
 
@@ -145,8 +157,13 @@ def bench_first_call(table: Table) -> None:
         env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
 
         def run(mode: str) -> float:
-            out = subprocess.run([sys.executable, "-c", _FIRST_CALL, mode], env=env,
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", _FIRST_CALL, mode],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             return float(out.stdout.strip())
 
         compile_s = run("cold")
@@ -177,13 +194,16 @@ _PEAK = textwrap.dedent(
 
 def bench_peak_memory(n: int) -> str:
     """Memory allocated while evaluating sigmoid(x): the output plus what else?"""
-    out = subprocess.run([sys.executable, "-c", _PEAK, str(n)], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(n)], capture_output=True, text=True, check=True
+    )
     before, peak, xb, yb = map(int, out.stdout.split())
     extra = peak - before - yb
-    return (f"peak memory of sigmoid(x), x = {xb / 2**20:.0f} MiB: input + output + "
-            f"{extra / 2**10:.1f} KiB ({100 * extra / (xb + yb):.4f}% of input + output; "
-            "traced by tracemalloc)")
+    return (
+        f"peak memory of sigmoid(x), x = {xb / 2**20:.0f} MiB: input + output + "
+        f"{extra / 2**10:.1f} KiB ({100 * extra / (xb + yb):.4f}% of input + output; "
+        "traced by tracemalloc)"
+    )
 
 
 def main(argv=None) -> None:
@@ -193,12 +213,15 @@ def main(argv=None) -> None:
     big = 1 << 16 if args.quick else 64 << 20
     shape = (2, 8, 16, 16) if args.quick else (8, 64, 224, 224)
     repeat = 3 if args.quick else 7
-    print(f"axesarray {ax.__version__}; numpy {np.__version__}; numexpr "
-          f"{getattr(ne, '__version__', 'absent')}; torch {getattr(torch, '__version__', 'absent')}"
-          f"; {os.cpu_count()} cpus")
+    print(
+        f"axesarray {ax.__version__}; numpy {np.__version__}; numexpr "
+        f"{getattr(ne, '__version__', 'absent')}; torch {getattr(torch, '__version__', 'absent')}"
+        f"; {os.cpu_count()} cpus"
+    )
     ax.warmup()
-    table = Table("Fused engine (median of repeats; 'vs copy' = np.copyto time of the same "
-                  "bytes / this time)")
+    table = Table(
+        "Fused engine (median of repeats; 'vs copy' = np.copyto time of the same bytes / this time)"
+    )
     bench_sigmoid(table, big, repeat)
     bench_sumsq(table, big, repeat)
     bench_broadcast(table, shape, repeat)
@@ -206,8 +229,10 @@ def main(argv=None) -> None:
     bench_first_call(table)
     table.show()
     print(bench_peak_memory(1 << 16 if args.quick else 64 << 20))
-    print("Goals: sigmoid >= 0.75 of copy; sum >= 0.9; broadcast >= 0.7; 1e3 elements <= "
-          "1.5x numpy; first call <= 50 ms; peak memory + < 5%.")
+    print(
+        "Goals: sigmoid >= 0.75 of copy; sum >= 0.9; broadcast >= 0.7; 1e3 elements <= "
+        "1.5x numpy; first call <= 50 ms; peak memory + < 5%."
+    )
 
 
 if __name__ == "__main__":

@@ -143,8 +143,7 @@ def run(quick: bool, repeat: int) -> list[dict]:
             fns = {
                 "copy": lambda: np.copyto(b, a),  # noqa: B023
                 "ours": lambda: ax.repack(src, out=dst),  # noqa: B023
-                "numpy": numpy_repack(src_name, dst_name, src.physical,
-                                      dst.physical.copy(), shape),
+                "numpy": numpy_repack(src_name, dst_name, src.physical, dst.physical.copy(), shape),
             }
             fns.update(peers(src_name, dst_name, src.physical, shape))
             t = median_times(fns, repeat)
@@ -169,9 +168,7 @@ def run(quick: bool, repeat: int) -> list[dict]:
 
 
 def _format(r: dict) -> str:
-    extra = "".join(
-        f"  {k[:-4]} {r[k]:5.1f}" for k in ("torch_gbs", "einops_gbs") if k in r
-    )
+    extra = "".join(f"  {k[:-4]} {r[k]:5.1f}" for k in ("torch_gbs", "einops_gbs") if k in r)
     return (
         f"{r['dtype']:8s} {r['case']:15s} ours {r['ours_gbs']:5.1f} GB/s  "
         f"{r['vs_copy']:4.2f}x copy ({r['copy_gbs']:4.1f})  numpy {r['numpy_gbs']:5.1f}  "
@@ -192,8 +189,10 @@ def main(argv=None) -> int:
     if args.threads:
         numba.set_num_threads(args.threads)
 
-    print(f"numpy {np.__version__}, numba {numba.__version__}, threads "
-          f"{numba.get_num_threads()}, median of {repeat}")
+    print(
+        f"numpy {np.__version__}, numba {numba.__version__}, threads "
+        f"{numba.get_num_threads()}, median of {repeat}"
+    )
     rows = run(args.quick, repeat)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))

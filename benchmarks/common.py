@@ -78,8 +78,9 @@ class Table:
         self.title = title
         self.rows: list[tuple] = []
 
-    def add(self, case: str, engine: str, seconds: float, traffic: int, copy_s: float,
-            note: str = "") -> None:
+    def add(
+        self, case: str, engine: str, seconds: float, traffic: int, copy_s: float, note: str = ""
+    ) -> None:
         self.rows.append((case, engine, seconds, traffic, copy_s, note))
 
     def show(self) -> None:

@@ -1,7 +1,7 @@
 """All benchmarks (``make bench``): the fused engine, then the layout repacks.
 
-    python benchmarks/run.py            # full sizes (a few minutes)
-    python benchmarks/run.py --quick    # small sizes: checks that everything runs
+python benchmarks/run.py            # full sizes (a few minutes)
+python benchmarks/run.py --quick    # small sizes: checks that everything runs
 """
 
 from __future__ import annotations

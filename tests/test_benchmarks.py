@@ -15,9 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_benchmarks_run_in_quick_mode():
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick"],
-        capture_output=True, text=True, check=True, timeout=900,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
     ).stdout
-    for case in ("sigmoid 1/(1+exp(-x))", "sum((a-b)**2)", "a(N,C,H,W)+b(W,H)",
-                 "sigmoid(a+b) f32 1e3", "first call, new process", "peak memory"):
+    for case in (
+        "sigmoid 1/(1+exp(-x))",
+        "sum((a-b)**2)",
+        "a(N,C,H,W)+b(W,H)",
+        "sigmoid(a+b) f32 1e3",
+        "first call, new process",
+        "peak memory",
+    ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

@@ -38,8 +38,18 @@ def plain(tmp_path):
 
 def test_round_trip(capsys, plain, tmp_path):
     src, logical = plain
-    rc, _, err = run(capsys, "convert", src, tmp_path / "y.npy", "--axes", "N C H W",
-                     "--from", "NCHW", "--to", "NCHW32")
+    rc, _, err = run(
+        capsys,
+        "convert",
+        src,
+        tmp_path / "y.npy",
+        "--axes",
+        "N C H W",
+        "--from",
+        "NCHW",
+        "--to",
+        "NCHW32",
+    )
     assert rc == 0, err
     phys = np.load(tmp_path / "y.npy")
     np.testing.assert_array_equal(phys, expected_physical(logical, "NCHW32"), strict=True)
@@ -51,18 +61,36 @@ def test_round_trip(capsys, plain, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), logical, strict=True)
     rc, _, err = run(capsys, "convert", tmp_path / "y.npy", tmp_path / "w.npy", "--to", "CHWN4")
     assert rc == 0, err
-    np.testing.assert_array_equal(np.load(tmp_path / "w.npy"),
-                                  expected_physical(logical, "CHWN4"))
-    assert files(tmp_path) == ["w.npy", "w.npy.axes.json", "x.npy", "y.npy", "y.npy.axes.json",
-                               "z.npy", "z.npy.axes.json"]
+    np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), expected_physical(logical, "CHWN4"))
+    assert files(tmp_path) == [
+        "w.npy",
+        "w.npy.axes.json",
+        "x.npy",
+        "y.npy",
+        "y.npy.axes.json",
+        "z.npy",
+        "z.npy.axes.json",
+    ]
 
 
 def test_blocked_input_without_sidecar_and_roles(capsys, tmp_path):
     logical = values((2, 6, 3, 3), "float32")
     path = tmp_path / "in.npy"
     np.save(path, np.ascontiguousarray(expected_physical(logical, "NCHW4")))
-    rc, _, err = run(capsys, "convert", path, tmp_path / "out.npy", "--axes", "b C=6 y x",
-                     "--from", "NCHW4", "--to", "NHWC", "--roles", "N=b H=y W=x")
+    rc, _, err = run(
+        capsys,
+        "convert",
+        path,
+        tmp_path / "out.npy",
+        "--axes",
+        "b C=6 y x",
+        "--from",
+        "NCHW4",
+        "--to",
+        "NHWC",
+        "--roles",
+        "N=b H=y W=x",
+    )
     assert rc == 0, err
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), logical.transpose(0, 2, 3, 1))
     assert ax.load(tmp_path / "out.npy").names == ("b", "C", "y", "x")
@@ -73,19 +101,31 @@ def test_files_larger_than_the_chunk_size(capsys, tmp_path, to):
     logical = values((5, 9, 7, 6), "float32")
     src = tmp_path / "big.npy"
     np.save(src, logical)
-    chunks = cli.plan_chunks(ax.tensor(logical, "N C H W").axes,
-                             ax.Layout.parse(to), None, 4, 1000)
+    chunks = cli.plan_chunks(ax.tensor(logical, "N C H W").axes, ax.Layout.parse(to), None, 4, 1000)
     assert len(chunks) >= 10  # 6 KB of output in chunks of at most 1000 bytes
     for c in chunks:
-        lengths = [len(range(*c.get(n, slice(0, k)).indices(k)))
-                   for n, k in zip("NCHW", logical.shape, strict=True)]
+        lengths = [
+            len(range(*c.get(n, slice(0, k)).indices(k)))
+            for n, k in zip("NCHW", logical.shape, strict=True)
+        ]
         assert np.prod(lengths) * 4 <= 1000
-    rc, _, err = run(capsys, "convert", src, tmp_path / "o.npy", "--axes", "N C H W",
-                     "--to", to, "--chunk-size", "1000")
+    rc, _, err = run(
+        capsys,
+        "convert",
+        src,
+        tmp_path / "o.npy",
+        "--axes",
+        "N C H W",
+        "--to",
+        to,
+        "--chunk-size",
+        "1000",
+    )
     assert rc == 0, err
     np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), expected_physical(logical, to))
-    rc, _, err = run(capsys, "convert", tmp_path / "o.npy", tmp_path / "back.npy",
-                     "--chunk-size", "1K")
+    rc, _, err = run(
+        capsys, "convert", tmp_path / "o.npy", tmp_path / "back.npy", "--chunk-size", "1K"
+    )
     assert rc == 0, err
     np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), logical)
 
@@ -105,8 +145,10 @@ BAD = [
     (["--axes", "N C H"], r"convert: --axes names 3 axes but the array has 4 dimensions"),
     (["--axes", "N C H W", "--to", "NCHWQ"], r"layout: unknown layout 'NCHWQ'"),
     (["--axes", "N C H W", "--to", "NCHW4", "--roles", "oops"], r"convert: bad role 'oops'"),
-    (["--axes", "N C H W", "--from", "NCHW4"],
-     r"convert: a NCHW4 array has 5 dimensions but x.npy has 4"),
+    (
+        ["--axes", "N C H W", "--from", "NCHW4"],
+        r"convert: a NCHW4 array has 5 dimensions but x.npy has 4",
+    ),
     ([], r"convert: .*x.npy has no sidecar, so its axes are unknown .* Give them: --axes"),
     (["--axes", "N C H X", "--to", "NCHW4"], r"convert: the tensor has no 'W'"),
 ]
@@ -220,8 +262,12 @@ def test_info(capsys, plain, tmp_path):
 
 def test_the_entry_point_runs(plain):
     src, _ = plain
-    proc = subprocess.run([sys.executable, "-m", "axesarray.cli", "info", str(src)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "axesarray.cli", "info", str(src)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "physical  int8 (3, 5, 4, 6)" in proc.stdout
 
 
@@ -260,8 +306,11 @@ def test_save_views_and_r_tensors(tmp_path):
 def test_load_errors(tmp_path):
     path = tmp_path / "plain.npy"
     np.save(path, np.zeros((2, 3)))
-    with pytest.raises(LayoutError, match=r"load: .*plain.npy has no sidecar plain.npy.axes.json "
-                       r"\(shape \(2, 3\)\)\. Pass its axes"):
+    with pytest.raises(
+        LayoutError,
+        match=r"load: .*plain.npy has no sidecar plain.npy.axes.json "
+        r"\(shape \(2, 3\)\)\. Pass its axes",
+    ):
         ax.load(path)
     assert ax.load(path, axes="N C").axes.shape == (2, 3)
     ax.save(path, ax.tensor(np.zeros((2, 3)), "N C"))
@@ -271,8 +320,11 @@ def test_load_errors(tmp_path):
     with pytest.raises(LayoutError, match=r"load: the array's dtype differs from the sidecar's"):
         ax.load(path)
     np.save(path, np.zeros((3, 2)))
-    with pytest.raises(LayoutError, match=r"load: the array's shape differs from the sidecar's "
-                       r"\(\(3, 2\) vs N=2, C=3\)"):
+    with pytest.raises(
+        LayoutError,
+        match=r"load: the array's shape differs from the sidecar's "
+        r"\(\(3, 2\) vs N=2, C=3\)",
+    ):
         ax.load(path)
     with pytest.raises(TypeError, match="save: expected a Tensor"):
         ax.save(path, np.zeros(3))

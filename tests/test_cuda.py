@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_close
 from hypothesis import given, settings
+from strategies import build, programs, shadow_eval
 
 import axesarray as ax
 from axesarray.devices import cuda_ready
-from conftest import assert_close
-from strategies import build, programs, shadow_eval
 
 pytestmark = [
     pytest.mark.cuda,
@@ -67,8 +67,15 @@ def test_round_trip_and_device_results():
 @pytest.mark.parametrize("op", ["sum", "max", "min", "prod", "argmax", "argmin", "mean"])
 def test_reductions(op):
     x, xn = on_gpu((N, C, H))
-    ref = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
-           "argmax": np.argmax, "argmin": np.argmin}[op]
+    ref = {
+        "sum": np.sum,
+        "max": np.max,
+        "min": np.min,
+        "prod": np.prod,
+        "mean": np.mean,
+        "argmax": np.argmax,
+        "argmin": np.argmin,
+    }[op]
     if op.startswith("arg"):
         assert_close(getattr(x, op)("H"), ref(xn, axis=2))
         assert_close(getattr(x, op)("N"), ref(xn, axis=0))
@@ -92,8 +99,9 @@ def test_dot_pad_concat_and_float16():
     a, an = on_gpu((N, K))
     b, bn = on_gpu((K, C))
     assert_close(ax.dot(a + 1, b, over="K"), (an + 1) @ bn)
-    assert_close(ax.pad(a, K=(1, 2), value=-1.0), np.pad(an, ((0, 0), (1, 2)),
-                                                         constant_values=-1.0))
+    assert_close(
+        ax.pad(a, K=(1, 2), value=-1.0), np.pad(an, ((0, 0), (1, 2)), constant_values=-1.0)
+    )
     assert_close(ax.concat([a, a * 2], "K"), np.concatenate([an, an * 2], axis=1))
     h, hn = on_gpu((N, C), "float16")
     assert_close(h * 3 + 1, hn * np.float16(3) + np.float16(1))
@@ -114,5 +122,8 @@ def test_large_shapes_on_a_real_gpu():
     big = ax.Axis("B", 1 << 22)
     x, xn = on_gpu((big,), "float32")
     assert_close(ax.sigmoid(x), 1 / (1 + np.exp(-xn)))
-    assert_close(((x - 1) ** 2).sum(), np.sum((xn.astype(np.float64) - 1) ** 2).astype(np.float32),
-                 scale=float(np.abs(xn).sum()))
+    assert_close(
+        ((x - 1) ** 2).sum(),
+        np.sum((xn.astype(np.float64) - 1) ** 2).astype(np.float32),
+        scale=float(np.abs(xn).sum()),
+    )

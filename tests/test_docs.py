@@ -22,8 +22,14 @@ def test_demo_prints_the_tour():
     out = subprocess.run(
         [sys.executable, "-m", "axesarray.demo"], capture_output=True, text=True, check=True
     ).stdout
-    for heading in ("Axes instead of shapes", "Views never copy", "Broadcasting by name",
-                    "A lazy expression", "Reductions by name", "Memory layouts"):
+    for heading in (
+        "Axes instead of shapes",
+        "Views never copy",
+        "Broadcasting by name",
+        "A lazy expression",
+        "Reductions by name",
+        "Memory layouts",
+    ):
         assert heading in out
     assert "round trip exact: True" in out
 
@@ -34,8 +40,14 @@ def test_notebook_runs():
     from nbclient import NotebookClient
 
     nb = nbformat.read(ROOT / "notebooks" / "tour.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors, errors

@@ -14,10 +14,10 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import assert_close
 
 import axesarray as ax
 from axesarray.kernels import cache as kcache
-from conftest import assert_close
 
 N, C, H, W = ax.Axis("N", 3), ax.Axis("C", 4), ax.Axis("H", 5), ax.Axis("W", 6)
 rng = np.random.default_rng(7)

@@ -111,8 +111,10 @@ LAYOUT_ERRORS = [
     (lambda: Layout(order="N C N"), "Layout: axis 'N' appears twice in the order"),
     (lambda: Layout(order="N C", blocks={"H": 4}), "Layout: block axis 'H' is not in the order"),
     (lambda: Layout(order="N C", blocks={"C": 1}), "Layout: block size of 'C' must be an integer"),
-    (lambda: Layout(order="N C", blocks=[("C", 2), ("C", 4)]),
-     r"Layout: axis 'C' is blocked twice \(C:2, C:4\)"),
+    (
+        lambda: Layout(order="N C", blocks=[("C", 2), ("C", 4)]),
+        r"Layout: axis 'C' is blocked twice \(C:2, C:4\)",
+    ),
     (lambda: Layout(order="NCHW"), "Layout: order 'NCHW' is one word"),
     (lambda: Layout(order=["N", 3]), "Layout: an axis name must be a string identifier"),
     (lambda: Layout.parse("NCHW", D="depth"), "layout: roles name axes the layout does not have"),
@@ -142,9 +144,12 @@ def test_roles_map_letters_to_axis_names():
 
 def test_bind_errors_name_the_roles():
     t = ax.tensor(values((2, 3, 4, 5), "int8"), "batch feat y x")
-    with pytest.raises(LayoutError, match=r"to_layout: the tensor has no 'N', 'C', 'H', 'W'.*"
-                       r"\(layout NCHW4; axes: batch=2, feat=3, y=4, x=5\)\. Map roles .*"
-                       r"N='batch', C='feat', H='y', W='x'"):
+    with pytest.raises(
+        LayoutError,
+        match=r"to_layout: the tensor has no 'N', 'C', 'H', 'W'.*"
+        r"\(layout NCHW4; axes: batch=2, feat=3, y=4, x=5\)\. Map roles .*"
+        r"N='batch', C='feat', H='y', W='x'",
+    ):
         t.to_layout("NCHW4")
     five = ax.zeros((Axis("N", 1), Axis("C", 2), Axis("D", 3), Axis("H", 4), Axis("W", 5)))
     with pytest.raises(LayoutError, match="to_layout: the layout does not place 'D'"):
@@ -287,9 +292,12 @@ def test_a_view_through_blocks_computes_but_has_no_physical():
         assert v.layout.partial
         np.testing.assert_array_equal(v.numpy(), logical[:, key])
         np.testing.assert_array_equal((v * 2).sum("C").numpy(), (logical[:, key] * 2).sum(1))
-        with pytest.raises(LayoutError, match=r"physical: the view does not cover whole blocks"
-                           r", so it has no physical array \(layout NCHW4; C=.* \(block 4\)\)\. "
-                           r"Copy it first: t.to_layout\(t.layout\).physical"):
+        with pytest.raises(
+            LayoutError,
+            match=r"physical: the view does not cover whole blocks"
+            r", so it has no physical array \(layout NCHW4; C=.* \(block 4\)\)\. "
+            r"Copy it first: t.to_layout\(t.layout\).physical",
+        ):
             _ = v.physical
         np.testing.assert_array_equal(v.to_layout(v.layout).numpy(), logical[:, key])
     # The padded tail is a whole block: slicing to the end keeps a physical array.
@@ -299,13 +307,19 @@ def test_a_view_through_blocks_computes_but_has_no_physical():
 
 def test_physical_errors():
     plain = ax.tensor(values((2, 3), "int8"), "N C")
-    with pytest.raises(LayoutError, match=r"physical: the tensor has no layout \(N=2, C=3\)\. "
-                       r"Store it in one first"):
+    with pytest.raises(
+        LayoutError,
+        match=r"physical: the tensor has no layout \(N=2, C=3\)\. "
+        r"Store it in one first",
+    ):
         _ = plain.physical
     lazy = ax.tensor(values((1, 3, 2, 2), "int8"), "N C H W").to_layout("NCHW4") + 1
     assert str(lazy.layout) == "NCHW4"
-    with pytest.raises(LayoutError, match=r"physical: an r-tensor has no storage .*"
-                       r"Evaluate it first: t.eval\(\).physical"):
+    with pytest.raises(
+        LayoutError,
+        match=r"physical: an r-tensor has no storage .*"
+        r"Evaluate it first: t.eval\(\).physical",
+    ):
         _ = lazy.physical
 
 
@@ -317,8 +331,11 @@ def test_physical_of_device_storage_is_refused():
 
     t = ax.tensor(values((1, 4, 2, 2), "float32"), "N C H W").to_layout("NCHW4")
     on_gpu = ax.Tensor(t.axes, ax.expr.Leaf(DeviceBuffer(), t._node.view), t.layout)
-    with pytest.raises(LayoutError, match=r"physical: the tensor is not in host memory "
-                       r"\(device cuda\)\. Bring it to the CPU first"):
+    with pytest.raises(
+        LayoutError,
+        match=r"physical: the tensor is not in host memory "
+        r"\(device cuda\)\. Bring it to the CPU first",
+    ):
         _ = on_gpu.physical
 
 
@@ -336,21 +353,34 @@ def test_wrap_a_physical_buffer():
     np.testing.assert_array_equal(u.numpy(), logical)
     strided = np.zeros((2, 2, 3, 8, 4), "int8")[:, :, :, ::2]
     strided[...] = phys
-    np.testing.assert_array_equal(ax.tensor(strided, "N C H W", layout="NCHW4").numpy()[:, :5],
-                                  logical)
+    np.testing.assert_array_equal(
+        ax.tensor(strided, "N C H W", layout="NCHW4").numpy()[:, :5], logical
+    )
 
 
 WRAP_ERRORS = [
-    (np.zeros((2, 2, 3, 4), "int8"), "N C H W",
-     r"tensor: a NCHW4 buffer has 5 dimensions but the array has 4 \(expected \(N, C//4, H, W, "
-     r"C%4\); got shape \(2, 2, 3, 4\)\)\. Pass the physical array"),
-    (np.zeros((2, 2, 3, 4, 8), "int8"), "N C H W",
-     r"tensor: the block dimension C%4 must have length 4 \(got shape"),
-    (np.zeros((2, 2, 3, 4, 4), "int8"), (Axis("N", 2), Axis("C", 4), "H", "W"),
-     r"tensor: axis 'C' of length 4 does not fit 2 blocks of 4 \(buffer shape \(2, 2, 3, 4, 4\)\)"
-     r"\. Use a length in 5..8"),
-    (np.zeros((2, 2, 3, 4, 4), "int8"), "N C H",
-     r"tensor: the layout does not place 'W'|tensor: the tensor has no 'W'"),
+    (
+        np.zeros((2, 2, 3, 4), "int8"),
+        "N C H W",
+        r"tensor: a NCHW4 buffer has 5 dimensions but the array has 4 \(expected \(N, C//4, H, W, "
+        r"C%4\); got shape \(2, 2, 3, 4\)\)\. Pass the physical array",
+    ),
+    (
+        np.zeros((2, 2, 3, 4, 8), "int8"),
+        "N C H W",
+        r"tensor: the block dimension C%4 must have length 4 \(got shape",
+    ),
+    (
+        np.zeros((2, 2, 3, 4, 4), "int8"),
+        (Axis("N", 2), Axis("C", 4), "H", "W"),
+        r"tensor: axis 'C' of length 4 does not fit 2 blocks of 4 "
+        r"\(buffer shape \(2, 2, 3, 4, 4\)\)\. Use a length in 5..8",
+    ),
+    (
+        np.zeros((2, 2, 3, 4, 4), "int8"),
+        "N C H",
+        r"tensor: the layout does not place 'W'|tensor: the tensor has no 'W'",
+    ),
 ]
 
 
@@ -374,8 +404,9 @@ def test_ops_never_read_padding(engine, name):
     t = ax.tensor(logical, "N C H W").to_layout(name)
     np.testing.assert_allclose(ax.exp(t).sum("C").numpy(), np.exp(logical).sum(1), rtol=1e-5)
     np.testing.assert_allclose((t + 1).sum("C").numpy(), (logical + 1).sum(1), rtol=1e-5)
-    np.testing.assert_allclose(ax.exp(t).mean(("C", "H")).numpy(),
-                               np.exp(logical).mean((1, 2)), rtol=1e-5)
+    np.testing.assert_allclose(
+        ax.exp(t).mean(("C", "H")).numpy(), np.exp(logical).mean((1, 2)), rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("name", ["NCHW4", "CHWN4"])
@@ -432,8 +463,11 @@ def test_repack_into_out():
 def test_repack_errors():
     t = ax.tensor(values((2, 5, 3, 4), "int8"), "N C H W")
     out = t.to_layout("NCHW4")
-    with pytest.raises(LayoutError, match=r"repack: out is not stored in the requested layout "
-                       r"\(out: NCHW4; requested: NHWC\)"):
+    with pytest.raises(
+        LayoutError,
+        match=r"repack: out is not stored in the requested layout "
+        r"\(out: NCHW4; requested: NHWC\)",
+    ):
         ax.repack(t, "NHWC", out=out)
     with pytest.raises(ax.AxesError, match=r"repack: out must have the same axes as the input"):
         ax.repack(t.isel(N=0), out=out)

@@ -75,8 +75,9 @@ SCRIPT = textwrap.dedent(
 
 def run_script(env_extra: dict) -> subprocess.CompletedProcess:
     env = dict(os.environ, **env_extra)
-    return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.cuda

@@ -108,8 +108,24 @@ def test_float16_conversions_are_exact():
         [
             rng.standard_normal(200_000).astype(np.float32) * 1000,
             rng.standard_normal(200_000).astype(np.float32) * 1e-5,
-            np.array([65504, 65519, 65520, 1e6, -1e6, np.inf, -np.inf, np.nan, 6e-8, 3e-8,
-                      2.9e-8, 0.0, -0.0], np.float32),
+            np.array(
+                [
+                    65504,
+                    65519,
+                    65520,
+                    1e6,
+                    -1e6,
+                    np.inf,
+                    -np.inf,
+                    np.nan,
+                    6e-8,
+                    3e-8,
+                    2.9e-8,
+                    0.0,
+                    -0.0,
+                ],
+                np.float32,
+            ),
         ]
     )
     h = np.empty(x.size, np.uint16)
@@ -128,11 +144,13 @@ def test_float16_conversions_are_exact():
     np.testing.assert_array_equal(h[ok], expected.view(np.uint16)[ok])
 
 
-@pytest.mark.parametrize("fn,ref", [(mathlib.floordiv_float, np.floor_divide),
-                                    (mathlib.mod_float, np.remainder)])
+@pytest.mark.parametrize(
+    "fn,ref", [(mathlib.floordiv_float, np.floor_divide), (mathlib.mod_float, np.remainder)]
+)
 def test_float_floordiv_and_mod_match_numpy_exactly(fn, ref):
-    specials = np.array([0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 3.0, 7.5, -7.5, np.inf, -np.inf,
-                         np.nan, 1e-300, 1e300])
+    specials = np.array(
+        [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 3.0, 7.5, -7.5, np.inf, -np.inf, np.nan, 1e-300, 1e300]
+    )
     a, b = np.meshgrid(specials, specials)
     a = np.concatenate([a.ravel(), rng.standard_normal(5000) * 100])
     b = np.concatenate([b.ravel(), rng.standard_normal(5000) * 10])

@@ -47,8 +47,7 @@ def nchwx_view(shape, x, chwn=False) -> View:
     n, c, h, w = shape
     cb = -(-c // x)
     if chwn:
-        return View(shape, (x, h * w * n * x, w * n * x, n * x), 0,
-                    (None, Block(x, 1), None, None))
+        return View(shape, (x, h * w * n * x, w * n * x, n * x), 0, (None, Block(x, 1), None, None))
     return View(shape, (cb * h * w * x, h * w * x, w * x, x), 0, (None, Block(x, 1), None, None))
 
 
@@ -111,8 +110,13 @@ def test_canonical_drops_unit_dims_and_merges_jointly():
 def strided_pairs(draw):
     """A random strided source view of random data, and a fresh destination order."""
     rank = draw(st.integers(1, 4))
-    shape = tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3, 5, 8, 9, 16, 17, 33]),
-                                min_size=rank, max_size=rank)))
+    shape = tuple(
+        draw(
+            st.lists(
+                st.sampled_from([0, 1, 2, 3, 5, 8, 9, 16, 17, 33]), min_size=rank, max_size=rank
+            )
+        )
+    )
     width = draw(st.sampled_from(sorted(WIDTHS)))
     dtype = np.dtype(WIDTHS[width])
     big = tuple(n * draw(st.sampled_from([1, 1, 2])) + draw(st.integers(0, 2)) for n in shape)
@@ -122,9 +126,15 @@ def strided_pairs(draw):
         step = draw(st.sampled_from([1, 1, 2, -1])) if n else 1
         if n and (n - 1) * abs(step) + 1 > m:
             step = 1
-        index.append(slice(0, n, 1) if step == 1 else
-                     slice((n - 1) * step, None, step) if step > 0 else
-                     slice(n - 1, None, -1) if n else slice(0, 0))
+        index.append(
+            slice(0, n, 1)
+            if step == 1
+            else slice((n - 1) * step, None, step)
+            if step > 0
+            else slice(n - 1, None, -1)
+            if n
+            else slice(0, 0)
+        )
     src = base[tuple(index)]
     src = src.transpose(draw(st.permutations(range(rank))))
     order = tuple(draw(st.permutations(range(rank))))
@@ -152,13 +162,25 @@ def transpose_case(ni, nj, width, src_dense=True, dst_dense=True):
 def test_every_simd_tile(width):
     v = VECTOR_BYTES // width
     cases = [  # (ni, nj, src rows back to back, dst rows back to back)
-        (v, v, True, True), (v + 1, 2 * v - 1, True, True), (3 * v, v, False, False),
-        (4, v + 3, True, True), (4, 2 * v, True, False), (3, v, True, True),
-        (2, v, True, True), (v, 4, True, True), (v, 4, False, True), (v + 5, 2, True, True),
-        (v + 5, 3, False, False), (1, v, True, True), (v - 1, v - 1, True, True),
+        (v, v, True, True),
+        (v + 1, 2 * v - 1, True, True),
+        (3 * v, v, False, False),
+        (4, v + 3, True, True),
+        (4, 2 * v, True, False),
+        (3, v, True, True),
+        (2, v, True, True),
+        (v, 4, True, True),
+        (v, 4, False, True),
+        (v + 5, 2, True, True),
+        (v + 5, 3, False, False),
+        (1, v, True, True),
+        (v - 1, v - 1, True, True),
     ]
-    expected = {"square", "zip", "pack", "unzip", "unpack", "none"} if v > 4 else {
-        "square", "none"} | ({"zip", "pack", "unzip", "unpack"} if v == 4 else set())
+    expected = (
+        {"square", "zip", "pack", "unzip", "unpack", "none"}
+        if v > 4
+        else {"square", "none"} | ({"zip", "pack", "unzip", "unpack"} if v == 4 else set())
+    )
     seen = set()
     for ni, nj, src_dense, dst_dense in cases:
         src, dst = transpose_case(ni, nj, width, src_dense, dst_dense)
@@ -252,10 +274,13 @@ def test_cases_left_to_the_engine():
     dst = Leaf(a, contiguous((3, 4)))
     assert not rp.try_repack(dst, Leaf(a, permute(contiguous((4, 3)), (1, 0))))  # overlap
     assert not rp.try_repack(dst, Leaf(np.arange(12, dtype="float32"), contiguous((3, 4))))
-    assert not rp.try_repack(Leaf(np.zeros(12), contiguous((3, 4)), writeable=False),
-                             Leaf(a, contiguous((3, 4))))
-    assert not rp.try_repack(Leaf(np.zeros(4), View((3, 4), (0, 1), 0)),  # dst broadcast
-                             Leaf(a, contiguous((3, 4))))
+    assert not rp.try_repack(
+        Leaf(np.zeros(12), contiguous((3, 4)), writeable=False), Leaf(a, contiguous((3, 4)))
+    )
+    assert not rp.try_repack(
+        Leaf(np.zeros(4), View((3, 4), (0, 1), 0)),  # dst broadcast
+        Leaf(a, contiguous((3, 4))),
+    )
     np.testing.assert_array_equal(a, np.arange(12.0))
 
 
@@ -264,11 +289,16 @@ def test_streaming_stores(monkeypatch, width):
     """Large outputs are staged and streamed; force it on small ones, misaligned too."""
     monkeypatch.setattr(rp, "_STREAM_BYTES", 0)
     v = VECTOR_BYTES // width
-    for ni, nj, src_dense, dst_dense in [(v + 3, 2 * v + 1, True, True), (4, 3 * v, True, True),
-                                         (2 * v, 4, True, True), (v, v, False, False)]:
+    for ni, nj, src_dense, dst_dense in [
+        (v + 3, 2 * v + 1, True, True),
+        (4, 3 * v, True, True),
+        (2 * v, 4, True, True),
+        (v, v, False, False),
+    ]:
         for shift in (0, 1):  # a destination that does not start on a vector boundary
             src, dst = transpose_case(ni, nj, width, src_dense, dst_dense)
-            shifted = Leaf(np.full(dst.data.size + 1, 99, dst.data.dtype)[shift:][: dst.data.size],
-                           dst.view)
+            shifted = Leaf(
+                np.full(dst.data.size + 1, 99, dst.data.dtype)[shift:][: dst.data.size], dst.view
+            )
             run_and_check(shifted, src, leaf_of(src))
             np.testing.assert_array_equal(shifted.data.reshape(nj, -1)[:, ni:], 99)

@@ -83,17 +83,22 @@ def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
     for step in schedule.steps:
         if isinstance(step, DotStep):
             nb, m, k, n = step.sizes
-            loops = tuple((v, lb) for v, lb in ((nb, "batch"), (m, "M"), (n, "N"), (k, "K"))
-                          if v != 1)
-            kernels.append(KernelInfo("blas", step.why, _writes(step.out.src, schedule), loops,
-                                      2, None, "blas"))
+            loops = tuple(
+                (v, lb) for v, lb in ((nb, "batch"), (m, "M"), (n, "N"), (k, "K")) if v != 1
+            )
+            kernels.append(
+                KernelInfo(
+                    "blas", step.why, _writes(step.out.src, schedule), loops, 2, None, "blas"
+                )
+            )
             continue
         is_result = step.out.src == schedule.result.src
         labels = []
         n_out = step.out.view.ndim
         for length, group in zip(step.nest.lengths, step.nest.groups, strict=True):
             names = [
-                (out_names[d] if out_names and is_result else f"d{d}") if d < n_out
+                (out_names[d] if out_names and is_result else f"d{d}")
+                if d < n_out
                 else f"r{d - n_out}"
                 for d in group
             ]

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..devices import pointer as _pointer
+from ..errors import message
 from ..expr import Leaf, Node
 from ..kernels import cache as kcache
 from ..kernels import mathlib
-from ..devices import pointer as _pointer
-from ..errors import message
 from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
 from ..kernels.ir import KLeaf
@@ -371,9 +371,14 @@ def _empty(n: int, dtype: np.dtype, device: str):
 def run_plan(plan: Schedule, params: list[Node], dst: Leaf | None) -> dict:
     """Execute a plan; returns the temps (the result is one of them when ``dst`` is None)."""
     device = plan.device
-    temps = {
-        t: _empty(math.prod(shape), dtype, device) for t, (shape, dtype, _) in enumerate(plan.temps)
-    } if plan.temps else {}
+    temps = (
+        {
+            t: _empty(math.prod(shape), dtype, device)
+            for t, (shape, dtype, _) in enumerate(plan.temps)
+        }
+        if plan.temps
+        else {}
+    )
     last = len(plan.steps) - 1
     for i, step in enumerate(plan.steps):
         if isinstance(step, DotStep):

@@ -27,14 +27,35 @@ from contextlib import contextmanager
 import attrs
 import numpy as np
 
-from ..expr import FAST_EXPONENTS, Cast, Concat, Const, Dot, Leaf, Map, Node, Pad, Reduce, Remap, walk
+from ..expr import (
+    FAST_EXPONENTS,
+    Cast,
+    Concat,
+    Const,
+    Dot,
+    Leaf,
+    Map,
+    Node,
+    Pad,
+    Reduce,
+    Remap,
+    walk,
+)
 from ..kernels.ir import KConcat, KConst, KLeaf, KPad, KReduce, kernel_leaves, kernel_nodes
 from ..kernels.loops import LoopNest, build_loop_nest
 from ..ops import OPS
 from ..strided import View, contiguous, permute, remap_view
 from .order import result_order
 
-__all__ = ["signature", "KernelStep", "DotStep", "Schedule", "build_plan", "make_step", "fresh_view"]
+__all__ = [
+    "signature",
+    "KernelStep",
+    "DotStep",
+    "Schedule",
+    "build_plan",
+    "make_step",
+    "fresh_view",
+]
 
 _HEAVY_LEAVES = 4
 
@@ -77,8 +98,15 @@ def signature(root: Node) -> tuple[tuple, list[Node], dict[int, int]]:
         elif isinstance(node, Concat):
             part = ("J", node.dim, ch)
         elif isinstance(node, Dot):
-            part = ("D", node.a_labels, node.b_labels, node.out_labels, node.shape,
-                    node.dtype.char, ch)
+            part = (
+                "D",
+                node.a_labels,
+                node.b_labels,
+                node.out_labels,
+                node.shape,
+                node.dtype.char,
+                ch,
+            )
         else:  # pragma: no cover - closed node set
             raise TypeError(f"signature: unknown node {node!r}")
         if mergeable:
@@ -212,8 +240,7 @@ def _permute_ir(node: Node, perm: tuple[int, ...], memo: dict) -> Node:
     elif isinstance(node, Cast):
         out = Cast(_permute_ir(node.arg, perm, memo), node.dtype)
     elif isinstance(node, KPad):
-        out = KPad(_permute_ir(node.child, perm, memo), inv[node.dim], node.lo, node.hi,
-                   node.value)
+        out = KPad(_permute_ir(node.child, perm, memo), inv[node.dim], node.lo, node.hi, node.value)
     elif isinstance(node, KConcat):
         parts = tuple(_permute_ir(p, perm, memo) for p in node.parts)
         out = KConcat(parts, inv[node.dim], node.bounds)
@@ -235,15 +262,20 @@ def _shift_ir(node: Node, dim: int, delta: int, length: int, memo: dict) -> Node
     elif isinstance(node, KConst):
         out = node
     elif isinstance(node, Map):
-        out = Map(node.op, tuple(_shift_ir(a, dim, delta, length, memo) for a in node.args),
-                  node.dtype)
+        out = Map(
+            node.op, tuple(_shift_ir(a, dim, delta, length, memo) for a in node.args), node.dtype
+        )
     elif isinstance(node, Cast):
         out = Cast(_shift_ir(node.arg, dim, delta, length, memo), node.dtype)
     elif isinstance(node, KPad):
         moved = node.dim == dim
-        out = KPad(_shift_ir(node.child, dim, delta, length, memo), node.dim,
-                   node.lo + delta if moved else node.lo, node.hi + delta if moved else node.hi,
-                   node.value)
+        out = KPad(
+            _shift_ir(node.child, dim, delta, length, memo),
+            node.dim,
+            node.lo + delta if moved else node.lo,
+            node.hi + delta if moved else node.hi,
+            node.value,
+        )
     elif isinstance(node, KConcat):
         parts = tuple(_shift_ir(p, dim, delta, length, memo) for p in node.parts)
         bounds = tuple(b + delta for b in node.bounds) if node.dim == dim else node.bounds
@@ -294,13 +326,19 @@ def _broadcast_ir(node: Node, shape: tuple[int, ...], dims: list[int], memo: dic
     elif isinstance(node, KConst):
         out = node
     elif isinstance(node, Map):
-        out = Map(node.op, tuple(_broadcast_ir(a, shape, dims, memo) for a in node.args),
-                  node.dtype)
+        out = Map(
+            node.op, tuple(_broadcast_ir(a, shape, dims, memo) for a in node.args), node.dtype
+        )
     elif isinstance(node, Cast):
         out = Cast(_broadcast_ir(node.arg, shape, dims, memo), node.dtype)
     elif isinstance(node, KPad):
-        out = KPad(_broadcast_ir(node.child, shape, dims, memo), dims[node.dim], node.lo,
-                   node.hi, node.value)
+        out = KPad(
+            _broadcast_ir(node.child, shape, dims, memo),
+            dims[node.dim],
+            node.lo,
+            node.hi,
+            node.value,
+        )
     elif isinstance(node, KConcat):
         parts = tuple(_broadcast_ir(p, shape, dims, memo) for p in node.parts)
         out = KConcat(parts, dims[node.dim], node.bounds)
@@ -320,7 +358,11 @@ def fresh_view(shape: tuple[int, ...], order: tuple[int, ...]) -> View:
 
 class _Builder:
     def __init__(
-        self, root: Node, params: list[Node], canon: dict[int, int], force: set[int],
+        self,
+        root: Node,
+        params: list[Node],
+        canon: dict[int, int],
+        force: set[int],
         blas: bool = True,
     ):
         self.root = root
@@ -419,8 +461,7 @@ class _Builder:
             if x is not None:
                 return Map("sigmoid", (self.fuse(x, ctx),), node.dtype)
             if node.op == "pow" and isinstance(node.args[1], Const):
-                fast = _fast_pow(self.fuse(node.args[0], ctx), _exponent(node.args[1]),
-                                 node.dtype)
+                fast = _fast_pow(self.fuse(node.args[0], ctx), _exponent(node.args[1]), node.dtype)
                 if fast is not None:
                     return fast
             return Map(node.op, tuple(self.fuse(a, ctx) for a in node.args), node.dtype)
@@ -473,8 +514,8 @@ class _Builder:
         """``dot`` as one fused reduction (CUDA without CuPy): the sum over contracted
         labels of a * b broadcast to the joint index space (``any`` of ``and`` for bool, as
         matmul does). Floats accumulate in float64 and round once."""
-        A, B, O = node.a_labels, node.b_labels, node.out_labels
-        joint = list(O) + [lb for lb in A if lb in B and lb not in O]
+        A, B, OUT = node.a_labels, node.b_labels, node.out_labels
+        joint = list(OUT) + [lb for lb in A if lb in B and lb not in OUT]
         size = dict(zip(A, node.a.shape, strict=True))
         size.update(zip(B, node.b.shape, strict=True))
         shape = tuple(size[lb] for lb in joint)
@@ -484,19 +525,20 @@ class _Builder:
             b = _broadcast_ir(self.fuse(node.b, "red"), shape, [joint.index(lb) for lb in B], {})
             boolean = node.dtype.kind == "b"
             prod = Map("and" if boolean else "mul", (a, b), node.dtype)
-            tree = KReduce("any" if boolean else "sum", prod, len(O), node.dtype,
-                           shape[len(O):])
+            tree = KReduce(
+                "any" if boolean else "sum", prod, len(OUT), node.dtype, shape[len(OUT) :]
+            )
             self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
         return temp
 
     def _dot(self, node: Dot) -> KLeaf:
         a = self._dot_operand(node.a)
         b = self._dot_operand(node.b)
-        A, B, O = node.a_labels, node.b_labels, node.out_labels
-        batch = [lb for lb in O if lb in A and lb in B]
-        free_a = [lb for lb in O if lb in A and lb not in B]
-        free_b = [lb for lb in O if lb in B and lb not in A]
-        contr = [lb for lb in A if lb in B and lb not in O]
+        A, B, OUT = node.a_labels, node.b_labels, node.out_labels
+        batch = [lb for lb in OUT if lb in A and lb in B]
+        free_a = [lb for lb in OUT if lb in A and lb not in B]
+        free_b = [lb for lb in OUT if lb in B and lb not in A]
+        contr = [lb for lb in A if lb in B and lb not in OUT]
         size = {lb: n for lb, n in zip(A, node.a.shape, strict=True)}
         size.update(zip(B, node.b.shape, strict=True))
         layout = batch + free_a + free_b
@@ -511,7 +553,7 @@ class _Builder:
                 tuple(math.prod(size[lb] for lb in g) for g in (batch, free_a, contr, free_b)),
             )
         )
-        view = permute(temp.view, tuple(layout.index(lb) for lb in O))
+        view = permute(temp.view, tuple(layout.index(lb) for lb in OUT))
         return KLeaf(view, temp.dtype, temp.src)
 
 

@@ -75,8 +75,9 @@ def _eval_node(node: Node, vals: dict) -> np.ndarray:
     if isinstance(node, Concat):
         return np.concatenate(args, axis=node.dim)
     if isinstance(node, Dot):
-        out = np.einsum(args[0], list(node.a_labels), args[1], list(node.b_labels),
-                        list(node.out_labels))
+        out = np.einsum(
+            args[0], list(node.a_labels), args[1], list(node.b_labels), list(node.out_labels)
+        )
         return np.asarray(out, dtype=node.dtype)
     raise TypeError(f"reference engine: unknown node {node!r}")
 

@@ -10,6 +10,7 @@ recompiled, never a crash. The cache dir is ``$AXESARRAY_CACHE_DIR`` or the user
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import importlib.util
@@ -51,14 +52,10 @@ def _purge(path: Path) -> None:
     """Delete a kernel's source and numba's cache files for it."""
     stem = path.stem
     for f in glob.glob(str(path.parent / "__pycache__" / f"{stem}.*")):
-        try:
+        with contextlib.suppress(OSError):
             os.remove(f)
-        except OSError:
-            pass
-    try:
+    with contextlib.suppress(OSError):
         path.unlink()
-    except OSError:
-        pass
 
 
 def _import(path: Path, name: str):
@@ -107,8 +104,19 @@ def _is_cache_fault(exc: Exception) -> bool:
     """Errors that come from reading numba's cache files rather than from the kernel."""
     import pickle
 
-    return isinstance(exc, (EOFError, pickle.UnpicklingError, OSError, ValueError, TypeError,
-                            AttributeError, ImportError, KeyError))
+    return isinstance(
+        exc,
+        (
+            EOFError,
+            pickle.UnpicklingError,
+            OSError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            ImportError,
+            KeyError,
+        ),
+    )
 
 
 def _load(key: str, source: str, path: Path, entry: str, fresh: bool = False):

@@ -183,8 +183,9 @@ def _combine(op: str, acc: str, v: str, index: str, fl: bool, reassoc: bool = Fa
 _UNROLL = 4
 
 
-def _unrolled(src: _Src, indent: int, d: int, bounds: tuple, accumulate, op: str, init: str,
-              fl: bool) -> None:
+def _unrolled(
+    src: _Src, indent: int, d: int, bounds: tuple, accumulate, op: str, init: str, fl: bool
+) -> None:
     """The innermost reduce loop with 4 independent accumulators, folded into ``acc``.
 
     One accumulator makes the loop wait for each add's latency; four overlap (and LLVM's

@@ -85,8 +85,9 @@ def _map_kernel(low: Lowered, src: _Src) -> None:
     src.add(1, f"kernel[_blocks(total), TPB]({', '.join(low.names)})")
 
 
-def _accumulate(low: Lowered, src: _Src, indent: int, base: dict, first: str, step: str,
-                red_dims: list[int]) -> None:
+def _accumulate(
+    low: Lowered, src: _Src, indent: int, base: dict, first: str, step: str, red_dims: list[int]
+) -> None:
     """Lines striding ``r`` from ``first`` by ``step`` over the reduced elements."""
     red = low.reduce
     fl = red.child.dtype.kind == "f"
@@ -127,8 +128,9 @@ def _tree(low: Lowered, src: _Src, indent: int, arg: bool) -> None:
 
 def _finish(low: Lowered, src: _Src, indent: int, base: dict, arg: bool) -> None:
     red = low.reduce
-    result = "si[0]" if arg else ("sm[0]" if red.dtype.kind == "b" else
-                                  f"{type_name(red.dtype)}(sm[0])")
+    result = (
+        "si[0]" if arg else ("sm[0]" if red.dtype.kind == "b" else f"{type_name(red.dtype)}(sm[0])")
+    )
     src.add(indent, f"res = {result}")
     body = _emit_body(low, base, range(0), reduce_value="res", prefix="e")
     value = body.emit(low.tree, indent, {})

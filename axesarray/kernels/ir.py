@@ -57,7 +57,7 @@ class KConst(Node):
 class KPad(Node):
     __slots__ = ("child", "dim", "lo", "hi", "value")
 
-    def __init__(self, child: Node, dim: int, lo: int, hi: int, value: Const):
+    def __init__(self, child: Node, dim: int, lo: int, hi: int, value: KConst):
         self.child = child
         self.dim = dim
         self.lo = lo

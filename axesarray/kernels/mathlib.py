@@ -48,6 +48,7 @@ __all__ = [
     "radd",
     "rmul",
     "stream_out",
+    "store_fence",  # re-exported for generated kernels
 ]
 
 _jit = njit(inline="always", error_model="numpy", cache=True, fastmath={"contract"})

@@ -113,16 +113,18 @@ def _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, ste
 
 
 @njit(nogil=True, _nrt=False)
-def _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind,
-                 step_i, step_j, lanes, dst_mod):
+def _staged_tile(
+    src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind, step_i, step_j, lanes, dst_mod
+):
     """Transpose one tile into ``stage`` (rows back to back), then stream it out.
 
     Not inlined on purpose: keeping the staging buffer out of ``_kernel`` keeps numba's
     reference counting out of its hot loops (it costs 6x there).
     """
     width = i1 - i0
-    _tile(src, stage, so, -j0 * width - i0, i0, i1, j0, j1, si, sj, 1, width, r, kind,
-          step_i, step_j)
+    _tile(
+        src, stage, so, -j0 * width - i0, i0, i1, j0, j1, si, sj, 1, width, r, kind, step_i, step_j
+    )
     if dj == width:  # the destination rows are back to back too: one run
         _emit(stage, 0, dst, do + j0 * dj + i0, (j1 - j0) * width, lanes, dst_mod)
     else:
@@ -131,8 +133,31 @@ def _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind,
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _kernel(src, dst, stage, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di, dj,
-            ti, tj, r, kind, lanes, stream, dst_mod, lo, hi):
+def _kernel(
+    src,
+    dst,
+    stage,
+    soff,
+    doff,
+    bshape,
+    bsrc,
+    bdst,
+    ni,
+    nj,
+    si,
+    sj,
+    di,
+    dj,
+    ti,
+    tj,
+    r,
+    kind,
+    lanes,
+    stream,
+    dst_mod,
+    lo,
+    hi,
+):
     """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range.
 
     With ``stream``, each tile goes through ``stage`` (``ti * tj`` elements) and is
@@ -163,8 +188,26 @@ def _kernel(src, dst, stage, soff, doff, bshape, bsrc, bdst, ni, nj, si, sj, di,
         j0 = bj * tj
         j1 = min(j0 + tj, nj)
         if stream:
-            _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind,
-                         step_i, step_j, lanes, dst_mod)
+            _staged_tile(
+                src,
+                dst,
+                stage,
+                so,
+                do,
+                i0,
+                i1,
+                j0,
+                j1,
+                si,
+                sj,
+                dj,
+                r,
+                kind,
+                step_i,
+                step_j,
+                lanes,
+                dst_mod,
+            )
         else:
             _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j)
     if stream:
@@ -212,8 +255,11 @@ def tile_sizes(p: Plan) -> tuple[int, int]:
         ti = _round_up(_UNPACK_ROW_BYTES // p.width, step_i)
         tj = step_j
     else:
-        tj = full_j if p.nj * p.width <= _SOURCE_ROW_BYTES else _round_up(
-            _SOURCE_ROW_BYTES // p.width, step_j)
+        tj = (
+            full_j
+            if p.nj * p.width <= _SOURCE_ROW_BYTES
+            else _round_up(_SOURCE_ROW_BYTES // p.width, step_j)
+        )
         ti = _round_up(max(1, _TILE_BYTES // (tj * p.width)), step_i)
     return min(ti, full_i), min(tj, full_j)
 
@@ -250,16 +296,34 @@ def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
     lanes = VECTOR_BYTES // p.width
     # Streaming stores pay off when the output is much larger than the caches, for tiles
     # that write one run or whole rows of a square transpose (measured slower otherwise).
-    stream = int(p.size * p.width >= _STREAM_BYTES and p.di == 1
-                 and ((p.kind != "none" and _one_run(p) and ti >= p.ni) or p.kind == "square"))
+    stream = int(
+        p.size * p.width >= _STREAM_BYTES
+        and p.di == 1
+        and ((p.kind != "none" and _one_run(p) and ti >= p.ni) or p.kind == "square")
+    )
     dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
     args = (
-        p.src_offset, p.dst_offset,
-        np.array(p.batch_shape, np.int64), np.array(p.batch_src, np.int64),
-        np.array(p.batch_dst, np.int64), p.ni, p.nj, p.si, p.sj, p.di, p.dj,
-        ti, tj, p.micro, KINDS[p.kind], lanes, stream, dst_mod,
+        p.src_offset,
+        p.dst_offset,
+        np.array(p.batch_shape, np.int64),
+        np.array(p.batch_src, np.int64),
+        np.array(p.batch_dst, np.int64),
+        p.ni,
+        p.nj,
+        p.si,
+        p.sj,
+        p.di,
+        p.dj,
+        ti,
+        tj,
+        p.micro,
+        KINDS[p.kind],
+        lanes,
+        stream,
+        dst_mod,
     )
     threads = numba.get_num_threads()
+
     def stage():  # one staging tile per job (jobs may run at the same time)
         return np.empty(ti * tj if stream else 1, dst_words.dtype)
 
@@ -269,8 +333,10 @@ def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
     chunks = min(units, 4 * threads)
     bounds = [units * c // chunks for c in range(chunks + 1)]
     pool = _pool(threads)
-    jobs = [pool.submit(_kernel, src_words, dst_words, stage(), *args, lo, hi)
-            for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    jobs = [
+        pool.submit(_kernel, src_words, dst_words, stage(), *args, lo, hi)
+        for lo, hi in zip(bounds, bounds[1:], strict=False)
+    ]
     for job in jobs:
         job.result()
 

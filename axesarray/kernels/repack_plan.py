@@ -234,11 +234,13 @@ def _product(options: list[list]):
 # --- 2. canonical form ---------------------------------------------------------------------
 
 
-def canonical(c: Copy, itemsize: int, src_addr: int = 0, dst_addr: int = 0,
-              widen: bool = True) -> Plan:
+def canonical(
+    c: Copy, itemsize: int, src_addr: int = 0, dst_addr: int = 0, widen: bool = True
+) -> Plan:
     """Classify one copy; ``*_addr`` (byte addresses of the buffers) gate the wide words."""
-    dims = [(n, s, d) for n, s, d in zip(c.shape, c.src_strides, c.dst_strides, strict=True)
-            if n != 1]
+    dims = [
+        (n, s, d) for n, s, d in zip(c.shape, c.src_strides, c.dst_strides, strict=True) if n != 1
+    ]
     so, do = c.src_offset, c.dst_offset
     flipped = []
     for n, s, d in dims:
@@ -293,14 +295,41 @@ def _classify(dims, width: int, so: int, do: int) -> Plan:
             rest = rest[:-1]
         else:
             nj, sj, dj = 1, 0, 0
-        return Plan(width, tuple(n for n, _, _ in rest), tuple(s for _, s, _ in rest),
-                    tuple(d for _, _, d in rest), ni, nj, si, sj, di, dj, so, do, rows=True)
+        return Plan(
+            width,
+            tuple(n for n, _, _ in rest),
+            tuple(s for _, s, _ in rest),
+            tuple(d for _, _, d in rest),
+            ni,
+            nj,
+            si,
+            sj,
+            di,
+            dj,
+            so,
+            do,
+            rows=True,
+        )
     ni, si, di = dims[i]
     nj, sj, dj = dims[j]
     rest = [t for k, t in enumerate(dims) if k not in (i, j)]
     micro, kind = _micro(width, ni, nj, si, sj, di, dj)
-    return Plan(width, tuple(n for n, _, _ in rest), tuple(s for _, s, _ in rest),
-                tuple(d for _, _, d in rest), ni, nj, si, sj, di, dj, so, do, micro, kind)
+    return Plan(
+        width,
+        tuple(n for n, _, _ in rest),
+        tuple(s for _, s, _ in rest),
+        tuple(d for _, _, d in rest),
+        ni,
+        nj,
+        si,
+        sj,
+        di,
+        dj,
+        so,
+        do,
+        micro,
+        kind,
+    )
 
 
 def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
@@ -320,8 +349,15 @@ def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
     return 0, "none"
 
 
-def plans(shape, src: View, dst: View, itemsize: int, src_addr: int = 0, dst_addr: int = 0,
-          widen: bool = True) -> list[Plan] | None:
+def plans(
+    shape,
+    src: View,
+    dst: View,
+    itemsize: int,
+    src_addr: int = 0,
+    dst_addr: int = 0,
+    widen: bool = True,
+) -> list[Plan] | None:
     """Segment then canonicalize: the kernels' whole work list, or None (use the engine).
 
     Cached: only the buffers' alignment (modulo the widest word) enters the plan.

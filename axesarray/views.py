@@ -1,0 +1,312 @@
+"""View methods of ``Tensor``: transpose, isel/indexing, rename, broadcast, split, flatten.
+
+Every method returns a view (stride arithmetic, no copy) built with ``strided.remap_view``
+through ``expr.remap``, except ``split``/``flatten`` when strides cannot express the result
+(then a copy, or an error with ``copy=False``). A mixin of ``Tensor``; results are built
+with ``type(self)``, so this module does not import ``tensor``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import TYPE_CHECKING
+
+from . import expr as ex
+from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
+from .errors import AxesError, fmt_axes, message
+from .storage import fresh
+from .strided import merge_dims, split_dim
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+__all__ = ["ViewMethods", "align", "resolve_names"]
+
+
+def resolve_names(axes: Axes, names, op: str) -> list[int]:
+    """Positions of ``names`` (a string "H W", a name, an Axis, or a sequence of them)."""
+    if names is None:
+        return list(range(len(axes)))
+    dims = [axes.index(n, op) for n in parse_names(names, op)]
+    # An Axis also states a length: check it (Axes.index does when given the Axis).
+    given = [names] if isinstance(names, Axis) else [] if isinstance(names, str) else names
+    for a in given:
+        if isinstance(a, Axis):
+            axes.index(a, op)
+    return dims
+
+
+def align(t: Tensor, axes: Axes, op: str = "align") -> ex.Node:
+    """``t``'s node indexed by ``axes`` (a superset of its axes): transpose + broadcast."""
+    if t._axes == axes:
+        return t._node
+    maps = tuple((axes.index(a.name, op), 0, 1) for a in t._axes)
+    return ex.remap(t._node, axes.shape, maps)
+
+
+class ViewMethods:
+    """Views of a tensor, by axis name."""
+
+    __slots__ = ()
+
+    def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Tensor:
+        return type(self)(axes, ex.remap(self._node, axes.shape, maps), layout)
+
+    def transpose(self, *names) -> Tensor:
+        """Reorder axes by name (a view). ``...`` stands for the other axes in order.
+
+        >>> import axesarray as ax
+        >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 4)))
+        >>> x.transpose("H ...").names
+        ('H', 'N', 'C')
+        """
+        spec = names[0] if len(names) == 1 and not isinstance(names[0], Axis) else names
+        wanted = list(parse_names(spec, "transpose"))
+        if "..." in wanted:
+            listed = {n for n in wanted if n != "..."}
+            rest = [n for n in self.names if n not in listed]
+            i = wanted.index("...")
+            wanted[i : i + 1] = rest
+        if sorted(wanted) != sorted(self.names):
+            missing = [n for n in self.names if n not in wanted]
+            extra = [n for n in wanted if n not in self.names]
+            fact = []
+            if missing:
+                fact.append("missing " + ", ".join(repr(n) for n in missing))
+            if extra:
+                fact.append("unknown " + ", ".join(repr(n) for n in extra))
+            raise AxesError(
+                message(
+                    "transpose",
+                    "the names must be a permutation of the axes: " + "; ".join(fact),
+                    f"axes: {fmt_axes(self._axes)}; got {' '.join(wanted)}",
+                    "List every axis once, or use '...' for the rest",
+                )
+            )
+        new_axes = Axes._trusted(tuple(self._axes[n] for n in wanted))
+        maps = tuple((wanted.index(a.name), 0, 1) for a in self._axes)
+        return self._remapped(new_axes, maps, self._layout)
+
+    def isel(self, indexers: dict | None = None, **kwargs) -> Tensor:
+        """Select by name with slices (any step) or integers (which drop the axis); a view.
+
+        >>> import axesarray as ax
+        >>> x = ax.arange(ax.Axis("C", 6))
+        >>> x.isel(C=slice(None, None, -2)).numpy()
+        array([5, 3, 1])
+        """
+        ind = dict(indexers or {}, **kwargs)
+        for name in ind:
+            self._axes.index(name, "isel")
+        maps = []
+        new_axes = []
+        for axis in self._axes:
+            key = ind.get(axis.name, slice(None))
+            if isinstance(key, slice):
+                if key.step == 0:
+                    raise AxesError(
+                        message(
+                            "isel", f"the slice step for axis {axis.name!r} is zero", f"got {key!r}"
+                        )
+                    )
+                start, stop, step = key.indices(axis.length)
+                n = len(range(start, stop, step))
+                maps.append((len(new_axes), start, step))
+                new_axes.append(Axis(axis.name, n))
+                continue
+            try:
+                i = operator.index(key)
+            except TypeError:
+                raise TypeError(
+                    message(
+                        "isel",
+                        f"axis {axis.name!r} takes a slice or an integer",
+                        f"got {key!r}",
+                    )
+                ) from None
+            if not -axis.length <= i < axis.length:
+                raise IndexError(
+                    message(
+                        "isel",
+                        f"index {i} is out of range for axis {axis.name!r}",
+                        f"{axis}",
+                        f"Use -{axis.length} <= index < {axis.length}",
+                    )
+                )
+            maps.append((-1, i % axis.length, 0))
+        layout = self._layout
+        if layout is not None:
+            from .layouts import isel_layout
+
+            # Integers drop their axis from the tag; a cut through blocks marks it partial.
+            layout = isel_layout(layout, self._axes, ind)
+        return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
+
+    def __getitem__(self, key) -> Tensor:
+        if key is Ellipsis:
+            return self
+        if isinstance(key, dict):
+            return self.isel(key)
+        raise AxesError(
+            message(
+                "getitem",
+                "positional indexing is not supported",
+                f"got {key!r}; axes: {fmt_axes(self._axes)}",
+                "Index by name: x[{'C': slice(0, 4), 'H': 3}] or x.isel(C=slice(0, 4))",
+            )
+        )
+
+    def rename(self, mapping: dict | None = None, **kwargs) -> Tensor:
+        """Rename axes (a view: same data, new names).
+
+        >>> import axesarray as ax
+        >>> ax.zeros((ax.Axis("C", 2),)).rename(C="K").names
+        ('K',)
+        """
+        ren = dict(mapping or {}, **kwargs)
+        for old in ren:
+            self._axes.index(old, "rename")
+        new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self._axes], "rename")
+        layout = None if self._layout is None else self._layout.renamed(ren)
+        return type(self)(new, self._node, layout)
+
+    def broadcast_to(self, axes) -> Tensor:
+        """View with the given axes (a superset of this tensor's); new axes have stride 0.
+
+        The result is read-only when it is an l-tensor, as in numpy.
+        """
+        target = as_axes(axes.axes if isinstance(axes, ViewMethods) else axes, "broadcast_to")
+        names = set(target.names)
+        missing = [a for a in self._axes if a.name not in names]
+        if missing:
+            raise AxesError(
+                message(
+                    "broadcast_to",
+                    "the target lacks axes of the tensor: "
+                    + ", ".join(repr(a.name) for a in missing),
+                    f"tensor: {fmt_axes(self._axes)}; target: {fmt_axes(target)}",
+                    "Include every axis of the tensor in the target",
+                )
+            )
+        broadcast_axes(self._axes, target, op="broadcast_to")  # length check
+        node = align(self, target, "broadcast_to")
+        if isinstance(node, ex.Leaf) and target.size > self.size:
+            node = ex.Leaf(node.data, node.view, writeable=False)
+        return type(self)(target, node)
+
+    def expand_dims(self, axes, position: int = 0) -> Tensor:
+        """Insert new axes at ``position``: a name adds a length-1 axis, an Axis broadcasts."""
+        items = [axes] if isinstance(axes, (str, Axis)) else list(axes)
+        new = [a if isinstance(a, Axis) else Axis(a, 1) for a in items]
+        if not -self.ndim - 1 <= position <= self.ndim:
+            raise AxesError(
+                message("expand_dims", f"position {position} is out of range", f"rank {self.ndim}")
+            )
+        position %= self.ndim + 1
+        target = as_axes(
+            tuple(self._axes)[:position] + tuple(new) + tuple(self._axes)[position:], "expand_dims"
+        )
+        return self.broadcast_to(target)
+
+    def squeeze(self, names=None) -> Tensor:
+        """Drop length-1 axes (all of them, or the named ones); a view."""
+        if names is None:
+            dims = [d for d, a in enumerate(self._axes) if a.length == 1]
+        else:
+            dims = resolve_names(self._axes, names, "squeeze")
+            bad = [self._axes[d] for d in dims if self._axes[d].length != 1]
+            if bad:
+                raise AxesError(
+                    message(
+                        "squeeze",
+                        "only axes of length 1 can be squeezed",
+                        fmt_axes(bad),
+                        "Select one index with isel instead",
+                    )
+                )
+        return self.isel({self._axes[d].name: 0 for d in dims})
+
+    def split(self, name, axes, copy: bool | None = None) -> Tensor:
+        """Unflatten one axis into several whose lengths multiply to its length (a view).
+
+        >>> import axesarray as ax
+        >>> x = ax.arange(ax.Axis("C", 6))
+        >>> x.split("C", (ax.Axis("Co", 2), ax.Axis("ci", 3))).names
+        ('Co', 'ci')
+        """
+        d = self._axes.index(name, "split")
+        new = as_axes(axes, "split")
+        old = self._axes[d]
+        if new.size != old.length:
+            raise AxesError(
+                message(
+                    "split",
+                    f"the new lengths do not multiply out to {old}",
+                    f"{fmt_axes(new)}: {'*'.join(str(n) for n in new.shape)}={new.size}",
+                    f"Choose lengths whose product is {old.length}",
+                )
+            )
+        target = as_axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :], "split")
+
+        def view_fn(v):
+            return split_dim(v, d, new.shape)
+
+        return self._reshaped(target, view_fn, copy, "split", (d,))
+
+    def flatten(self, names, new_name: str, copy: bool | None = None) -> Tensor:
+        """Merge axes (major to minor, in the order given) into one axis named ``new_name``.
+
+        A view when the strides allow it, a copy otherwise; ``copy=False`` raises instead
+        of copying and ``copy=True`` always copies. The new axis takes the place of the
+        first merged axis.
+
+        >>> import axesarray as ax
+        >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("H", 3), ax.Axis("W", 4)))
+        >>> x.flatten(("H", "W"), "S").axes
+        Axes(Axis('N', 2), Axis('S', 12))
+        """
+        dims = resolve_names(self._axes, names, "flatten")
+        if not dims:
+            raise AxesError(
+                message(
+                    "flatten",
+                    "no axes to merge",
+                    f"axes: {fmt_axes(self._axes)}",
+                    "Name at least one axis",
+                )
+            )
+        pos = min(dims)
+        rest = [a for d, a in enumerate(self._axes) if d not in dims]
+        merged = Axis(new_name, math.prod(self._axes[d].length for d in dims))
+        rest.insert(pos, merged)
+        target = as_axes(rest, "flatten")
+
+        def view_fn(v):
+            return merge_dims(v, tuple(dims), pos)
+
+        return self._reshaped(target, view_fn, copy, "flatten", tuple(dims))
+
+    def _reshaped(self, target: Axes, view_fn, copy, op: str, dims) -> Tensor:
+        """Apply a reshaping view function to every leaf; copy when it cannot be a view."""
+        node = None if copy else ex.transform_views(self._node, target.shape, view_fn)
+        if node is not None:
+            return type(self)(target, node)
+        if copy is False:
+            involved = fmt_axes(self._axes[d] for d in dims)
+            raise AxesError(
+                message(
+                    op,
+                    "the result cannot be a view of this memory",
+                    f"axes {involved}; strides {self.strides}",
+                    "Pass copy=True (or leave copy unset) to allow a copy",
+                )
+            )
+        # Copy with the reshaped dims adjacent and in the requested order (``flatten`` may
+        # merge them in any order): then the reshape of the copy is a view.
+        rest = [d for d in range(self.ndim) if d not in dims]
+        pos = min(dims)
+        order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
+        out = type(self)(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
+        out[...] = self
+        return type(self)(target, ex.transform_views(out._node, target.shape, view_fn))
