@@ -107,18 +107,9 @@ def reduce_dtype(op: str, dtype: np.dtype) -> np.dtype:
     >>> reduce_dtype("sum", np.dtype("int8")), reduce_dtype("max", np.dtype("int8"))
     (dtype('int64'), dtype('int8'))
     """
-    probe = np.zeros(1, dtype)
-    if op in ("argmax", "argmin"):
-        return np.dtype(np.intp)
-    fn = {
-        "sum": np.sum,
-        "prod": np.prod,
-        "max": np.max,
-        "min": np.min,
-        "any": np.any,
-        "all": np.all,
-    }[op]
-    return fn(probe).dtype
+    from .ops import REDUCERS  # noqa: PLC0415 - ops imports numpy only; no cycle
+
+    return np.asarray(REDUCERS[op](np.zeros(1, dtype))).dtype
 
 
 def check_weak_scalar(value, dtype: np.dtype, op: str) -> None:

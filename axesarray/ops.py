@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-__all__ = ["OpInfo", "OPS", "UNARY", "BINARY", "COMPARISONS", "apply_map"]
+__all__ = ["OpInfo", "OPS", "REDUCERS", "UNARY", "BINARY", "COMPARISONS", "apply_map"]
 
 
 @attrs.frozen
@@ -73,6 +73,18 @@ OPS = _table(
     # ternary
     OpInfo("where", 3, "where"),
 )
+
+# numpy's reduction for each Reduce op (argmax/argmin take one axis, see the engines).
+REDUCERS = {
+    "sum": np.sum,
+    "prod": np.prod,
+    "max": np.max,
+    "min": np.min,
+    "any": np.any,
+    "all": np.all,
+    "argmax": np.argmax,
+    "argmin": np.argmin,
+}
 
 UNARY = frozenset(k for k, v in OPS.items() if v.arity == 1)
 BINARY = frozenset(k for k, v in OPS.items() if v.arity == 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..expr import Cast, Leaf, Map, Node, Reduce
+from ..kernels.loops import nditer_order
 
 __all__ = ["result_order"]
 
@@ -48,26 +49,9 @@ def result_order(root: Node) -> tuple[tuple[int, ...], Leaf | None]:
     if not plain:
         return tuple(range(n)), None
     plain.sort(key=lambda item: -_distinct_elements(item[0]))
-
-    def stride(item, d):
-        leaf, dims = item
-        k = dims[d]
-        if k is None or leaf.shape[k] <= 1:
-            return 0
-        return abs(leaf.view.strides[k])
-
-    def outer_first(a: int, b: int) -> bool:
-        """Whether dim a must be placed outside dim b."""
-        for item in plain:
-            sa, sb = stride(item, a), stride(item, b)
-            if sa and sb and sa != sb:
-                return sa > sb
-        return False
-
-    order: list[int] = []
-    for d in range(n):  # insertion sort: stable, like numpy's
-        pos = len(order)
-        while pos > 0 and outer_first(d, order[pos - 1]):
-            pos -= 1
-        order.insert(pos, d)
-    return tuple(order), plain[0][0]
+    # Each leaf's strides in the root's dims (0 where it broadcasts or has length 1).
+    vectors = [
+        tuple(0 if k is None or leaf.shape[k] <= 1 else leaf.view.strides[k] for k in dims)
+        for leaf, dims in plain
+    ]
+    return tuple(nditer_order(list(range(n)), vectors)), plain[0][0]

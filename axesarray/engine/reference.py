@@ -9,20 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..expr import Cast, Concat, Const, Dot, Leaf, Map, Node, Pad, Reduce, Remap, walk
-from ..ops import apply_map
+from ..ops import REDUCERS, apply_map
 from ..storage import leaf_array
 from ..strided import addresses
 
 __all__ = ["evaluate_array", "assign", "remap_array"]
-
-_REDUCERS = {
-    "sum": np.sum,
-    "prod": np.prod,
-    "max": np.max,
-    "min": np.min,
-    "any": np.any,
-    "all": np.all,
-}
 
 
 def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndarray:
@@ -61,11 +52,9 @@ def _eval_node(node: Node, vals: dict) -> np.ndarray:
     if isinstance(node, Cast):
         return args[0].astype(node.dtype)
     if isinstance(node, Reduce):
-        if node.op in ("argmax", "argmin"):
-            fn = np.argmax if node.op == "argmax" else np.argmin
-            return np.asarray(fn(args[0], axis=node.axes[0]), dtype=node.dtype)
-        out = _REDUCERS[node.op](args[0], axis=node.axes)
-        return np.asarray(out, dtype=node.dtype)
+        # argmax/argmin reduce exactly one axis; numpy takes it as an int, not a tuple
+        axis = node.axes[0] if node.op in ("argmax", "argmin") else node.axes
+        return np.asarray(REDUCERS[node.op](args[0], axis=axis), dtype=node.dtype)
     if isinstance(node, Remap):
         return remap_array(args[0], node.shape, node.maps)
     if isinstance(node, Pad):

@@ -288,9 +288,15 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         src.add(indent, "for ch in range(nch):")
         for line in _combine(red.op, "acc", "parts[ch]", "pidx[ch]", fl):
             src.add(indent + 1, line)
-    result = "ai" if arg else f"{type_name(red.dtype)}(acc)"
-    if red.dtype.kind == "b":
-        result = "acc"
+    epilogue(low, src, indent, base, "ai" if arg else "acc")
+
+
+def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None:
+    """After a reduction: the finished value (``acc``, converted to the result dtype, or the
+    argmax index), the elementwise ops above it, and the store."""
+    red = low.reduce
+    arg = red.op in ("argmax", "argmin")
+    result = acc if arg or red.dtype.kind == "b" else f"{type_name(red.dtype)}({acc})"
     src.add(indent, f"r = {result}")
     body = _emit_body(low, base, range(0), reduce_value="r", prefix="e")
     value = body.emit(low.tree, indent, {})

@@ -9,7 +9,7 @@ Each generated module exposes ``launch(*args)``, which picks the grid and launch
 
 from __future__ import annotations
 
-from .cpu import _bases, _combine, _decompose, _emit_body, _Src, _store
+from .cpu import _bases, _combine, _decompose, _emit_body, _Src, _store, epilogue
 from .lower import Lowered
 from .scalar import REDUCE_INIT, acc_dtype, type_name
 
@@ -127,15 +127,7 @@ def _tree(low: Lowered, src: _Src, indent: int, arg: bool) -> None:
 
 
 def _finish(low: Lowered, src: _Src, indent: int, base: dict, arg: bool) -> None:
-    red = low.reduce
-    result = (
-        "si[0]" if arg else ("sm[0]" if red.dtype.kind == "b" else f"{type_name(red.dtype)}(sm[0])")
-    )
-    src.add(indent, f"res = {result}")
-    body = _emit_body(low, base, range(0), reduce_value="res", prefix="e")
-    value = body.emit(low.tree, indent, {})
-    src.lines.extend(body.lines)
-    src.add(indent, _store(low, value, low.tree.dtype, base[0], range(0)))
+    epilogue(low, src, indent, base, "si[0]" if arg else "sm[0]")
 
 
 def _shared(src: _Src, indent: int, acc_t: str, arg: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["LoopNest", "build_loop_nest"]
+__all__ = ["LoopNest", "build_loop_nest", "nditer_order"]
 
 
 @attrs.frozen
@@ -35,9 +35,14 @@ class LoopNest:
         return tuple(strides[g[-1]] if g[-1] < len(strides) else 0 for g in self.groups)
 
 
-def _order(dims: list[int], operands: list[tuple[int, ...]]) -> list[int]:
+def nditer_order(dims: list[int], operands: list[tuple[int, ...]]) -> list[int]:
     """Stable insertion sort: larger |stride| outside, decided by the first operand that
-    has non-zero, different strides on both dims (numpy's nditer rule)."""
+    has non-zero, different strides on both dims (numpy's nditer rule). A stride vector
+    shorter than a dim means stride 0 there.
+
+    >>> nditer_order([0, 1, 2], [(1, 12, 4)])
+    [1, 2, 0]
+    """
 
     def stride(op, d):
         return abs(op[d]) if d < len(op) else 0
@@ -73,8 +78,10 @@ def build_loop_nest(
     ordered by ``reduce_order`` (default: the operands after the output).
     """
     keep = [d for d, n in enumerate(shape) if n != 1 or d in pinned]
-    out_dims = _order([d for d in keep if d < n_out], operands)
-    red_dims = _order([d for d in keep if d >= n_out], reduce_order or operands[1:] or operands)
+    out_dims = nditer_order([d for d in keep if d < n_out], operands)
+    red_dims = nditer_order(
+        [d for d in keep if d >= n_out], reduce_order or operands[1:] or operands
+    )
 
     def merged(dims: list[int]) -> list[list[int]]:
         groups: list[list[int]] = []

@@ -56,36 +56,23 @@ _jit = njit(inline="always", error_model="numpy", cache=True, fastmath={"contrac
 # --- bit casts ----------------------------------------------------------------------------
 
 
-@intrinsic
-def _i32_as_f32(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
+def _bitcast(src, dst, llvm_type):
+    """An intrinsic reinterpreting the bits of a ``src`` scalar as ``dst`` (LLVM bitcast)."""
 
-    return types.float32(types.int32), codegen
+    @intrinsic
+    def cast(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], llvm_type)
 
+        return dst(src), codegen
 
-@intrinsic
-def _f32_as_i32(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
+    return cast
 
 
-@intrinsic
-def _i64_as_f64(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
-
-
-@intrinsic
-def _f64_as_i64(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return types.int64(types.float64), codegen
+_i32_as_f32 = _bitcast(types.int32, types.float32, ir.FloatType())
+_f32_as_i32 = _bitcast(types.float32, types.int32, ir.IntType(32))
+_i64_as_f64 = _bitcast(types.int64, types.float64, ir.DoubleType())
+_f64_as_i64 = _bitcast(types.float64, types.int64, ir.IntType(64))
 
 
 # --- reassociable accumulation ---------------------------------------------------------------
