@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from .errors import message
+from .ops import REDUCERS
 
 __all__ = [
     "SUPPORTED",
@@ -107,8 +108,6 @@ def reduce_dtype(op: str, dtype: np.dtype) -> np.dtype:
     >>> reduce_dtype("sum", np.dtype("int8")), reduce_dtype("max", np.dtype("int8"))
     (dtype('int64'), dtype('int8'))
     """
-    from .ops import REDUCERS  # noqa: PLC0415 - ops imports numpy only; no cycle
-
     return np.asarray(REDUCERS[op](np.zeros(1, dtype))).dtype
 
 
