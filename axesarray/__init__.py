@@ -98,4 +98,6 @@ from .npyio import load, save
 
 __all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]
 
-__version__ = "0.1.0"
+from ._version import __version__
+
+__all__ += ["__version__"]

@@ -1,7 +1,7 @@
 """1-D storage: aligned allocation and zero-copy wrapping of numpy arrays.
 
 Owns turning any numpy array into (1-D base buffer, ``View``) without copying, and the
-64-byte aligned allocator. Imports ``strided`` and ``errors``.
+64-byte aligned allocator. Imports ``strided``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """View math in elements: a strided (optionally blocked) view over 1-D storage.
 
-Owns ``View`` and ``Block`` and every pure function on them: permute, slice, index, insert,
-split, merge (``None`` when not expressible), span and overlap tests. Positions and integers
+Owns ``View`` and ``Block`` and every pure function on them: permute, remap (transpose,
+slice, index and broadcast in one), split, merge (``None`` when not expressible), span and
+overlap tests. Positions and integers
 only: no axis names, no numpy arrays except in ``addresses`` (a test/reference helper).
 
 A plain axis ``k`` contributes ``i * strides[k]`` to the address. A *blocked* axis (how NCHWx

@@ -1,8 +1,10 @@
-"""The public ``Tensor``: names resolved to positions, views, operators, reductions.
+"""The public ``Tensor``: names resolved to positions, operators, evaluation, assignment.
 
 Names live here and above; everything below sees positions. A Tensor is ``(axes, node)``:
 an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
-expression) otherwise. Imports ``axes``, ``dtypes``, ``expr``, ``engine``, ``strided``.
+expression) otherwise. View methods come from ``views``, reductions from ``reductions``.
+Imports ``axes``, ``dtypes``, ``expr``, ``engine``, ``views``, ``reductions``; the methods
+that delegate upward (layouts, devices, printing) import their module when called.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The fused engine: plan once per expression structure, then run compiled kernels.
 
-Owns the plan cache (keyed by ``planner.signature``: structure, sharing, dtypes and leaf
-views), binding a cached plan to the current arrays and scalars, the alias check of DESIGN
+Owns the plan cache (keyed by the nodes' structural keys, which hold ops, dtypes and leaf
+views, plus the identity pattern of the leaves, the device and the destination), binding a cached plan to the current arrays and scalars, the alias check of DESIGN
 §3 (in place only when the output is read through the identical view at the same index;
 any other overlap goes through a temporary), and dispatch to CPU kernels (serial below
 ``serial_threshold`` elements, parallel above).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..devices import pointer as _pointer
 from ..errors import message
 from ..expr import Leaf, Node

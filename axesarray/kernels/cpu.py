@@ -1,4 +1,4 @@
-"""CPU templates: wrap the scalar body in a numba loop nest (parallel and serial variants).
+"""CPU templates: wrap the scalar body in a numba loop nest (serial, parallel, stream).
 
 Map kernels: the outer loop dims are flattened into one ``prange`` (indices recovered by
 div/mod once per row) around a plain inner loop that LLVM vectorizes when the inner strides
