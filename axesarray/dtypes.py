@@ -1,7 +1,8 @@
 """Supported dtypes and numpy's promotion rules (NEP 50: Python scalars are weak).
 
 Owns the dtype whitelist and every "what dtype does this produce" question; answers come
-from numpy itself (``ufunc.resolve_dtypes``), so they match numpy exactly. Imports ``errors`` and ``ops``.
+from numpy itself (``ufunc.resolve_dtypes``), so they match numpy exactly.
+Imports ``errors`` and ``ops``.
 """
 
 from __future__ import annotations

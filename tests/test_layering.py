@@ -9,7 +9,49 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "axesarray"
 
-ORDER = ["errors", "options", "ops", "_version", "axes", "dtypes", "strided", "storage", "layouts", "expr", "devices", "kernels.loops", "kernels.ir", "kernels.scalar", "kernels.lower", "kernels.repack_plan", "kernels.repack_simd", "kernels.mathlib", "kernels.repack_cuda", "kernels.repack", "kernels.cpu", "kernels.cuda", "kernels.cache", "kernels", "engine.order", "engine.reference", "engine.planner", "engine.explain", "engine.fused", "engine", "views", "reductions", "tensor", "functions", "creation", "layout_ops", "npyio", "_repr", "cli", "demo", "__init__"]
+ORDER = [
+    "errors",
+    "options",
+    "ops",
+    "_version",
+    "axes",
+    "dtypes",
+    "strided",
+    "storage",
+    "layouts",
+    "expr",
+    "devices",
+    "kernels.loops",
+    "kernels.ir",
+    "kernels.scalar",
+    "kernels.lower",
+    "kernels.repack_plan",
+    "kernels.repack_simd",
+    "kernels.mathlib",
+    "kernels.repack_cuda",
+    "kernels.repack",
+    "kernels.cpu",
+    "kernels.cuda",
+    "kernels.cache",
+    "kernels",
+    "engine.order",
+    "engine.reference",
+    "engine.planner",
+    "engine.explain",
+    "engine.fused",
+    "engine",
+    "views",
+    "reductions",
+    "tensor",
+    "functions",
+    "creation",
+    "layout_ops",
+    "npyio",
+    "_repr",
+    "cli",
+    "demo",
+    "__init__",
+]
 
 
 def _module_name(path: Path) -> str:

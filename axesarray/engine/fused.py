@@ -1,10 +1,11 @@
 """The fused engine: plan once per expression structure, then run compiled kernels.
 
 Owns the plan cache (keyed by the nodes' structural keys, which hold ops, dtypes and leaf
-views, plus the identity pattern of the leaves, the device and the destination), binding a cached plan to the current arrays and scalars, the alias check of DESIGN
-§3 (in place only when the output is read through the identical view at the same index;
-any other overlap goes through a temporary), and dispatch to CPU kernels (serial below
-``serial_threshold`` elements, parallel above).
+views, plus the identity pattern of the leaves, the device and the destination), binding a
+cached plan to the current arrays and scalars, the alias check of DESIGN §3 (in place only
+when the output is read through the identical view at the same index; any other overlap
+goes through a temporary), and dispatch to a kernel variant: CPU serial (small), parallel,
+stream (big contiguous outputs) or CUDA.
 """
 
 from __future__ import annotations
