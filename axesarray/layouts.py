@@ -333,11 +333,6 @@ def physical_dims(layout: Layout, axes: Axes) -> tuple[PhysDim, ...]:
     return tuple(dims)
 
 
-def padded_elements(layout: Layout, axes: Axes) -> int:
-    """Elements of the physical array, padding included."""
-    return math.prod(d.length for d in physical_dims(layout, axes))
-
-
 def isel_layout(layout: Layout, axes: Axes, indexers: Mapping) -> Layout:
     """The tag of ``t.isel(**indexers)``: the same physical order for the axes that remain.
 

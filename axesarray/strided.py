@@ -66,9 +66,6 @@ class View:
     def size(self) -> int:
         return math.prod(self.shape)
 
-    @property
-    def is_blocked(self) -> bool:
-        return self.blocks is not None
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

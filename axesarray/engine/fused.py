@@ -236,10 +236,6 @@ def _binder(step: KernelStep):
     return hit
 
 
-def _args(step: KernelStep, params, temps: dict, dst) -> tuple:
-    return _binder(step)(params, temps, dst)
-
-
 # --- aliasing -------------------------------------------------------------------------------
 
 

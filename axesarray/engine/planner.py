@@ -163,7 +163,6 @@ class Schedule:
     temps: list  # (shape, dtype, order) per temp
     steps: list
     result: KLeaf
-    n_params: int
     device: str = "cpu"
     positions: tuple = ()  # where each canonical param sits in ``root.params``
 
@@ -586,5 +585,5 @@ def build_plan(
         if attempt == 0 and shared:
             force = shared
             continue
-        return Schedule(b.temps, b.steps, result, len(params))
+        return Schedule(b.temps, b.steps, result)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -30,10 +30,6 @@ class LoopNest:
     def rank(self) -> int:
         return len(self.lengths)
 
-    def strides_of(self, strides: tuple[int, ...]) -> tuple[int, ...]:
-        """An operand's stride per loop dim (that of the group's innermost index dim)."""
-        return tuple(strides[g[-1]] if g[-1] < len(strides) else 0 for g in self.groups)
-
 
 def nditer_order(dims: list[int], operands: list[tuple[int, ...]]) -> list[int]:
     """Stable insertion sort: larger |stride| outside, decided by the first operand that
