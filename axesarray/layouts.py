@@ -15,7 +15,6 @@ this module only imports ``axes`` and ``errors``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 
