@@ -397,12 +397,14 @@ class Tensor(ViewMethods, ReductionMethods):
     # --- operators -------------------------------------------------------------------------
 
     def _binary(self, other, op: str, reflected: bool = False) -> Tensor:
-        if not isinstance(other, Tensor) and not (
-            is_weak(other) or isinstance(other, (np.generic, np.ndarray))
+        if type(other) is not Tensor and not (
+            is_weak(other) or isinstance(other, (Tensor, np.generic, np.ndarray))
         ):
             return NotImplemented
         pair = (other, self) if reflected else (self, other)
-        return elementwise(op, *pair)
+        # Operators are the hot path of small evaluations: try the fast cases directly.
+        fast = _elementwise_fast(op, pair, op)
+        return fast if fast is not None else elementwise(op, *pair)
 
     def __add__(self, o):
         return self._binary(o, "add")

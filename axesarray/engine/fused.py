@@ -321,7 +321,10 @@ def _via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:
 
 def _run_kernel(step: KernelStep, params, temps: dict, dst, device: str) -> None:
     args = _binder(step)(params, temps, dst)
-    kind = variant(step, device, args[0])
+    if device == "cpu" and step.size < OPTIONS["serial_threshold"]:
+        kind = "serial"
+    else:
+        kind = variant(step, device, args[0])
     compiled = step.compiled
     fn = compiled.get((device, kind))
     if fn is None:
@@ -365,9 +368,22 @@ def _empty(n: int, dtype: np.dtype, device: str):
     return cuda_empty(n, dtype)
 
 
+_NO_TEMPS: dict = {}
+
+
 def run_plan(plan: Schedule, params: list[Node], dst: Leaf | None) -> dict:
     """Execute a plan; returns the temps (the result is one of them when ``dst`` is None)."""
     device = plan.device
+    steps = plan.steps
+    if (  # the common small case: one kernel into the destination, no overlap
+        dst is not None
+        and not plan.temps
+        and len(steps) == 1
+        and type(steps[0]) is KernelStep
+        and not _overlaps(steps[0], params, dst)
+    ):
+        _run_kernel(steps[0], params, _NO_TEMPS, dst, device)
+        return _NO_TEMPS
     temps = (
         {
             t: _empty(math.prod(shape), dtype, device)
