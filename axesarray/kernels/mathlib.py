@@ -148,8 +148,8 @@ def _pow2_f32(n):
 
 
 @_jit
-def exp_f32(x):
-    xc = min(max(x, np.float32(-104.0)), np.float32(89.0))
+def _exp_parts_f32(xc):
+    """``exp(xc) == p * 2**n``: the reduced argument's polynomial ``p`` and the exponent."""
     n = np.floor(xc * np.float32(1.4426950408889634) + np.float32(0.5))
     r = xc - n * np.float32(0.693359375)
     r = r - n * np.float32(-2.12194440e-4)
@@ -159,10 +159,14 @@ def exp_f32(x):
     p = p * r + np.float32(4.1665795894e-2)
     p = p * r + np.float32(1.6666665459e-1)
     p = p * r + np.float32(5.0000001201e-1)
-    p = p * (r * r) + r + np.float32(1.0)
-    ni = np.int32(n)
-    half = ni >> np.int32(1)
-    y = p * _pow2_f32(half) * _pow2_f32(ni - half)
+    return p * (r * r) + r + np.float32(1.0), np.int32(n)
+
+
+@_jit
+def exp_f32(x):
+    p, n = _exp_parts_f32(min(max(x, np.float32(-104.0)), np.float32(89.0)))
+    half = n >> np.int32(1)
+    y = p * _pow2_f32(half) * _pow2_f32(n - half)
     return y if x == x else x
 
 
@@ -328,18 +332,8 @@ def _exp_f32_normal(x):
     factor 2**128 is inf): 25% faster than ``exp_f32``. Enough for sigmoid, where a tiny
     exp is only added to 1, and an overflow makes the result 0 as numpy's float32
     ``1 / (1 + np.exp(-x))`` does."""
-    xc = min(max(x, np.float32(-87.0)), np.float32(89.0))
-    n = np.floor(xc * np.float32(1.4426950408889634) + np.float32(0.5))
-    r = xc - n * np.float32(0.693359375)
-    r = r - n * np.float32(-2.12194440e-4)
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    p = p * (r * r) + r + np.float32(1.0)
-    return p * _pow2_f32(np.int32(n))
+    p, n = _exp_parts_f32(min(max(x, np.float32(-87.0)), np.float32(89.0)))
+    return p * _pow2_f32(n)
 
 
 @_jit
