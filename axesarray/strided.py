@@ -67,7 +67,6 @@ class View:
         return math.prod(self.shape)
 
 
-
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """C-order strides in elements."""
     strides = []
