@@ -46,6 +46,18 @@ def _kernels(width: int):
     cuda = module
     word = numba.from_dtype(np.dtype(_WORD[width]))
 
+    @cuda.jit(device=True)
+    def batch_offsets(b, bshape, bsrc, bdst, soff, doff):
+        """Source and destination offsets of batch ``b`` (row-major over ``bshape``)."""
+        so = soff
+        do = doff
+        for k in range(bshape.size - 1, -1, -1):
+            idx = b % bshape[k]
+            b //= bshape[k]
+            so += idx * bsrc[k]
+            do += idx * bdst[k]
+        return so, do
+
     @cuda.jit
     def transpose(src, dst, soff, doff, bshape, bsrc, bdst, nbatch, ni, nj, si, sj, di, dj):
         tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=word)
@@ -59,14 +71,7 @@ def _kernels(width: int):
             rest = t - b * per_batch
             i0 = (rest // ntj) * TILE
             j0 = (rest - (rest // ntj) * ntj) * TILE
-            so = soff
-            do = doff
-            q = b
-            for k in range(bshape.size - 1, -1, -1):
-                idx = q % bshape[k]
-                q //= bshape[k]
-                so += idx * bsrc[k]
-                do += idx * bdst[k]
+            so, do = batch_offsets(b, bshape, bsrc, bdst, soff, doff)
             for k in range(0, TILE, ROWS):  # read along j: the source's contiguous dim
                 i = i0 + ty + k
                 j = j0 + tx
@@ -88,14 +93,7 @@ def _kernels(width: int):
             i = f % ni
             q = f // ni
             j = q % nj
-            b = q // nj
-            so = soff
-            do = doff
-            for k in range(bshape.size - 1, -1, -1):
-                idx = b % bshape[k]
-                b //= bshape[k]
-                so += idx * bsrc[k]
-                do += idx * bdst[k]
+            so, do = batch_offsets(q // nj, bshape, bsrc, bdst, soff, doff)
             dst[do + j * dj + i * di] = src[so + j * sj + i * si]
 
     _KERNELS[width] = (transpose, rows)

@@ -282,38 +282,9 @@ def _widen(dims, itemsize, so, do, src_addr, dst_addr):
     return itemsize, dims, so, do
 
 
-def _classify(dims, width: int, so: int, do: int) -> Plan:
-    if not dims:
-        return Plan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do, rows=True)
-    i = len(dims) - 1  # smallest destination stride (dims are ordered by it)
-    j = min(range(len(dims)), key=lambda k: (abs(dims[k][1]), k != i))
-    if j == i:
-        ni, si, di = dims[i]
-        rest = dims[:i]
-        if rest:  # rows: the innermost batch dim becomes j (fewer unravels per row)
-            nj, sj, dj = rest[-1]
-            rest = rest[:-1]
-        else:
-            nj, sj, dj = 1, 0, 0
-        return Plan(
-            width,
-            tuple(n for n, _, _ in rest),
-            tuple(s for _, s, _ in rest),
-            tuple(d for _, _, d in rest),
-            ni,
-            nj,
-            si,
-            sj,
-            di,
-            dj,
-            so,
-            do,
-            rows=True,
-        )
-    ni, si, di = dims[i]
-    nj, sj, dj = dims[j]
-    rest = [t for k, t in enumerate(dims) if k not in (i, j)]
-    micro, kind = _micro(width, ni, nj, si, sj, di, dj)
+def _plan(width, rest, inner_i, inner_j, so, do, *more, **kw) -> Plan:
+    """A Plan from the batch dims ``rest`` and the two tile dims, all ``(n, src, dst)``."""
+    (ni, si, di), (nj, sj, dj) = inner_i, inner_j
     return Plan(
         width,
         tuple(n for n, _, _ in rest),
@@ -327,9 +298,27 @@ def _classify(dims, width: int, so: int, do: int) -> Plan:
         dj,
         so,
         do,
-        micro,
-        kind,
+        *more,
+        **kw,
     )
+
+
+def _classify(dims, width: int, so: int, do: int) -> Plan:
+    if not dims:
+        return Plan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do, rows=True)
+    i = len(dims) - 1  # smallest destination stride (dims are ordered by it)
+    j = min(range(len(dims)), key=lambda k: (abs(dims[k][1]), k != i))
+    if j == i:
+        rest = dims[:i]
+        inner_j = (1, 0, 0)
+        if rest:  # rows: the innermost batch dim becomes j (fewer unravels per row)
+            inner_j = rest[-1]
+            rest = rest[:-1]
+        return _plan(width, rest, dims[i], inner_j, so, do, rows=True)
+    (ni, si, di), (nj, sj, dj) = dims[i], dims[j]
+    rest = [t for k, t in enumerate(dims) if k not in (i, j)]
+    micro, kind = _micro(width, ni, nj, si, sj, di, dj)
+    return _plan(width, rest, dims[i], dims[j], so, do, micro, kind)
 
 
 def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
