@@ -82,13 +82,15 @@ def pointer(data) -> int:
         return data.__array_interface__["data"][0]
     if hasattr(data, "__cuda_array_interface__"):
         return data.__cuda_array_interface__["data"][0]
-    return data._ary.__array_interface__["data"][0]  # the simulator's backing array
+    from .kernels.numba_private import simulator_pointer
+
+    return simulator_pointer(data)
 
 
 def _simulated() -> bool:
-    from numba import config
+    from .kernels.numba_private import cuda_simulated
 
-    return bool(config.ENABLE_CUDASIM)
+    return cuda_simulated()
 
 
 def to_device(t, device: str):

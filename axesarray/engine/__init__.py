@@ -75,8 +75,7 @@ def warmup() -> None:
     >>> import axesarray as ax
     >>> ax.warmup()
     """
-    from numba.core.registry import cpu_target
-
+    from ..kernels.numba_private import load_cpu_target
     from . import fused  # noqa: F401 - imports the code generator and the math library
 
-    cpu_target.target_context.refresh()
+    load_cpu_target()

@@ -20,6 +20,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .numba_private import cache_hits
+
 __all__ = ["cache_dir", "get_kernel", "state", "STATS", "clear_memory"]
 
 STATS = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "recovered": 0}
@@ -94,7 +96,7 @@ class Kernel:
                 _purge(self.path)
                 self.fn = _load(self.key, self.source, self.path, self.entry, fresh=True)
                 result = self.fn(*args)
-            hits = sum(getattr(self.fn, "_cache_hits", {}).values())
+            hits = cache_hits(self.fn)
             STATS["disk_hits" if hits else "compiled"] += 1
             self.ready = True
             return result

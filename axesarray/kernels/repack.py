@@ -24,6 +24,7 @@ from numba import njit
 from ..expr import Leaf
 from ..strided import has_internal_overlap, span
 from . import repack_simd as simd
+from .numba_private import NO_NRT
 from .repack_cuda import on_device, try_repack_cuda
 from .repack_plan import VECTOR_BYTES, Plan, plans
 
@@ -112,7 +113,7 @@ def _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, ste
     _scalar(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj)
 
 
-@njit(nogil=True, _nrt=False)
+@njit(nogil=True, **NO_NRT)
 def _staged_tile(
     src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind, step_i, step_j, lanes, dst_mod
 ):
@@ -132,7 +133,7 @@ def _staged_tile(
             _emit(stage, (j - j0) * width, dst, do + j * dj + i0, width, lanes, dst_mod)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, **NO_NRT)
 def _kernel(
     src,
     dst,

@@ -16,88 +16,31 @@ from __future__ import annotations
 import numpy as np
 
 from ..expr import Leaf
+from .numba_private import is_simulator_array
 from .repack_plan import Plan, plans
 
 __all__ = ["try_repack_cuda", "on_device", "TILE", "ROWS"]
 
 TILE = 32
 ROWS = 8
+
 _MAX_BLOCKS = 4096
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _KERNELS: dict = {}
-cuda = None  # numba.cuda, imported on first use
 
 
 def on_device(data) -> bool:
     """A CUDA array: anything with ``__cuda_array_interface__``, or a simulator array."""
-    return hasattr(data, "__cuda_array_interface__") or type(data).__module__.startswith(
-        "numba.cuda.simulator"
-    )
+    return hasattr(data, "__cuda_array_interface__") or is_simulator_array(data)
 
 
 def _kernels(width: int):
-    if width in _KERNELS:
-        return _KERNELS[width]
-    import numba
-    from numba import cuda as module
+    hit = _KERNELS.get(width)
+    if hit is None:
+        from .repack_cuda_kernels import build
 
-    # The kernels must see ``cuda`` as a module global: the simulator swaps globals.
-    global cuda
-    cuda = module
-    word = numba.from_dtype(np.dtype(_WORD[width]))
-
-    @cuda.jit(device=True)
-    def batch_offsets(b, bshape, bsrc, bdst, soff, doff):
-        """Source and destination offsets of batch ``b`` (row-major over ``bshape``)."""
-        so = soff
-        do = doff
-        for k in range(bshape.size - 1, -1, -1):
-            idx = b % bshape[k]
-            b //= bshape[k]
-            so += idx * bsrc[k]
-            do += idx * bdst[k]
-        return so, do
-
-    @cuda.jit
-    def transpose(src, dst, soff, doff, bshape, bsrc, bdst, nbatch, ni, nj, si, sj, di, dj):
-        tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=word)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        nti = (ni + TILE - 1) // TILE
-        ntj = (nj + TILE - 1) // TILE
-        per_batch = nti * ntj
-        for t in range(cuda.blockIdx.x, nbatch * per_batch, cuda.gridDim.x):
-            b = t // per_batch
-            rest = t - b * per_batch
-            i0 = (rest // ntj) * TILE
-            j0 = (rest - (rest // ntj) * ntj) * TILE
-            so, do = batch_offsets(b, bshape, bsrc, bdst, soff, doff)
-            for k in range(0, TILE, ROWS):  # read along j: the source's contiguous dim
-                i = i0 + ty + k
-                j = j0 + tx
-                if i < ni and j < nj:
-                    tile[ty + k, tx] = src[so + i * si + j * sj]
-            cuda.syncthreads()
-            for k in range(0, TILE, ROWS):  # write along i: the destination's
-                i = i0 + tx
-                j = j0 + ty + k
-                if i < ni and j < nj:
-                    dst[do + j * dj + i * di] = tile[tx, ty + k]
-            cuda.syncthreads()
-
-    @cuda.jit
-    def rows(src, dst, soff, doff, bshape, bsrc, bdst, total, ni, nj, si, sj, di, dj):
-        start = cuda.grid(1)
-        step = cuda.gridsize(1)
-        for f in range(start, total, step):
-            i = f % ni
-            q = f // ni
-            j = q % nj
-            so, do = batch_offsets(q // nj, bshape, bsrc, bdst, soff, doff)
-            dst[do + j * dj + i * di] = src[so + j * sj + i * si]
-
-    _KERNELS[width] = (transpose, rows)
-    return _KERNELS[width]
+        hit = _KERNELS[width] = build(_WORD[width], TILE, ROWS)
+    return hit
 
 
 def run_plan_cuda(p: Plan, src, dst) -> None:

@@ -26,9 +26,9 @@ import platform
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .numba_private import alloca_once, for_range
 from .repack_plan import VECTOR_BYTES
 
 MICRO_SIZES = (2, 4, 8, 16, 32)
@@ -147,7 +147,7 @@ def _square(t: _Tile) -> None:
     # lanes inside each word across g consecutive rows.
     g = 4 // t.width
     vec = ir.VectorType(t.elem, v)
-    scratch = cgutils.alloca_once(t.b, vec, size=v)
+    scratch = alloca_once(t.b, vec, v)
     for s in range(g):
         words = [t.load(g * a + s, 8, _I32) for a in range(8)]
         words = _butterfly(t.b, words, 8, 8)
@@ -249,7 +249,7 @@ def stream(typingctx, src, src_off, dst, dst_off, count):
         s_data = context.make_array(sty)(context, builder, args[0]).data
         d_data = context.make_array(dty)(context, builder, args[2]).data
         flag = builder.module.add_metadata([ir.Constant(_I32, 1)])
-        with cgutils.for_range(builder, args[4]) as loop:
+        with for_range(builder, args[4]) as loop:
             step = builder.mul(loop.index, ir.Constant(_I64, lanes))
             sp = builder.gep(s_data, [builder.add(args[1], step)])
             dp = builder.gep(d_data, [builder.add(args[3], step)])

@@ -1,0 +1,75 @@
+"""Every private numba name the project uses (``kernels/numba_private.py``) still exists.
+
+A numba upgrade that renames or removes one fails here, by name, instead of breaking a
+kernel somewhere else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from axesarray.kernels import numba_private as npriv
+
+
+def test_no_nrt_option_compiles():
+    @njit(**npriv.NO_NRT)
+    def twice(a):
+        for i in range(a.size):
+            a[i] *= 2
+
+    x = np.arange(4.0)
+    twice(x)
+    np.testing.assert_array_equal(x, [0.0, 2.0, 4.0, 6.0])
+
+
+def test_cgutils_helpers_build_a_loop_and_a_stack_slot():
+    @intrinsic
+    def count_up(typingctx, n):
+        sig = types.int64(types.int64)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            slot = npriv.alloca_once(builder, i64, 1)
+            builder.store(ir.Constant(i64, 0), slot)
+            with npriv.for_range(builder, args[0]) as loop:
+                builder.store(builder.add(builder.load(slot), loop.index), slot)
+            return builder.load(slot)
+
+        return sig, codegen
+
+    @njit
+    def triangle(n):
+        return count_up(n)
+
+    assert triangle(5) == 0 + 1 + 2 + 3 + 4
+
+
+def test_cache_hits_reads_a_dispatcher():
+    @njit
+    def one():
+        return 1
+
+    one()
+    assert npriv.cache_hits(one) == 0  # compiled here, not loaded from a cache
+    assert npriv.cache_hits(lambda: 1) == 0  # not a dispatcher
+
+
+def test_load_cpu_target_runs():
+    npriv.load_cpu_target()
+
+
+def test_simulator_helpers():
+    assert isinstance(npriv.cuda_simulated(), bool)
+    if not npriv.cuda_simulated():
+        return
+    from numba import cuda
+
+    arr = cuda.to_device(np.arange(3.0))
+    assert npriv.is_simulator_array(arr)
+    assert not npriv.is_simulator_array(np.arange(3.0))
+    address = npriv.simulator_pointer(arr)
+    assert isinstance(address, int) and address > 0
+    assert npriv.simulator_pointer(arr) == address  # the backing array, not a copy
