@@ -23,6 +23,10 @@ from .engine import warmup
 
 __all__ += ["warmup"]
 
+from .devices import Device
+
+__all__ += ["Device"]
+
 from .tensor import Tensor, TensorDescription, assign
 
 __all__ += ["Tensor", "TensorDescription", "assign"]
@@ -31,69 +35,14 @@ from .creation import arange, empty, full, ones, random, tensor, zeros
 
 __all__ += ["arange", "empty", "full", "ones", "random", "tensor", "zeros"]
 
-from .functions import (
-    abs,
-    ceil,
-    clip,
-    concat,
-    cos,
-    dot,
-    exp,
-    explain,
-    expm1,
-    floor,
-    isfinite,
-    isinf,
-    isnan,
-    log,
-    log1p,
-    logical_not,
-    maximum,
-    minimum,
-    pad,
-    relu,
-    round,
-    sigmoid,
-    sign,
-    sin,
-    sqrt,
-    square,
-    tanh,
-    where,
-)
+# The elementwise functions are generated from the op table (ops.OPS): one row per op.
+from . import functions as _functions
 
-__all__ += [
-    "abs",
-    "ceil",
-    "clip",
-    "concat",
-    "cos",
-    "dot",
-    "exp",
-    "explain",
-    "expm1",
-    "floor",
-    "isfinite",
-    "isinf",
-    "isnan",
-    "log",
-    "log1p",
-    "logical_not",
-    "maximum",
-    "minimum",
-    "pad",
-    "relu",
-    "round",
-    "sigmoid",
-    "sign",
-    "sin",
-    "sqrt",
-    "square",
-    "tanh",
-    "where",
-]
+globals().update({name: getattr(_functions, name) for name in _functions.__all__})
+__all__ += _functions.__all__
 
-from .layouts import Layout, empty_like_layout, physical, repack, to_layout
+from .layout_ops import empty_like_layout, physical, repack, to_layout
+from .layouts import Layout
 from .npyio import load, save
 
 __all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]

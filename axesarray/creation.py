@@ -11,6 +11,7 @@ from . import expr as ex
 from .axes import Axes, Axis, as_axes, parse_names
 from .dtypes import as_dtype
 from .errors import AxesError, fmt_axes, message
+from .layout_ops import wrap_physical
 from .storage import allocate, fresh, wrap_array
 from .strided import contiguous
 from .tensor import Tensor
@@ -76,8 +77,6 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     arr = np.asarray(data) if dtype is None else np.asarray(data, dtype=as_dtype(dtype, "tensor"))
     as_dtype(arr.dtype, "tensor")
     if layout is not None:
-        from .layout_ops import wrap_physical
-
         return wrap_physical(arr, axes, layout, copy)
     ax = _axes_for_data(axes, arr.shape)
     wrapped = None if copy else wrap_array(arr)

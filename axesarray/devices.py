@@ -1,24 +1,28 @@
-"""Devices: where a tensor's storage lives, and moving it between CPU and CUDA.
+"""Devices: where storage lives, as a value (``Device``) that owns every storage operation.
 
-GPU storage is a CuPy array when CuPy is installed, else a numba device array; both are
-1-D, like CPU storage. Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
-simulator's arrays stand in for GPU memory. Imports ``tensor`` and below.
+``cpu`` storage is a 1-D numpy array. ``cuda`` storage is a CuPy array when CuPy is
+installed and a real GPU runs, else a numba device array; under numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) the simulator's arrays stand in for GPU memory (a flavour of
+cuda: ``Device.backend == "simulator"``). Code elsewhere never tests storage types: it
+asks ``device_of(data)`` and calls the device's methods (allocate, upload, copy to host,
+pointer, array view, matmul).
+
+``Device`` compares equal to its string form, so ``t.device == "cpu"`` reads naturally.
+Imports ``strided``, ``storage`` and (lazily) numba / CuPy.
 """
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 
-from . import expr as ex
 from .errors import message
+from .storage import allocate, leaf_array
+from .strided import View
 
-__all__ = ["to_device", "is_device_array", "cuda_empty", "host", "pointer", "upload", "DEVICES"]
+__all__ = ["Device", "CPU", "CUDA", "device_of", "as_device", "host_array", "DEVICE_KINDS"]
 
-DEVICES = ("cpu", "cuda")
-
-
-def is_device_array(data) -> bool:
-    return not isinstance(data, np.ndarray)
+DEVICE_KINDS = ("cpu", "cuda")
 
 
 def _cupy():
@@ -29,93 +33,177 @@ def _cupy():
     return cupy
 
 
-def _cuda():
-    from numba import cuda
+@attrs.frozen(eq=False)
+class Device:
+    """A place for storage: ``Device("cpu")`` or ``Device("cuda", index)``.
 
-    return cuda
+    >>> Device("cpu") == "cpu", str(Device("cuda", 1))
+    (True, 'cuda:1')
+    """
 
+    kind: str
+    index: int = 0
 
-def cuda_ready() -> bool:
-    """Whether CUDA kernels can run here (a GPU, or numba's simulator)."""
-    try:
-        return bool(_cuda().is_available())
-    except Exception:  # noqa: BLE001 - no driver, no toolkit: simply not available
-        return False
+    def __str__(self) -> str:
+        return self.kind if self.kind == "cpu" or self.index == 0 else f"{self.kind}:{self.index}"
 
+    def __repr__(self) -> str:
+        return f"Device({str(self)!r})"
 
-def cuda_empty(n: int, dtype: np.dtype):
-    """Uninitialized 1-D device storage."""
-    cp = _cupy()
-    if cp is not None and not _simulated():
-        return cp.empty(n, dtype=dtype)
-    return _cuda().device_array(n, dtype=dtype)
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = as_device(other)
+            except ValueError:
+                return False
+        return isinstance(other, Device) and (self.kind, self.index) == (other.kind, other.index)
 
+    def __hash__(self) -> int:
+        return hash((self.kind, self.index))
 
-def upload(arr: np.ndarray):
-    """Copy a 1-D host array to the device."""
-    cp = _cupy()
-    if cp is not None and not _simulated():
-        return cp.asarray(arr)
-    return _cuda().to_device(np.ascontiguousarray(arr))
+    # --- what runs there -----------------------------------------------------------------
 
+    @property
+    def is_cpu(self) -> bool:
+        return self.kind == "cpu"
 
-def host(data) -> np.ndarray:
-    """The storage as a host numpy array (a copy for device storage)."""
-    if isinstance(data, np.ndarray):
-        return data
-    if hasattr(data, "copy_to_host"):
+    @property
+    def backend(self) -> str:
+        """ "numpy" (cpu), "cupy", "numba" (numba device arrays) or "simulator"."""
+        if self.is_cpu:
+            return "numpy"
+        from .kernels.numba_private import cuda_simulated
+
+        if cuda_simulated():
+            return "simulator"
+        return "cupy" if _cupy() is not None else "numba"
+
+    def available(self) -> bool:
+        """Whether kernels can run here (for cuda: a GPU, or numba's simulator)."""
+        if self.is_cpu:
+            return True
+        try:
+            from numba import cuda
+
+            return bool(cuda.is_available())
+        except Exception:  # noqa: BLE001 - no driver, no toolkit: simply not available
+            return False
+
+    def check_available(self, op: str) -> None:
+        if not self.available():
+            raise RuntimeError(
+                message(
+                    op,
+                    f"no {self.kind.upper()} device is available",
+                    str(self),
+                    "Install numba-cuda with a GPU driver, or set NUMBA_ENABLE_CUDASIM=1 to test",
+                )
+            )
+
+    # --- storage -----------------------------------------------------------------------------
+
+    def empty(self, n: int, dtype: np.dtype):
+        """Uninitialized 1-D storage of ``n`` elements."""
+        if self.is_cpu:
+            return allocate(n, dtype)
+        if self.backend == "cupy":
+            return _cupy().empty(n, dtype=dtype)
+        from numba import cuda
+
+        return cuda.device_array(n, dtype=dtype)
+
+    def upload(self, arr: np.ndarray):
+        """A copy of the 1-D host array ``arr`` on this device (``arr`` itself on the cpu)."""
+        if self.is_cpu:
+            return arr
+        if self.backend == "cupy":
+            return _cupy().asarray(arr)
+        from numba import cuda
+
+        return cuda.to_device(np.ascontiguousarray(arr))
+
+    def to_host(self, data) -> np.ndarray:
+        """The storage as a host numpy array (a copy for device storage)."""
+        if self.is_cpu:
+            return data
+        if self.backend == "cupy":
+            return data.get()
         return data.copy_to_host()
-    return data.get()  # cupy
 
+    def write_host(self, data, values: np.ndarray) -> None:
+        """Overwrite the storage with host ``values`` (same size)."""
+        if self.is_cpu:
+            data[...] = values
+        elif self.backend == "cupy":
+            data.set(values)
+        else:
+            data.copy_to_device(values)
 
-def write_host(data, values: np.ndarray) -> None:
-    """Overwrite device storage with host ``values`` (same size)."""
-    if hasattr(data, "copy_to_device"):
-        data.copy_to_device(values)
-    else:
-        data.set(values)
+    def pointer(self, data) -> int:
+        """Address of the first element, for overlap checks."""
+        if self.is_cpu:
+            return data.__array_interface__["data"][0]
+        if self.backend == "simulator":
+            from .kernels.numba_private import simulator_pointer
 
-
-def pointer(data) -> int:
-    """Address of the first element, for overlap checks."""
-    if isinstance(data, np.ndarray):
-        return data.__array_interface__["data"][0]
-    if hasattr(data, "__cuda_array_interface__"):
+            return simulator_pointer(data)
         return data.__cuda_array_interface__["data"][0]
-    from .kernels.numba_private import simulator_pointer
 
-    return simulator_pointer(data)
+    def array_view(self, data, view: View):
+        """A (numpy or CuPy) array for a plain view of 1-D storage, without copying."""
+        if self.is_cpu:
+            return leaf_array(data, view)
+        if self.backend != "cupy":
+            raise NotImplementedError(
+                message("array_view", "only CuPy device arrays have strided views", str(self))
+            )
+        size = data.dtype.itemsize
+        ptr = data.data + view.offset * size
+        return _cupy().ndarray(view.shape, data.dtype, ptr, tuple(s * size for s in view.strides))
+
+    @property
+    def has_blas(self) -> bool:
+        """Whether ``matmul`` runs a BLAS (numpy on the cpu, cuBLAS through CuPy)."""
+        return self.is_cpu or self.backend == "cupy"
+
+    def matmul(self, a, b, out) -> None:
+        """``out[...] = a @ b`` for 3-D arrays from ``array_view``."""
+        if self.is_cpu:
+            np.matmul(a, b, out=out)
+        else:
+            _cupy().matmul(a, b, out=out)
 
 
-def _simulated() -> bool:
-    from .kernels.numba_private import cuda_simulated
-
-    return cuda_simulated()
+CPU = Device("cpu")
+CUDA = Device("cuda")
 
 
-def to_device(t, device: str):
-    """A copy of ``t`` on ``device`` ("cpu" or "cuda"); ``t`` itself if it is there already.
+def device_of(data) -> Device:
+    """The device holding 1-D storage ``data``: the only storage type test in the package."""
+    return CPU if type(data) is np.ndarray or isinstance(data, np.ndarray) else CUDA
 
-    >>> import axesarray as ax
-    >>> x = ax.zeros((ax.Axis("N", 2),))
-    >>> x.to("cpu") is x
+
+def as_device(spec) -> Device:
+    """``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``Device`` as a ``Device``.
+
+    >>> as_device("cuda:0") == Device("cuda")
     True
     """
-    from .tensor import Tensor
+    if isinstance(spec, Device):
+        return spec
+    if isinstance(spec, str):
+        kind, _, index = spec.partition(":")
+        if kind in DEVICE_KINDS and (index == "" or (index.isdigit() and kind == "cuda")):
+            return Device(kind, int(index or 0))
+    raise ValueError(
+        message("to", f"unknown device {spec!r}", None, "Use 'cpu', 'cuda' or 'cuda:N'")
+    )
 
-    if device not in DEVICES:
-        raise ValueError(message("to", f"unknown device {device!r}", None, "Use 'cpu' or 'cuda'"))
-    if t.device == device and t.is_lvalue:
-        return t
-    if device == "cuda" and not cuda_ready():
-        raise RuntimeError(
-            message(
-                "to",
-                "no CUDA device is available",
-                None,
-                "Install numba-cuda with a GPU driver, or set NUMBA_ENABLE_CUDASIM=1 to test",
-            )
-        )
-    leaf = t.eval()._node
-    data = upload(leaf.data) if device == "cuda" else host(leaf.data)
-    return Tensor(t.axes, ex.Leaf(data, leaf.view), t.layout)
+
+def host_array(data, view: View, writeable: bool = True) -> np.ndarray:
+    """The numpy array a view of storage describes, copied to the host for device storage
+    (then read-only)."""
+    dev = device_of(data)
+    if not dev.is_cpu:
+        return leaf_array(dev.to_host(data), view, False)
+    return leaf_array(data, view, writeable)

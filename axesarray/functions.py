@@ -1,97 +1,62 @@
 """Free functions: elementwise math, ``where``, ``clip``, ``dot``, ``pad``, ``concat``.
 
-Every function builds a lazy r-tensor; names are resolved to positions here, then the
-``expr`` constructors take over. Imports ``tensor`` and below.
+The elementwise functions (``exp``, ``hypot``...) are generated from the rows of
+``ops.OPS`` that name a public function, docstrings included. Every function builds a lazy
+r-tensor; names are resolved to positions here, then the ``expr`` constructors take over.
+Imports ``tensor`` and below.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import engine
 from . import expr as ex
 from .axes import Axes, Axis, broadcast_axes, parse_names
 from .dtypes import ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
+from .ops import OPS
 from .tensor import Tensor, align, checked_assignment, elementwise
 
-__all__ = [
-    "exp",
-    "expm1",
-    "log",
-    "log1p",
-    "sqrt",
-    "abs",
-    "sin",
-    "cos",
-    "tanh",
-    "sigmoid",
+
+def _elementwise_function(row):
+    """The public function of an ``ops.OPS`` row: lazy, broadcasting by name."""
+    op = row.name
+    if row.arity == 1:
+
+        def fn(x):
+            if type(x) is Tensor and x._layout is None:  # the common case, without detours
+                return Tensor(x._axes, ex.map_op(op, (x._node,), x._node.shape, op))
+            return elementwise(op, x)
+
+    else:
+
+        def fn(*args):
+            if len(args) != row.arity:
+                raise TypeError(
+                    message(row.public, f"takes {row.arity} arguments", f"got {len(args)}")
+                )
+            return elementwise(op, *args, name=row.public)
+
+    fn.__name__ = fn.__qualname__ = row.public
+    fn.__doc__ = row.doc
+    fn.__module__ = "axesarray"
+    return fn
+
+
+GENERATED = {row.public: _elementwise_function(row) for row in OPS.values() if row.public}
+globals().update(GENERATED)
+
+__all__ = sorted(GENERATED) + [
     "relu",
-    "floor",
-    "ceil",
     "round",
-    "square",
-    "sign",
-    "isnan",
-    "isinf",
-    "isfinite",
-    "logical_not",
-    "maximum",
-    "minimum",
     "clip",
     "where",
     "dot",
     "pad",
     "concat",
     "explain",
-    "UFUNC_OPS",
 ]
-
-
-def _unary(op: str, doc: str):
-    def fn(x):
-        if type(x) is Tensor and x._layout is None:  # the common case, without detours
-            return Tensor(x._axes, ex.map_op(op, (x._node,), x._node.shape, op))
-        return elementwise(op, x)
-
-    fn.__name__ = fn.__qualname__ = "abs" if op == "abs" else op
-    fn.__doc__ = doc
-    return fn
-
-
-exp = _unary(
-    "exp",
-    """Elementwise e**x (a lazy r-tensor).
-
-    >>> import axesarray as ax, numpy as np
-    >>> ax.exp(ax.tensor(np.zeros(2), "N")).numpy()
-    array([1., 1.])
-    """,
-)
-expm1 = _unary("expm1", "Elementwise exp(x) - 1, accurate near 0.")
-log = _unary("log", "Elementwise natural logarithm.")
-log1p = _unary("log1p", "Elementwise log(1 + x), accurate near 0.")
-sqrt = _unary("sqrt", "Elementwise square root.")
-abs = _unary("abs", "Elementwise absolute value.")  # noqa: A001 - the numpy name
-sin = _unary("sin", "Elementwise sine.")
-cos = _unary("cos", "Elementwise cosine.")
-tanh = _unary("tanh", "Elementwise hyperbolic tangent.")
-floor = _unary("floor", "Elementwise floor.")
-ceil = _unary("ceil", "Elementwise ceiling.")
-square = _unary("square", "Elementwise x*x.")
-sign = _unary("sign", "Elementwise sign (-1, 0 or 1; nan stays nan).")
-isnan = _unary("isnan", "Elementwise test for NaN.")
-isinf = _unary("isinf", "Elementwise test for +-inf.")
-isfinite = _unary("isfinite", "Elementwise test for finite values.")
-logical_not = _unary("logical_not", "Elementwise logical not.")
-sigmoid = _unary(
-    "sigmoid",
-    """Elementwise logistic function 1 / (1 + exp(-x)), with exp's dtype rule.
-
-    >>> import axesarray as ax, numpy as np
-    >>> ax.sigmoid(ax.tensor(np.zeros(1, "float32"), "N")).numpy()
-    array([0.5], dtype=float32)
-    """,
-)
 
 
 def round(x, decimals: int = 0):  # noqa: A001 - the numpy name
@@ -104,16 +69,6 @@ def relu(x):
     return elementwise("maximum", x, 0, name="relu")
 
 
-def maximum(a, b):
-    """Elementwise maximum with numpy's NaN propagation, broadcasting by name."""
-    return elementwise("maximum", a, b)
-
-
-def minimum(a, b):
-    """Elementwise minimum with numpy's NaN propagation, broadcasting by name."""
-    return elementwise("minimum", a, b)
-
-
 def clip(x, lo=None, hi=None):
     """Limit values to ``[lo, hi]`` (either may be None), as ``np.clip``.
 
@@ -121,14 +76,9 @@ def clip(x, lo=None, hi=None):
     >>> ax.clip(ax.tensor(np.array([-2.0, 0.5, 9.0]), "N"), 0, 1).numpy()
     array([0. , 0.5, 1. ])
     """
-    if lo is None and hi is None:
-        raise ValueError(message("clip", "give lo, hi or both"))
-    out = x
-    if lo is not None:
-        out = elementwise("maximum", out, lo, name="clip")
-    if hi is not None:
-        out = elementwise("minimum", out, hi, name="clip")
-    return out
+    if not isinstance(x, Tensor):
+        raise TypeError(message("clip", "expected a Tensor", type(x).__name__))
+    return x.clip(lo, hi)
 
 
 def where(cond, a, b):
@@ -252,55 +202,9 @@ def explain(expr: Tensor, out: Tensor | None = None):
     >>> [k.kind for k in plan.kernels]
     ['reduction']
     """
-    from .engine import fused
-
     if out is None:
         node, dst = expr._node, None
     else:
         dst, node = checked_assignment(out, expr)
     names = (out if out is not None else expr).names
-    return fused.explain(node, dst, names)
-
-
-# numpy ufunc name -> op, for ``np.exp(tensor)`` and friends (lazy, like our own functions).
-UFUNC_OPS = {
-    "add": "add",
-    "subtract": "sub",
-    "multiply": "mul",
-    "true_divide": "truediv",
-    "divide": "truediv",
-    "floor_divide": "floordiv",
-    "remainder": "mod",
-    "power": "pow",
-    "maximum": "maximum",
-    "minimum": "minimum",
-    "bitwise_and": "and",
-    "bitwise_or": "or",
-    "bitwise_xor": "xor",
-    "equal": "eq",
-    "not_equal": "ne",
-    "less": "lt",
-    "less_equal": "le",
-    "greater": "gt",
-    "greater_equal": "ge",
-    "negative": "neg",
-    "invert": "invert",
-    "absolute": "abs",
-    "square": "square",
-    "sign": "sign",
-    "exp": "exp",
-    "expm1": "expm1",
-    "log": "log",
-    "log1p": "log1p",
-    "sqrt": "sqrt",
-    "sin": "sin",
-    "cos": "cos",
-    "tanh": "tanh",
-    "floor": "floor",
-    "ceil": "ceil",
-    "rint": "rint",
-    "isnan": "isnan",
-    "isinf": "isinf",
-    "isfinite": "isfinite",
-    "logical_not": "logical_not",
-}
+    return engine.explain(node, dst, names)

@@ -9,8 +9,9 @@ number blocks C. Keyword roles map the letters to a tensor's own axis names.
 A tensor carries a *bound* layout: one whose names are the tensor's axis names. Binding
 only renames; ``roles`` remembers the letters so ``str`` still reads ``"NHWC"``.
 
-Operations on tensors (``to_layout``, ``physical``, ``repack``...) live in ``layout_ops``;
-this module only imports ``axes`` and ``errors``.
+Layouts as views of storage are ``layout_views``; the functions users call
+(``to_layout``, ``physical``, ``repack``...) are in ``layout_ops``. This module only
+imports ``axes`` and ``errors``.
 """
 
 from __future__ import annotations
@@ -361,16 +362,3 @@ def isel_layout(layout: Layout, axes: Axes, indexers: Mapping) -> Layout:
     roles = tuple((r, a) for r, a in layout.roles if a not in dropped)
     order = tuple(n for n in layout.order if n not in dropped)
     return Layout(order, blocks, roles, partial and bool(blocks))
-
-
-_OPS = ("to_layout", "physical", "empty_like_layout", "repack")
-
-
-def __getattr__(name: str):
-    # Tensor-level operations live in layout_ops (it imports tensor and engine); resolve
-    # them lazily so this module stays importable from below tensor.py.
-    if name in _OPS:
-        from . import layout_ops
-
-        return getattr(layout_ops, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ import numpy as np
 
 from .strided import View, contiguous
 
-__all__ = ["ALIGN", "allocate", "wrap_array", "leaf_array", "device_of", "fresh"]
+__all__ = ["ALIGN", "allocate", "wrap_array", "leaf_array", "fresh"]
 
 ALIGN = 64  # bytes; allocations start on a cache line
 
@@ -70,13 +70,8 @@ def wrap_array(arr: np.ndarray) -> tuple[np.ndarray, View] | None:
 
 
 def leaf_array(data: np.ndarray, view: View, writeable: bool = True) -> np.ndarray:
-    """The numpy array a view describes: zero-copy for plain views, a gather when blocked.
-
-    Device (CUDA) storage is copied to the host first.
-    """
-    if not isinstance(data, np.ndarray):
-        data = data.copy_to_host() if hasattr(data, "copy_to_host") else data.get()
-        writeable = False
+    """The numpy array a view of host storage describes: zero-copy for plain views, a
+    gather when blocked (``devices.host_array`` copies device storage to the host first)."""
     if view.blocks is not None:
         from .strided import addresses
 
@@ -96,11 +91,6 @@ def leaf_array(data: np.ndarray, view: View, writeable: bool = True) -> np.ndarr
     if not writeable and out.flags.writeable:
         out.flags.writeable = False
     return out
-
-
-def device_of(data) -> str:
-    """'cpu' for numpy buffers, 'cuda' for device arrays (CuPy, numba, the simulator's)."""
-    return "cpu" if isinstance(data, np.ndarray) else "cuda"
 
 
 def fresh(shape: tuple[int, ...], dtype: np.dtype, order: tuple[int, ...] | None = None):

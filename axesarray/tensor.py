@@ -2,9 +2,9 @@
 
 Names live here and above; everything below sees positions. A Tensor is ``(axes, node)``:
 an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
-expression) otherwise. View methods come from ``views``, reductions from ``reductions``.
-Imports ``axes``, ``dtypes``, ``expr``, ``engine``, ``views``, ``reductions``; the methods
-that delegate upward (layouts, devices, printing) import their module when called.
+expression) otherwise. View methods come from ``views``, reductions from ``reductions``,
+layout methods from ``layout_views``; the operators are generated from ``ops.OPS``.
+Every import points down.
 """
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ import numpy as np
 
 from . import engine
 from . import expr as ex
+from ._repr import tensor_html, tensor_repr
 from .axes import Axes, broadcast_axes
+from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
+from .layout_views import LayoutMethods, allocate_leaf, layout_for_axes
+from .ops import OPS, UFUNCS
 from .reductions import ReductionMethods
 from .views import ViewMethods, align
 
@@ -42,7 +46,7 @@ class TensorDescription:
     offset: int | None
     allocated: int | None
     layout: object = None
-    device: str = "cpu"
+    device: object = "cpu"  # a devices.Device (compares equal to "cpu", "cuda"...)
 
 
 def operand_node(value, axes: Axes, op: str):
@@ -140,7 +144,7 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
 
 
-class Tensor(ViewMethods, ReductionMethods):
+class Tensor(ViewMethods, ReductionMethods, LayoutMethods):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
     Build one with ``ax.tensor``, ``ax.zeros`` and friends; arithmetic gives r-tensors.
@@ -223,16 +227,16 @@ class Tensor(ViewMethods, ReductionMethods):
         return self._layout
 
     @property
-    def device(self) -> str:
-        from .storage import device_of
-
+    def device(self):
+        """Where the storage is (an r-tensor: where its inputs are): a ``Device`` that
+        compares equal to ``"cpu"``, ``"cuda"``, ``"cuda:1"``..."""
         node = self._node
-        if isinstance(node, ex.Leaf):
+        if type(node) is ex.Leaf:
             return device_of(node.data)
-        for n in ex.walk(node):
-            if isinstance(n, ex.Leaf):
-                return device_of(n.data)
-        return "cpu"
+        for p in node.params:
+            if type(p) is ex.Leaf:
+                return device_of(p.data)
+        return as_device("cpu")
 
     @property
     def description(self) -> TensorDescription:
@@ -270,33 +274,29 @@ class Tensor(ViewMethods, ReductionMethods):
     def copy(self) -> Tensor:
         """A new l-tensor holding the values, in this tensor's layout or memory order."""
         if self._layout is not None:
-            from .layouts import empty_like_layout
-
-            out = empty_like_layout(self._axes, self.dtype, self._layout, self.device)
+            layout = layout_for_axes(self._axes, self._layout)
+            leaf = allocate_leaf(self._axes, self.dtype, layout, self.device)
+            out = Tensor(self._axes, leaf, layout)
             assign(out, self)
             return out
         return Tensor(self._axes, engine.evaluate(self._node))
 
-    # --- layouts and devices (implemented in layouts.py / devices.py) ------------------------
+    def to(self, device) -> Tensor:
+        """A copy on ``device`` ("cpu", "cuda", "cuda:N"); the tensor itself if it is an
+        l-tensor there already.
 
-    def to_layout(self, layout, **roles) -> Tensor:
-        """A copy stored in ``layout`` ("NHWC", "NCHW32", ``ax.Layout(...)``); see layouts."""
-        from .layouts import to_layout
-
-        return to_layout(self, layout, **roles)
-
-    @property
-    def physical(self) -> np.ndarray:
-        """The physical array of a laid-out l-tensor, e.g. shape (N, Cb, H, W, 4) for NCHW4."""
-        from .layouts import physical
-
-        return physical(self)
-
-    def to(self, device: str) -> Tensor:
-        """A copy on ``device`` ("cpu" or "cuda"); the same tensor if it is there already."""
-        from .devices import to_device
-
-        return to_device(self, device)
+        >>> import axesarray as ax
+        >>> x = ax.zeros((ax.Axis("N", 2),))
+        >>> x.to("cpu") is x
+        True
+        """
+        target = as_device(device)
+        if self.is_lvalue and self.device == target:
+            return self
+        target.check_available("to")
+        leaf = self.eval()._node
+        data = device_of(leaf.data).to_host(leaf.data)
+        return Tensor(self._axes, ex.Leaf(target.upload(data), leaf.view), self._layout)
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array in axis order: a view for l-tensors when possible."""
@@ -357,13 +357,9 @@ class Tensor(ViewMethods, ReductionMethods):
         )
 
     def __repr__(self) -> str:
-        from ._repr import tensor_repr
-
         return tensor_repr(self)
 
     def _repr_html_(self) -> str:
-        from ._repr import tensor_html
-
         return tensor_html(self)
 
     # --- dtype -----------------------------------------------------------------------------
@@ -373,8 +369,8 @@ class Tensor(ViewMethods, ReductionMethods):
         dt = as_dtype(dtype, "astype")
         node = self._node
         if node.dtype == dt:
-            if isinstance(node, ex.Leaf):
-                node = ex.Leaf(node.data, node.view, writeable=False)
+            if type(node) is ex.Leaf:
+                node = ex.derived_leaf(node, node.view, ("same",), writeable=False)
             return Tensor(self._axes, node, self._layout)
         return Tensor(self._axes, ex.Cast(node, dt), self._layout)
 
@@ -390,9 +386,20 @@ class Tensor(ViewMethods, ReductionMethods):
         return elementwise("rint", self * scale, name="round") / scale
 
     def clip(self, lo=None, hi=None) -> Tensor:
-        from .functions import clip
+        """Limit values to ``[lo, hi]`` (either may be None), as ``np.clip``.
 
-        return clip(self, lo, hi)
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([-2.0, 0.5, 9.0]), "N").clip(0, 1).numpy()
+        array([0. , 0.5, 1. ])
+        """
+        if lo is None and hi is None:
+            raise ValueError(message("clip", "give lo, hi or both"))
+        out = self
+        if lo is not None:
+            out = elementwise("maximum", out, lo, name="clip")
+        if hi is not None:
+            out = elementwise("minimum", out, hi, name="clip")
+        return out
 
     # --- operators -------------------------------------------------------------------------
 
@@ -406,95 +413,8 @@ class Tensor(ViewMethods, ReductionMethods):
         fast = _elementwise_fast(op, pair, op)
         return fast if fast is not None else elementwise(op, *pair)
 
-    def __add__(self, o):
-        return self._binary(o, "add")
-
-    def __radd__(self, o):
-        return self._binary(o, "add", True)
-
-    def __sub__(self, o):
-        return self._binary(o, "sub")
-
-    def __rsub__(self, o):
-        return self._binary(o, "sub", True)
-
-    def __mul__(self, o):
-        return self._binary(o, "mul")
-
-    def __rmul__(self, o):
-        return self._binary(o, "mul", True)
-
-    def __truediv__(self, o):
-        return self._binary(o, "truediv")
-
-    def __rtruediv__(self, o):
-        return self._binary(o, "truediv", True)
-
-    def __floordiv__(self, o):
-        return self._binary(o, "floordiv")
-
-    def __rfloordiv__(self, o):
-        return self._binary(o, "floordiv", True)
-
-    def __mod__(self, o):
-        return self._binary(o, "mod")
-
-    def __rmod__(self, o):
-        return self._binary(o, "mod", True)
-
-    def __pow__(self, o):
-        return self._binary(o, "pow")
-
-    def __rpow__(self, o):
-        return self._binary(o, "pow", True)
-
-    def __and__(self, o):
-        return self._binary(o, "and")
-
-    def __rand__(self, o):
-        return self._binary(o, "and", True)
-
-    def __or__(self, o):
-        return self._binary(o, "or")
-
-    def __ror__(self, o):
-        return self._binary(o, "or", True)
-
-    def __xor__(self, o):
-        return self._binary(o, "xor")
-
-    def __rxor__(self, o):
-        return self._binary(o, "xor", True)
-
-    def __eq__(self, o):  # type: ignore[override]
-        return self._binary(o, "eq")
-
-    def __ne__(self, o):  # type: ignore[override]
-        return self._binary(o, "ne")
-
-    def __lt__(self, o):
-        return self._binary(o, "lt")
-
-    def __le__(self, o):
-        return self._binary(o, "le")
-
-    def __gt__(self, o):
-        return self._binary(o, "gt")
-
-    def __ge__(self, o):
-        return self._binary(o, "ge")
-
-    def __neg__(self):
-        return elementwise("neg", self)
-
     def __pos__(self):
         return self
-
-    def __abs__(self):
-        return elementwise("abs", self)
-
-    def __invert__(self):
-        return elementwise("invert", self)
 
     def _inplace(self, other, op: str):
         if not self.is_lvalue:
@@ -502,36 +422,49 @@ class Tensor(ViewMethods, ReductionMethods):
         assign(self, elementwise(op, self, other))
         return self
 
-    def __iadd__(self, o):
-        return self._inplace(o, "add")
-
-    def __isub__(self, o):
-        return self._inplace(o, "sub")
-
-    def __imul__(self, o):
-        return self._inplace(o, "mul")
-
-    def __itruediv__(self, o):
-        return self._inplace(o, "truediv")
-
-    def __ifloordiv__(self, o):
-        return self._inplace(o, "floordiv")
-
-    def __imod__(self, o):
-        return self._inplace(o, "mod")
-
-    def __ipow__(self, o):
-        return self._inplace(o, "pow")
-
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .functions import UFUNC_OPS
-
-        op = UFUNC_OPS.get(ufunc.__name__)
+        op = UFUNCS.get(ufunc.__name__)
         if op is None or method != "__call__" or kwargs:
             return NotImplemented
         if any(isinstance(v, np.ndarray) and v.ndim > 0 for v in inputs):
             return NotImplemented
         return elementwise(op, *inputs, name=ufunc.__name__)
+
+
+def _operators(cls) -> None:
+    """Give ``Tensor`` one operator per ``ops.OPS`` row with a ``dunder``: binary ops get
+    ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``."""
+    for row in OPS.values():
+        if row.dunder is None:
+            continue
+        op, name = row.name, row.dunder
+
+        if row.arity == 1:
+
+            def unary(self, op=op):
+                return elementwise(op, self)
+
+            setattr(cls, f"__{name}__", unary)
+            continue
+
+        def forward(self, o, op=op):
+            return self._binary(o, op)
+
+        setattr(cls, f"__{name}__", forward)
+        if row.symbol in ("==", "!=", "<", "<=", ">", ">="):
+            continue
+
+        def reflected(self, o, op=op):
+            return self._binary(o, op, True)
+
+        def inplace(self, o, op=op):
+            return self._inplace(o, op)
+
+        setattr(cls, f"__r{name}__", reflected)
+        setattr(cls, f"__i{name}__", inplace)
+
+
+_operators(Tensor)
 
 
 def assign(out: Tensor, value) -> None:

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import TYPE_CHECKING
+from typing import Self
 
 from . import expr as ex
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .errors import AxesError, fmt_axes, message
+from .layouts import isel_layout
 from .storage import fresh
-from .strided import merge_dims, split_dim
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
 
 __all__ = ["ViewMethods", "align", "resolve_names"]
 
@@ -37,7 +34,7 @@ def resolve_names(axes: Axes, names, op: str) -> list[int]:
     return dims
 
 
-def align(t: Tensor, axes: Axes, op: str = "align") -> ex.Node:
+def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
     """``t``'s node indexed by ``axes`` (a superset of its axes): transpose + broadcast."""
     if t._axes == axes:
         return t._node
@@ -50,10 +47,10 @@ class ViewMethods:
 
     __slots__ = ()
 
-    def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Tensor:
+    def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Self:
         return type(self)(axes, ex.remap(self._node, axes.shape, maps), layout)
 
-    def transpose(self, *names) -> Tensor:
+    def transpose(self, *names) -> Self:
         """Reorder axes by name (a view). ``...`` stands for the other axes in order.
 
         >>> import axesarray as ax
@@ -88,7 +85,7 @@ class ViewMethods:
         maps = tuple((wanted.index(a.name), 0, 1) for a in self._axes)
         return self._remapped(new_axes, maps, self._layout)
 
-    def isel(self, indexers: dict | None = None, **kwargs) -> Tensor:
+    def isel(self, indexers: dict | None = None, **kwargs) -> Self:
         """Select by name with slices (any step) or integers (which drop the axis); a view.
 
         >>> import axesarray as ax
@@ -137,13 +134,11 @@ class ViewMethods:
             maps.append((-1, i % axis.length, 0))
         layout = self._layout
         if layout is not None:
-            from .layouts import isel_layout
-
             # Integers drop their axis from the tag; a cut through blocks marks it partial.
             layout = isel_layout(layout, self._axes, ind)
         return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
 
-    def __getitem__(self, key) -> Tensor:
+    def __getitem__(self, key) -> Self:
         if key is Ellipsis:
             return self
         if isinstance(key, dict):
@@ -157,7 +152,7 @@ class ViewMethods:
             )
         )
 
-    def rename(self, mapping: dict | None = None, **kwargs) -> Tensor:
+    def rename(self, mapping: dict | None = None, **kwargs) -> Self:
         """Rename axes (a view: same data, new names).
 
         >>> import axesarray as ax
@@ -171,7 +166,7 @@ class ViewMethods:
         layout = None if self._layout is None else self._layout.renamed(ren)
         return type(self)(new, self._node, layout)
 
-    def broadcast_to(self, axes) -> Tensor:
+    def broadcast_to(self, axes) -> Self:
         """View with the given axes (a superset of this tensor's); new axes have stride 0.
 
         The result is read-only when it is an l-tensor, as in numpy.
@@ -191,11 +186,11 @@ class ViewMethods:
             )
         broadcast_axes(self._axes, target, op="broadcast_to")  # length check
         node = align(self, target, "broadcast_to")
-        if isinstance(node, ex.Leaf) and target.size > self.size:
-            node = ex.Leaf(node.data, node.view, writeable=False)
+        if type(node) is ex.Leaf and target.size > self.size:
+            node = ex.derived_leaf(node, node.view, ("same",), writeable=False)
         return type(self)(target, node)
 
-    def expand_dims(self, axes, position: int = 0) -> Tensor:
+    def expand_dims(self, axes, position: int = 0) -> Self:
         """Insert new axes at ``position``: a name adds a length-1 axis, an Axis broadcasts."""
         items = [axes] if isinstance(axes, (str, Axis)) else list(axes)
         new = [a if isinstance(a, Axis) else Axis(a, 1) for a in items]
@@ -209,7 +204,7 @@ class ViewMethods:
         )
         return self.broadcast_to(target)
 
-    def squeeze(self, names=None) -> Tensor:
+    def squeeze(self, names=None) -> Self:
         """Drop length-1 axes (all of them, or the named ones); a view."""
         if names is None:
             dims = [d for d, a in enumerate(self._axes) if a.length == 1]
@@ -227,7 +222,7 @@ class ViewMethods:
                 )
         return self.isel({self._axes[d].name: 0 for d in dims})
 
-    def split(self, name, axes, copy: bool | None = None) -> Tensor:
+    def split(self, name, axes, copy: bool | None = None) -> Self:
         """Unflatten one axis into several whose lengths multiply to its length (a view).
 
         >>> import axesarray as ax
@@ -249,12 +244,9 @@ class ViewMethods:
             )
         target = as_axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :], "split")
 
-        def view_fn(v):
-            return split_dim(v, d, new.shape)
+        return self._reshaped(target, ("split", d, new.shape), copy, "split", (d,))
 
-        return self._reshaped(target, view_fn, copy, "split", (d,))
-
-    def flatten(self, names, new_name: str, copy: bool | None = None) -> Tensor:
+    def flatten(self, names, new_name: str, copy: bool | None = None) -> Self:
         """Merge axes (major to minor, in the order given) into one axis named ``new_name``.
 
         A view when the strides allow it, a copy otherwise; ``copy=False`` raises instead
@@ -282,14 +274,12 @@ class ViewMethods:
         rest.insert(pos, merged)
         target = as_axes(rest, "flatten")
 
-        def view_fn(v):
-            return merge_dims(v, tuple(dims), pos)
+        return self._reshaped(target, ("merge", tuple(dims), pos), copy, "flatten", tuple(dims))
 
-        return self._reshaped(target, view_fn, copy, "flatten", tuple(dims))
-
-    def _reshaped(self, target: Axes, view_fn, copy, op: str, dims) -> Tensor:
-        """Apply a reshaping view function to every leaf; copy when it cannot be a view."""
-        node = None if copy else ex.transform_views(self._node, target.shape, view_fn)
+    def _reshaped(self, target: Axes, step: tuple, copy, op: str, dims) -> Self:
+        """Reshape every leaf by ``step`` (see ``expr.transform_views``); copy when it
+        cannot be a view."""
+        node = None if copy else ex.transform_views(self._node, target.shape, step)
         if node is not None:
             return type(self)(target, node)
         if copy is False:
@@ -309,4 +299,4 @@ class ViewMethods:
         order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
         out = type(self)(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
         out[...] = self
-        return type(self)(target, ex.transform_views(out._node, target.shape, view_fn))
+        return type(self)(target, ex.transform_views(out._node, target.shape, step))

@@ -15,11 +15,10 @@ from hypothesis import given, settings
 from strategies import build, programs, shadow_eval
 
 import axesarray as ax
-from axesarray.devices import cuda_ready
 
 pytestmark = [
     pytest.mark.cuda,
-    pytest.mark.skipif(not cuda_ready(), reason="no CUDA device and no simulator"),
+    pytest.mark.skipif(not ax.Device("cuda").available(), reason="no CUDA device and no simulator"),
 ]
 
 N, C, H = ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 5)

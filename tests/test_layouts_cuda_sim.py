@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
     from axesarray.expr import Leaf
     from axesarray.kernels.repack import try_repack
     from axesarray.kernels.repack_plan import plans
-    from axesarray.layout_ops import allocate_layout
+    from axesarray.layout_ops import empty_like_layout
 
     def expected(logical, name):
         n, c, h, w = logical.shape
@@ -49,7 +49,7 @@ SCRIPT = textwrap.dedent(
                 continue  # one multi-tile case is enough: the simulator is slow
             logical = np.random.default_rng(0).integers(1, 100, shape).astype(dtype)
             src = ax.tensor(logical, "N C H W").to_layout(src_name)
-            host = allocate_layout(src.axes, src.dtype, ax.Layout.parse(dst_name))
+            host = empty_like_layout(src.axes, src.dtype, ax.Layout.parse(dst_name))
             d = cuda.to_device(host._node.data)
             s = cuda.to_device(src._node.data)
             dst_leaf = Leaf(d, host._node.view)

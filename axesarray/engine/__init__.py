@@ -1,33 +1,32 @@
 """Engines: evaluate a node into fresh storage, or assign it into an existing l-tensor.
 
-``engine="numpy"`` runs the reference engine; ``engine="numba"`` the fused engine (when
-it is importable). Both allocate results in the order ``order.result_order`` picks.
+``engine="numpy"`` runs the reference engine; ``engine="numba"`` the fused engine
+(``executor``, imported on first use because it imports numba). Both allocate results in
+the order ``order.result_order`` picks.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..devices import host_array
 from ..expr import Leaf, Node
 from ..options import OPTIONS
-from ..storage import fresh, leaf_array
+from ..storage import fresh
 from . import reference
 from .order import result_order
 
-__all__ = ["evaluate", "assign", "to_numpy", "result_order", "warmup"]
+__all__ = ["evaluate", "assign", "to_numpy", "explain", "result_order", "warmup"]
 
 
-_FUSED: list = []  # the fused engine module, imported on first use (it imports numba)
+_FUSED: list = []  # the executor module, imported on first use (it imports numba)
 
 
-def _fused():
-    """The fused engine module, or None when the reference engine is selected."""
-    if OPTIONS["engine"] != "numba":
-        return None
+def _executor():
     if not _FUSED:
-        from . import fused
+        from . import executor
 
-        _FUSED.append(fused)
+        _FUSED.append(executor)
     return _FUSED[0]
 
 
@@ -40,9 +39,8 @@ def allocate_for(root: Node) -> Leaf:
 
 def evaluate(root: Node) -> Leaf:
     """Compute ``root`` into newly allocated storage."""
-    fused = _fused()
-    if fused is not None:
-        return fused.evaluate(root)
+    if OPTIONS["engine"] == "numba":
+        return _executor().evaluate(root)
     out = allocate_for(root)
     reference.assign(out, root)
     return out
@@ -50,19 +48,23 @@ def evaluate(root: Node) -> Leaf:
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
-    fused = _fused()
-    if fused is not None:
-        fused.assign(dst, root)
+    if OPTIONS["engine"] == "numba":
+        _executor().assign(dst, root)
     else:
         reference.assign(dst, root)
+
+
+def explain(root: Node, dst: Leaf | None = None, names=None):
+    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given)."""
+    return _executor().explain(root, dst, names)
 
 
 def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
     if isinstance(root, Leaf):
-        return leaf_array(root.data, root.view, root.writeable)
+        return host_array(root.data, root.view, root.writeable)
     leaf = evaluate(root)
-    return leaf_array(leaf.data, leaf.view)
+    return host_array(leaf.data, leaf.view)
 
 
 def warmup() -> None:
@@ -76,6 +78,6 @@ def warmup() -> None:
     >>> ax.warmup()
     """
     from ..kernels.numba_private import load_cpu_target
-    from . import fused  # noqa: F401 - imports the code generator and the math library
 
+    _executor()  # imports the code generator and the math library
     load_cpu_target()

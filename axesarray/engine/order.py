@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..expr import Cast, Leaf, Map, Node, Reduce
+from ..expr import Leaf, Node
 from ..kernels.loops import nditer_order
 
 __all__ = ["result_order"]
@@ -19,11 +19,12 @@ def _leaves_in_index_space(root: Node) -> list[tuple[Leaf, tuple[int | None, ...
     stack = [(root, tuple(range(root.ndim)))]
     while stack:
         node, dims = stack.pop()
-        if isinstance(node, Leaf):
+        kind = node.kind
+        if kind == "leaf":
             found.append((node, dims))
-        elif isinstance(node, (Map, Cast)):
+        elif kind == "map" or kind == "cast":
             stack.extend((c, dims) for c in reversed(node.children))
-        elif isinstance(node, Reduce):
+        elif kind == "reduce":
             kept = [d for d in range(node.arg.ndim) if d not in node.axes]
             stack.append((node.arg, tuple(kept[d] if d is not None else None for d in dims)))
     return found

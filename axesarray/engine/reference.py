@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..expr import Cast, Concat, Const, Dot, Leaf, Map, Node, Pad, Reduce, Remap, walk
+from ..devices import device_of, host_array
+from ..expr import Leaf, Node, walk
 from ..ops import REDUCERS, apply_map
-from ..storage import leaf_array
+from ..storage import leaf_array, wrap_array
 from ..strided import addresses
 
 __all__ = ["evaluate_array", "assign", "remap_array"]
@@ -41,34 +42,35 @@ def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndar
     return np.broadcast_to(sub[expand], shape)
 
 
-def _eval_node(node: Node, vals: dict) -> np.ndarray:
-    if isinstance(node, Leaf):
-        return leaf_array(node.data, node.view, node.writeable)
-    if isinstance(node, Const):
-        return np.broadcast_to(np.asarray(node.value, node.dtype), node.shape)
-    args = [vals[id(c)] for c in node.children]
-    if isinstance(node, Map):
-        return apply_map(node.op, args, node.dtype)
-    if isinstance(node, Cast):
-        return args[0].astype(node.dtype)
-    if isinstance(node, Reduce):
-        # argmax/argmin reduce exactly one axis; numpy takes it as an int, not a tuple
-        axis = node.axes[0] if node.op in ("argmax", "argmin") else node.axes
-        return np.asarray(REDUCERS[node.op](args[0], axis=axis), dtype=node.dtype)
-    if isinstance(node, Remap):
-        return remap_array(args[0], node.shape, node.maps)
-    if isinstance(node, Pad):
-        width = [(0, 0)] * node.ndim
-        width[node.dim] = (node.before, node.after)
-        return np.pad(args[0], width, constant_values=node.value)
-    if isinstance(node, Concat):
-        return np.concatenate(args, axis=node.dim)
-    if isinstance(node, Dot):
-        out = np.einsum(
-            args[0], list(node.a_labels), args[1], list(node.b_labels), list(node.out_labels)
-        )
-        return np.asarray(out, dtype=node.dtype)
-    raise TypeError(f"reference engine: unknown node {node!r}")
+def _reduce(node, x):
+    # argmax/argmin reduce exactly one axis; numpy takes it as an int, not a tuple
+    axis = node.axes[0] if node.op in ("argmax", "argmin") else node.axes
+    return np.asarray(REDUCERS[node.op](x, axis=axis), dtype=node.dtype)
+
+
+def _pad(node, x):
+    width = [(0, 0)] * node.ndim
+    width[node.dim] = (node.before, node.after)
+    return np.pad(x, width, constant_values=node.value)
+
+
+def _dot(node, a, b):
+    out = np.einsum(a, list(node.a_labels), b, list(node.b_labels), list(node.out_labels))
+    return np.asarray(out, dtype=node.dtype)
+
+
+# One numpy call per node kind, given the node and its children's values.
+EVAL = {
+    "leaf": lambda node: host_array(node.data, node.view, node.writeable),
+    "const": lambda node: np.broadcast_to(np.asarray(node.value, node.dtype), node.shape),
+    "map": lambda node, *args: apply_map(node.op, list(args), node.dtype),
+    "cast": lambda node, x: x.astype(node.dtype),
+    "reduce": _reduce,
+    "remap": lambda node, x: remap_array(x, node.shape, node.maps),
+    "pad": _pad,
+    "concat": lambda node, *args: np.concatenate(args, axis=node.dim),
+    "dot": _dot,
+}
 
 
 def evaluate_array(root: Node) -> np.ndarray:
@@ -76,19 +78,18 @@ def evaluate_array(root: Node) -> np.ndarray:
     vals: dict[int, np.ndarray] = {}
     with np.errstate(all="ignore"):
         for node in walk(root):
-            vals[id(node)] = _eval_node(node, vals)
+            vals[id(node)] = EVAL[node.kind](node, *(vals[id(c)] for c in node.children))
     return vals[id(root)]
 
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` (same shape as ``dst``) into ``dst``; evaluates fully first."""
     value = evaluate_array(root)
-    if not isinstance(dst.data, np.ndarray):  # device storage: edit a host copy
-        from ..devices import host, write_host
-
-        staged = host(dst.data)
-        assign(Leaf(staged, dst.view), Leaf(*_as_leaf(value)))
-        write_host(dst.data, staged)
+    device = device_of(dst.data)
+    if not device.is_cpu:  # device storage: edit a host copy
+        staged = device.to_host(dst.data)
+        assign(Leaf(staged, dst.view), Leaf(*wrap_array(np.ascontiguousarray(value))))
+        device.write_host(dst.data, staged)
         return
     if dst.view.blocks is not None:
         with np.errstate(all="ignore"):
@@ -97,10 +98,3 @@ def assign(dst: Leaf, root: Node) -> None:
     target = leaf_array(dst.data, dst.view)
     with np.errstate(all="ignore"):
         np.copyto(target, value, casting="unsafe")
-
-
-def _as_leaf(value: np.ndarray):
-    from ..storage import wrap_array
-
-    wrapped = wrap_array(np.ascontiguousarray(value))
-    return wrapped

@@ -1,11 +1,17 @@
 """Kernel IR: the tree one fused kernel computes, in the kernel's own index space.
 
-A kernel tree is made of ``expr.Map`` and ``expr.Cast`` nodes plus the node types here,
-which only the planner creates: ``KLeaf``/``KConst`` (data-free leaves and scalars), and
+A small family of frozen node classes, made only by the planner:
 
+- ``KLeaf``: a strided read (or the output), with where its storage comes from at run
+  time (``src``); ``KConst``: a scalar argument or a literal;
+- ``KMap``/``KCast``: an op of ``ops.OPS`` / a conversion;
 - ``KPad``: ``child`` where ``lo <= i[dim] < hi``, else ``value`` (a guarded read);
-- ``KConcat``: ``children[k]`` where ``bounds[k] <= i[dim] < bounds[k+1]``;
+- ``KConcat``: ``parts[k]`` where ``bounds[k] <= i[dim] < bounds[k+1]``;
 - ``KReduce``: accumulate ``child`` over the trailing (reduce) dims of the index space.
+
+Every class has ``kind``, ``children`` and ``rebuild(children)``; ``reindex`` is the one
+transform of index spaces (permute, shift, broadcast are all remaps), so passes over the
+IR dispatch on ``kind`` instead of repeating an ``isinstance`` ladder.
 
 Children of guards are already shifted to read at the kernel's index, so every leaf's
 address is ``offset + sum(stride * i)`` over the same index variables. Leaves of the
@@ -15,119 +21,212 @@ epilogue (above a ``KReduce``) and the output have the output dims only; leaves 
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 
-from ..expr import Node
-from ..strided import View
+from ..strided import View, remap_view
 
-__all__ = ["KLeaf", "KConst", "KPad", "KConcat", "KReduce", "kernel_leaves", "kernel_nodes"]
+__all__ = [
+    "KLeaf",
+    "KConst",
+    "KMap",
+    "KCast",
+    "KPad",
+    "KConcat",
+    "KReduce",
+    "reindex",
+    "kernel_nodes",
+    "kernel_leaves",
+]
 
-
-class KLeaf(Node):
-    """A strided read (or the output): a view plus where its storage comes from at run time.
-
-    ``src`` is ``("param", i)`` (the i-th leaf of the expression), ``("temp", t)`` or
-    ``("dst",)``; kernel trees hold no arrays, so plans can be cached and reused.
-    """
-
-    __slots__ = ("view", "src")
-
-    def __init__(self, view: View, dtype: np.dtype, src: tuple):
-        self.view = view
-        self.src = src
-        self.shape = view.shape
-        self.dtype = dtype
-        self.key = None
-        self.params = ()
+_frozen = attrs.frozen(eq=False, repr=False)  # identity equality: trees share subtrees
 
 
-class KConst(Node):
-    """A scalar known only at run time (a constant of the expression or a pad value)."""
+@_frozen
+class KLeaf:
+    """A strided read (or the output). ``src`` is ``("param", i)`` (the i-th parameter of
+    the expression), ``("temp", t)``, ``("alias",)`` or ``("dst",)``: kernel trees hold
+    no arrays, so schedules can be cached and reused."""
 
-    __slots__ = ("src",)
-
-    def __init__(self, dtype: np.dtype, src: tuple, shape: tuple[int, ...] = ()):
-        self.src = src
-        self.shape = shape
-        self.dtype = dtype
-        self.key = None
-        self.params = ()
-
-
-class KPad(Node):
-    __slots__ = ("child", "dim", "lo", "hi", "value")
-
-    def __init__(self, child: Node, dim: int, lo: int, hi: int, value: KConst):
-        self.child = child
-        self.dim = dim
-        self.lo = lo
-        self.hi = hi
-        self.value = value
-        self.shape = child.shape
-        self.dtype = child.dtype
-        self.key = None
-        self.params = ()
+    view: View
+    dtype: np.dtype
+    src: tuple
+    kind = "leaf"
+    children = ()
 
     @property
-    def children(self):
+    def shape(self) -> tuple[int, ...]:
+        return self.view.shape
+
+
+@_frozen
+class KConst:
+    """A scalar: ``src`` is ``("param", i)`` (known at run time) or ``("lit", value)`` (a
+    literal in the source, e.g. the 1 of a reciprocal)."""
+
+    dtype: np.dtype
+    src: tuple
+    kind = "const"
+    children = ()
+    shape = ()
+
+
+@_frozen
+class KMap:
+    op: str
+    args: tuple
+    dtype: np.dtype
+    kind = "map"
+
+    @property
+    def children(self) -> tuple:
+        return self.args
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.args[0].shape
+
+    def rebuild(self, children) -> KMap:
+        return KMap(self.op, tuple(children), self.dtype)
+
+
+@_frozen
+class KCast:
+    arg: object
+    dtype: np.dtype
+    kind = "cast"
+
+    @property
+    def children(self) -> tuple:
+        return (self.arg,)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.arg.shape
+
+    def rebuild(self, children) -> KCast:
+        return KCast(children[0], self.dtype)
+
+
+@_frozen
+class KPad:
+    child: object
+    dim: int
+    lo: int
+    hi: int
+    value: KConst
+    kind = "pad"
+
+    @property
+    def children(self) -> tuple:
         return (self.child, self.value)
 
-
-class KConcat(Node):
-    __slots__ = ("parts", "dim", "bounds")
-
-    def __init__(self, parts: tuple[Node, ...], dim: int, bounds: tuple[int, ...]):
-        self.parts = parts
-        self.dim = dim
-        self.bounds = bounds
-        self.shape = parts[0].shape
-        self.dtype = parts[0].dtype
-        self.key = None
-        self.params = ()
+    @property
+    def dtype(self) -> np.dtype:
+        return self.child.dtype
 
     @property
-    def children(self):
+    def shape(self) -> tuple[int, ...]:
+        return self.child.shape
+
+    def rebuild(self, children) -> KPad:
+        return KPad(children[0], self.dim, self.lo, self.hi, children[1])
+
+
+@_frozen
+class KConcat:
+    parts: tuple
+    dim: int
+    bounds: tuple[int, ...]
+    kind = "concat"
+
+    @property
+    def children(self) -> tuple:
         return self.parts
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self.parts[0].dtype
 
-class KReduce(Node):
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.parts[0].shape
+
+    def rebuild(self, children) -> KConcat:
+        return KConcat(tuple(children), self.dim, self.bounds)
+
+
+@_frozen
+class KReduce:
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
     ``dtype`` is the result."""
 
-    __slots__ = ("op", "child", "n_out", "lengths")
-
-    def __init__(self, op: str, child: Node, n_out: int, dtype: np.dtype, lengths: tuple):
-        self.op = op
-        self.child = child
-        self.n_out = n_out
-        self.lengths = tuple(lengths)
-        self.shape = child.shape[:n_out]
-        self.dtype = dtype
-        self.key = None
-        self.params = ()
+    op: str
+    child: object
+    n_out: int
+    dtype: np.dtype
+    lengths: tuple[int, ...]
+    kind = "reduce"
 
     @property
-    def children(self):
+    def children(self) -> tuple:
         return (self.child,)
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.child.shape[: self.n_out]
 
-def kernel_nodes(root: Node) -> list[Node]:
+    def rebuild(self, children) -> KReduce:
+        return KReduce(self.op, children[0], self.n_out, self.dtype, self.lengths)
+
+
+def reindex(node, shape: tuple[int, ...], maps: tuple, memo: dict | None = None):
+    """The tree read through an index remap (``strided.remap_view``'s ``maps``: per dim of
+    the tree's index space, ``(new dim, start, step)``): its leaves' views are remapped and
+    its guards move to the new dim, their bounds shifted by ``-start`` (guards only ever
+    move with step 1). Permuting, shifting and broadcasting a kernel tree are all this."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    kind = node.kind
+    if kind == "leaf":
+        out = KLeaf(remap_view(node.view, shape, maps), node.dtype, node.src)
+    elif kind == "const":
+        out = node
+    elif kind == "reduce":  # pragma: no cover - reductions are realized before this
+        raise TypeError("reindex: a reduction cannot be remapped")
+    else:
+        kids = tuple(reindex(c, shape, maps, memo) for c in node.children)
+        out = node.rebuild(kids)
+        if kind == "pad":
+            new, start, _ = maps[node.dim]
+            out = KPad(kids[0], new, node.lo - start, node.hi - start, kids[1])
+        elif kind == "concat":
+            new, start, _ = maps[node.dim]
+            out = KConcat(kids, new, tuple(b - start for b in node.bounds))
+    memo[id(node)] = out
+    return out
+
+
+def kernel_nodes(root) -> list:
     """Distinct nodes of a kernel tree, children first."""
-    order: list[Node] = []
+    order: list = []
     seen: set[int] = set()
-
-    def visit(n: Node) -> None:
-        if id(n) in seen:
-            return
-        seen.add(id(n))
-        for c in n.children:
-            visit(c)
-        order.append(n)
-
-    visit(root)
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(node.children))
     return order
 
 
-def kernel_leaves(root: Node) -> list[KLeaf]:
+def kernel_leaves(root) -> list[KLeaf]:
     """Distinct leaves in order of first appearance."""
-    return [n for n in kernel_nodes(root) if isinstance(n, KLeaf)]
+    return [n for n in kernel_nodes(root) if n.kind == "leaf"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..expr import Node
-from .ir import KConcat, KConst, KLeaf, KPad, KReduce, kernel_nodes
+from .ir import KConst, KLeaf, kernel_nodes
 from .loops import LoopNest
+from .scalar import type_name
 
 __all__ = ["Lowered", "lower"]
 
@@ -27,13 +27,13 @@ class Lowered:
     node)`` for a run-time scalar, or ``("int", value)`` for a plan-time integer.
     """
 
-    def __init__(self, out: KLeaf, tree: Node, nest: LoopNest):
+    def __init__(self, out: KLeaf, tree, nest: LoopNest):
         self.out = out
         self.tree = tree
         self.nest = nest
         nodes = kernel_nodes(tree)
-        self.reduce = next((n for n in nodes if isinstance(n, KReduce)), None)
-        self.operands: list[KLeaf] = [out] + [n for n in nodes if isinstance(n, KLeaf)]
+        self.reduce = next((n for n in nodes if n.kind == "reduce"), None)
+        self.operands: list[KLeaf] = [out] + [n for n in nodes if n.kind == "leaf"]
         self.index_of = {id(op): k for k, op in enumerate(self.operands)}
         self.names: list[str] = []
         self.recipe: list[tuple] = []
@@ -48,13 +48,13 @@ class Lowered:
         for g, n in enumerate(nest.lengths):
             self._arg(f"n{g}", ("int", n))
         for node in nodes:
-            if isinstance(node, KConst):
+            if node.kind == "const":
                 self.scalar(node)
-            elif isinstance(node, KPad):
+            elif node.kind == "pad":
                 self.scalar(("lo", node))
                 self.scalar(("hi", node))
                 self.scalar(node.value)
-            elif isinstance(node, KConcat):
+            elif node.kind == "concat":
                 for j in range(1, len(node.parts)):
                     self.scalar(("bound", node, j))
 
@@ -69,7 +69,7 @@ class Lowered:
         """Argument name of a run-time scalar (a KConst or a guard bound); adds it once."""
         if isinstance(key, KConst) and key.src[0] == "lit":
             # A literal baked into the source (e.g. the 1 of a reciprocal).
-            return f"{'np.' + key.dtype.name}({key.src[1]!r})"
+            return f"{type_name(key.dtype)}({key.src[1]!r})"
         ident = id(key) if isinstance(key, KConst) else (key[0], id(key[1])) + tuple(key[2:])
         if ident in self._scalars:
             return self._scalars[ident]
@@ -132,5 +132,5 @@ class Lowered:
         return any(self.terms[k][g] is not None for g in dims)
 
 
-def lower(out: KLeaf, tree: Node, nest: LoopNest) -> Lowered:
+def lower(out: KLeaf, tree, nest: LoopNest) -> Lowered:
     return Lowered(out, tree, nest)

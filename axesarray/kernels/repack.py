@@ -21,14 +21,15 @@ import numba
 import numpy as np
 from numba import njit
 
+from ..devices import device_of
 from ..expr import Leaf
 from ..strided import has_internal_overlap, span
 from . import repack_simd as simd
 from .numba_private import NO_NRT
-from .repack_cuda import on_device, try_repack_cuda
-from .repack_plan import VECTOR_BYTES, Plan, plans
+from .repack_cuda import try_repack_cuda
+from .repack_plan import VECTOR_BYTES, RepackPlan, plans
 
-__all__ = ["try_repack", "run_plan", "tile_sizes"]
+__all__ = ["try_repack", "run_repack", "tile_sizes"]
 
 # Words by width; 16-byte words travel as complex128 (loads and stores keep the bits).
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
@@ -230,7 +231,7 @@ def _emit(stage, s0, dst, d0, n, lanes, dst_mod):
         dst[np.uint64(d0 + k)] = stage[np.uint64(s0 + k)]
 
 
-def tile_sizes(p: Plan) -> tuple[int, int]:
+def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     """Tile extents (ti, tj), multiples of the micro tile; ``i`` is the destination's
     contiguous dim. Chosen by measurement on the benchmark shapes (docs/layouts.md):
 
@@ -265,7 +266,7 @@ def tile_sizes(p: Plan) -> tuple[int, int]:
     return min(ti, full_i), min(tj, full_j)
 
 
-def _one_run(p: Plan) -> bool:
+def _one_run(p: RepackPlan) -> bool:
     """Whether a tile of whole destination rows writes one contiguous run."""
     return p.dj == p.ni and p.ni * p.width <= _ROW_BYTES
 
@@ -285,7 +286,7 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return _POOL[0][1]
 
 
-def run_plan(p: Plan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
+def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
     """Run one plan on 1-D word arrays of width ``p.width``.
 
     Large copies are split into a few tile ranges per thread, taken by a thread pool as
@@ -354,8 +355,7 @@ def _words(data: np.ndarray, width: int) -> np.ndarray:
 
 def _usable(data) -> bool:
     return (
-        isinstance(data, np.ndarray)
-        and data.ndim == 1
+        data.ndim == 1
         and data.flags.c_contiguous
         and data.flags.aligned
         and data.dtype.kind in _KINDS
@@ -392,9 +392,9 @@ def try_repack(dst: Leaf, src: Leaf) -> bool:
     """
     if dst.dtype != src.dtype or dst.shape != src.shape or not dst.writeable:
         return False
-    on_gpu = [on_device(x.data) for x in (dst, src)]
-    if any(on_gpu):
-        return all(on_gpu) and try_repack_cuda(dst, src)
+    devices = (device_of(dst.data), device_of(src.data))
+    if not all(d.is_cpu for d in devices):
+        return devices[0] == devices[1] and try_repack_cuda(dst, src)
     if not (_usable(dst.data) and _usable(src.data)):
         return False
     if has_internal_overlap(dst.view) or _overlap(dst, src):
@@ -407,5 +407,5 @@ def try_repack(dst: Leaf, src: Leaf) -> bool:
     for p in work:
         if p.width not in words:
             words[p.width] = (_words(src.data, p.width), _words(dst.data, p.width))
-        run_plan(p, *words[p.width])
+        run_repack(p, *words[p.width])
     return True

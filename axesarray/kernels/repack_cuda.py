@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..devices import device_of
 from ..expr import Leaf
-from .numba_private import is_simulator_array
-from .repack_plan import Plan, plans
+from .repack_plan import RepackPlan, plans
 
-__all__ = ["try_repack_cuda", "on_device", "TILE", "ROWS"]
+__all__ = ["try_repack_cuda", "TILE", "ROWS"]
 
 TILE = 32
 ROWS = 8
@@ -27,11 +27,6 @@ ROWS = 8
 _MAX_BLOCKS = 4096
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _KERNELS: dict = {}
-
-
-def on_device(data) -> bool:
-    """A CUDA array: anything with ``__cuda_array_interface__``, or a simulator array."""
-    return hasattr(data, "__cuda_array_interface__") or is_simulator_array(data)
 
 
 def _kernels(width: int):
@@ -43,7 +38,7 @@ def _kernels(width: int):
     return hit
 
 
-def run_plan_cuda(p: Plan, src, dst) -> None:
+def run_plan_cuda(p: RepackPlan, src, dst) -> None:
     """Launch one plan on 1-D device arrays of ``p.width``-byte words."""
     transpose, rows = _kernels(p.width)
     # A dummy batch dim keeps the small index arrays non-empty.
@@ -64,11 +59,9 @@ def run_plan_cuda(p: Plan, src, dst) -> None:
         )
 
 
-def _pointer_range(data) -> tuple[int, int] | None:
-    cai = getattr(data, "__cuda_array_interface__", None)
-    if cai is None:
-        return None
-    return cai["data"][0], cai["data"][0] + data.size * data.dtype.itemsize
+def _pointer_range(data) -> tuple[int, int]:
+    lo = device_of(data).pointer(data)
+    return lo, lo + data.size * data.dtype.itemsize
 
 
 def try_repack_cuda(dst: Leaf, src: Leaf) -> bool:
@@ -79,7 +72,7 @@ def try_repack_cuda(dst: Leaf, src: Leaf) -> bool:
     if dst.data is src.data:
         return False
     a, b = _pointer_range(dst.data), _pointer_range(src.data)
-    if a and b and a[0] < b[1] and b[0] < a[1]:
+    if a[0] < b[1] and b[0] < a[1]:
         return False  # views of one allocation: let the engine handle aliasing
     work = plans(dst.shape, src.view, dst.view, width, widen=False)
     if work is None:

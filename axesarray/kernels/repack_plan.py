@@ -10,7 +10,7 @@ Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps:
 2. ``canonical``: drop size-1 dims, order dims by destination stride, merge runs that are
    contiguous in both (a joint merge, as TensorIterator does), and move a contiguous run
    shared by both sides as one wider unsigned word (4 int8 channels as one uint32).
-3. classify into ``Plan``: batch dims plus a 2-D ``(i, j)`` problem where ``i`` is the
+3. classify into ``RepackPlan``: batch dims plus a 2-D ``(i, j)`` problem where ``i`` is the
    destination's fastest dim and ``j`` the source's; ``i == j`` means plain rows.
 
 Everything is in elements of the moved word; offsets are relative to the buffers.
@@ -25,7 +25,7 @@ import attrs
 
 from ..strided import Block, View
 
-__all__ = ["Copy", "Plan", "segment", "canonical", "plans", "VECTOR_BYTES"]
+__all__ = ["Copy", "RepackPlan", "segment", "canonical", "plans", "VECTOR_BYTES"]
 
 VECTOR_BYTES = 32  # one AVX2 register: a micro tile row holds VECTOR_BYTES/width words
 
@@ -42,7 +42,7 @@ class Copy:
 
 
 @attrs.frozen
-class Plan:
+class RepackPlan:
     """One batched 2-D copy of ``width``-byte words (see the module docstring).
 
     ``kind`` names the SIMD tile (``repack_simd``) and ``micro`` its lane count R; kind
@@ -236,7 +236,7 @@ def _product(options: list[list]):
 
 def canonical(
     c: Copy, itemsize: int, src_addr: int = 0, dst_addr: int = 0, widen: bool = True
-) -> Plan:
+) -> RepackPlan:
     """Classify one copy; ``*_addr`` (byte addresses of the buffers) gate the wide words."""
     dims = [
         (n, s, d) for n, s, d in zip(c.shape, c.src_strides, c.dst_strides, strict=True) if n != 1
@@ -282,10 +282,10 @@ def _widen(dims, itemsize, so, do, src_addr, dst_addr):
     return itemsize, dims, so, do
 
 
-def _plan(width, rest, inner_i, inner_j, so, do, *more, **kw) -> Plan:
-    """A Plan from the batch dims ``rest`` and the two tile dims, all ``(n, src, dst)``."""
+def _plan(width, rest, inner_i, inner_j, so, do, *more, **kw) -> RepackPlan:
+    """A RepackPlan from the batch dims ``rest`` and the two tile dims, all ``(n, src, dst)``."""
     (ni, si, di), (nj, sj, dj) = inner_i, inner_j
-    return Plan(
+    return RepackPlan(
         width,
         tuple(n for n, _, _ in rest),
         tuple(s for _, s, _ in rest),
@@ -303,9 +303,9 @@ def _plan(width, rest, inner_i, inner_j, so, do, *more, **kw) -> Plan:
     )
 
 
-def _classify(dims, width: int, so: int, do: int) -> Plan:
+def _classify(dims, width: int, so: int, do: int) -> RepackPlan:
     if not dims:
-        return Plan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do, rows=True)
+        return RepackPlan(width, (), (), (), 1, 1, 1, 1, 1, 1, so, do, rows=True)
     i = len(dims) - 1  # smallest destination stride (dims are ordered by it)
     j = min(range(len(dims)), key=lambda k: (abs(dims[k][1]), k != i))
     if j == i:
@@ -346,7 +346,7 @@ def plans(
     src_addr: int = 0,
     dst_addr: int = 0,
     widen: bool = True,
-) -> list[Plan] | None:
+) -> list[RepackPlan] | None:
     """Segment then canonicalize: the kernels' whole work list, or None (use the engine).
 
     Cached: only the buffers' alignment (modulo the widest word) enters the plan.

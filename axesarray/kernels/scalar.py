@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..expr import Cast, Map, Node
-from .ir import KConcat, KConst, KLeaf, KPad, KReduce
+from ..ops import OPS
 
 __all__ = ["Body", "type_name", "reg_dtype", "acc_dtype", "REDUCE_INIT"]
 
 _F16 = np.dtype(np.float16)
-_TRANSCENDENTAL = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid"}
 
 
 def reg_dtype(dt: np.dtype) -> np.dtype:
@@ -77,75 +75,12 @@ def _wrap(dt: np.dtype, expr: str) -> str:
 
 
 def op_source(op: str, out: np.dtype, loop: np.dtype, a: list[str]) -> str:
-    """Source for ``op(*a)``; ``loop`` is the dtype its inputs have, ``out`` its result."""
-    k = loop.kind
-    f = k == "f"
-    if op in ("add", "mul") and k == "b":
-        return f"({a[0]} {'or' if op == 'add' else 'and'} {a[1]})"
-    simple = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
-    if op in simple:
-        return _wrap(out, f"{a[0]} {simple[op]} {a[1]}")
-    if op == "floordiv":
-        if f:
-            return _wrap(out, f"floordiv_float({a[0]}, {a[1]})")
-        if k == "i":
-            # a // -1 is -a: avoids the INT_MIN // -1 trap. x // 0 is 0 (error_model numpy).
-            return _wrap(out, f"(({a[0]} // {a[1]}) if {a[1]} != -1 else -{a[0]})")
-        return _wrap(out, f"{a[0]} // {a[1]}")
-    if op == "mod":
-        if f:
-            return _wrap(out, f"mod_float({a[0]}, {a[1]})")
-        if k == "i":
-            return _wrap(out, f"(({a[0]} % {a[1]}) if {a[1]} != -1 else 0)")
-        return _wrap(out, f"{a[0]} % {a[1]}")
-    if op == "pow":
-        return _wrap(out, f"{a[0]} ** {a[1]}")
-    if op in ("maximum", "minimum"):
-        if f:
-            return _wrap(out, f"{'fmax_nan' if op == 'maximum' else 'fmin_nan'}({a[0]}, {a[1]})")
-        return _wrap(out, f"{'max' if op == 'maximum' else 'min'}({a[0]}, {a[1]})")
-    if op in ("and", "or", "xor"):
-        if k == "b":
-            sym = {"and": "and", "or": "or", "xor": "!="}[op]
-            return f"({a[0]} {sym} {a[1]})"
-        sym = {"and": "&", "or": "|", "xor": "^"}[op]
-        return _wrap(out, f"{a[0]} {sym} {a[1]}")
-    cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-    if op in cmp:
-        return f"({a[0]} {cmp[op]} {a[1]})"
-    x = a[0] if a else ""
-    if op == "neg":
-        return _wrap(out, f"-{x}")
-    if op == "invert":
-        return f"(not {x})" if k == "b" else _wrap(out, f"~{x}")
-    if op == "abs":
-        return x if k == "b" else _wrap(out, f"abs({x})")
-    if op == "square":
-        return f"({x} and {x})" if k == "b" else _wrap(out, f"{x} * {x}")
-    if op == "sign":
-        if f:
-            return _wrap(out, f"sign_float({x})")
-        if k == "u":
-            return _wrap(out, f"1 if {x} > 0 else 0")
-        return _wrap(out, f"1 if {x} > 0 else (-1 if {x} < 0 else 0)")
-    if op in _TRANSCENDENTAL:
-        suffix = "f64" if loop == np.float64 else "f32"
-        return _wrap(out, f"{op}_{suffix}({x})")
-    if op in ("sqrt", "sin", "cos"):
-        return _wrap(out, f"np.{op}({x})")
-    if op in ("floor", "ceil", "rint"):
-        return _wrap(out, f"np.{op}({x})") if f else x
-    if op == "isnan":
-        return f"({x} != {x})" if f else "False"
-    if op == "isinf":
-        return f"(abs({x}) == np.inf)" if f else "False"
-    if op == "isfinite":
-        return f"(abs({x}) < np.inf)" if f else "True"
-    if op == "logical_not":
-        return f"(not {x})"
-    if op == "where":
-        return f"({a[1]} if {a[0]} else {a[2]})"
-    raise NotImplementedError(f"codegen: op {op!r}")
+    """Source for ``op(*a)`` from its ``ops.Code`` row; ``loop`` is the dtype its inputs
+    have, ``out`` its result."""
+    code = OPS[op].code
+    sfx = "f64" if loop == np.float64 else "f32"
+    text = code.template(loop.kind).format(*a, sfx=sfx)
+    return _wrap(out, text) if code.wrap else text
 
 
 def cast_source(src: np.dtype, dst: np.dtype, x: str) -> str:
@@ -179,51 +114,61 @@ class Body:
         self._count += 1
         return f"{self.prefix}{self._count}"
 
-    def emit(self, node: Node, indent: int, known: dict[int, str]) -> str:
+    def emit(self, node, indent: int, known: dict[int, str]) -> str:
         """Add lines computing ``node``; return the local (or literal) holding it."""
-        if id(node) in known:
-            return known[id(node)]
+        name = known.get(id(node))
+        if name is None:
+            name = getattr(self, "_" + node.kind)(node, indent, known)
+            known[id(node)] = name
+        return name
+
+    def _line(self, indent: int, text: str) -> str:
+        name = self._new()
+        self.lines.append(f"{'    ' * indent}{name} = {text}")
+        return name
+
+    def _leaf(self, node, indent, known) -> str:
+        return self._line(indent, self.read(node))
+
+    def _const(self, node, indent, known) -> str:
+        return self.scalar(node)
+
+    def _reduce(self, node, indent, known) -> str:
+        if self.reduce_value is None:
+            raise AssertionError("codegen: a reduction must be the kernel's accumulator")
+        return self.reduce_value
+
+    def _map(self, node, indent, known) -> str:
+        args = [self.emit(c, indent, known) for c in node.args]
+        loop = node.args[0].dtype if node.op != "where" else node.args[1].dtype
+        return self._line(indent, op_source(node.op, node.dtype, loop, args))
+
+    def _cast(self, node, indent, known) -> str:
+        arg = self.emit(node.arg, indent, known)
+        return self._line(indent, cast_source(node.arg.dtype, node.dtype, arg))
+
+    def _pad(self, node, indent, known) -> str:
+        name = self._new()
         pad = "    " * indent
-        if isinstance(node, KLeaf):
-            name = self._new()
-            self.lines.append(f"{pad}{name} = {self.read(node)}")
-        elif isinstance(node, KConst):
-            name = self.scalar(node)
-        elif isinstance(node, KReduce):
-            if self.reduce_value is None:
-                raise AssertionError("codegen: a reduction must be the kernel's accumulator")
-            name = self.reduce_value
-        elif isinstance(node, Map):
-            args = [self.emit(c, indent, known) for c in node.args]
-            name = self._new()
-            loop = node.args[0].dtype if node.op != "where" else node.args[1].dtype
-            self.lines.append(f"{pad}{name} = {op_source(node.op, node.dtype, loop, args)}")
-        elif isinstance(node, Cast):
-            arg = self.emit(node.arg, indent, known)
-            name = self._new()
-            self.lines.append(f"{pad}{name} = {cast_source(node.arg.dtype, node.dtype, arg)}")
-        elif isinstance(node, KPad):
-            name = self._new()
-            i = self.index(node.dim)
-            lo, hi = self.scalar(("lo", node)), self.scalar(("hi", node))
-            self.lines.append(f"{pad}if {lo} <= {i} < {hi}:")
-            inner = self.emit(node.child, indent + 1, dict(known))
+        i = self.index(node.dim)
+        lo, hi = self.scalar(("lo", node)), self.scalar(("hi", node))
+        self.lines.append(f"{pad}if {lo} <= {i} < {hi}:")
+        inner = self.emit(node.child, indent + 1, dict(known))
+        self.lines.append(f"{pad}    {name} = {inner}")
+        self.lines.append(f"{pad}else:")
+        self.lines.append(f"{pad}    {name} = {_wrap(node.dtype, self.scalar(node.value))}")
+        return name
+
+    def _concat(self, node, indent, known) -> str:
+        name = self._new()
+        pad = "    " * indent
+        i = self.index(node.dim)
+        for k, part in enumerate(node.parts):
+            if k == len(node.parts) - 1:
+                self.lines.append(f"{pad}else:" if k else f"{pad}if True:")
+            else:
+                kw = "if" if k == 0 else "elif"
+                self.lines.append(f"{pad}{kw} {i} < {self.scalar(('bound', node, k + 1))}:")
+            inner = self.emit(part, indent + 1, dict(known))
             self.lines.append(f"{pad}    {name} = {inner}")
-            self.lines.append(f"{pad}else:")
-            self.lines.append(f"{pad}    {name} = {_wrap(node.dtype, self.scalar(node.value))}")
-        elif isinstance(node, KConcat):
-            name = self._new()
-            i = self.index(node.dim)
-            for k, part in enumerate(node.parts):
-                last = k == len(node.parts) - 1
-                if last:
-                    self.lines.append(f"{pad}else:" if k else f"{pad}if True:")
-                else:
-                    kw = "if" if k == 0 else "elif"
-                    self.lines.append(f"{pad}{kw} {i} < {self.scalar(('bound', node, k + 1))}:")
-                inner = self.emit(part, indent + 1, dict(known))
-                self.lines.append(f"{pad}    {name} = {inner}")
-        else:
-            raise NotImplementedError(f"codegen: node {type(node).__name__}")
-        known[id(node)] = name
         return name

@@ -1,22 +1,24 @@
-"""``explain``: what the fused engine will do for an expression, without running it.
+"""The public ``Plan``: what the fused engine will do for an expression, without running it.
 
-Owns the public ``Plan`` and ``KernelInfo`` value types and the ``AXESARRAY_DEBUG`` output
-(1: the schedule of each new plan, 2: plus operands and loop nests, 3: plus generated source).
+Owns the public ``Plan`` and ``KernelInfo`` value types (made from an internal
+``Schedule``) and the ``AXESARRAY_DEBUG`` output (1: the schedule of each new plan, 2: plus
+operands and loop nests, 3: plus generated source, printed by ``dispatch``). Inputs are
+named ``t0``, ``t1``... in order of first appearance in the expression.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 import attrs
 import numpy as np
 
 from ..kernels import cache as kcache
-from ..kernels.ir import KReduce, kernel_nodes
-from .planner import DotStep, KernelStep, Schedule
+from ..kernels.ir import kernel_nodes
+from .dispatch import debug_level, source_for, variant
+from .schedule import KernelStep, Schedule
 
-__all__ = ["Plan", "KernelInfo", "describe", "debug_level", "debug_print"]
+__all__ = ["Plan", "KernelInfo", "describe", "debug_print"]
 
 
 @attrs.frozen
@@ -28,7 +30,7 @@ class KernelInfo:
     writes: str  # "destination", "result" or "temporary #i"
     loops: tuple  # ((length, label), ...) outermost first, after dropping and merging dims
     operands: int  # arrays read
-    order_from: str | None  # which input set a fresh output's memory order
+    order_from: str | None  # which input ("t0", "t1"...) set a fresh output's memory order
     cache: str  # "in memory", "on disk", "to compile" (the variant that would run) or "blas"
 
     def __str__(self) -> str:
@@ -70,18 +72,19 @@ class Plan:
         return "\n".join(lines)
 
 
-def _cache_state(step: KernelStep, device: str) -> str:
+def _cache_state(step: KernelStep, device) -> str:
     """Where the compiled code of the variant that would run is: memory, disk or nowhere."""
-    from .fused import source_for, variant
-
     return kcache.state(source_for(step, device, variant(step, device))[0])
 
 
-def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
-    """The public ``Plan`` of a schedule; ``out_names`` label the result's dims."""
+def describe(schedule: Schedule | None, cached: bool, out_names=None) -> Plan:
+    """The public ``Plan`` of a schedule (None: nothing to run); ``out_names`` label the
+    result's dims."""
+    if schedule is None:
+        return Plan((), (), cached)
     kernels = []
     for step in schedule.steps:
-        if isinstance(step, DotStep):
+        if type(step) is not KernelStep:
             nb, m, k, n = step.sizes
             loops = tuple(
                 (v, lb) for v, lb in ((nb, "batch"), (m, "M"), (n, "N"), (k, "K")) if v != 1
@@ -103,7 +106,7 @@ def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
                 for d in group
             ]
             labels.append((length, " ".join(names)))
-        red = any(isinstance(n, KReduce) for n in kernel_nodes(step.tree))
+        red = any(n.kind == "reduce" for n in kernel_nodes(step.tree))
         kernels.append(
             KernelInfo(
                 "reduction" if red else "elementwise",
@@ -111,7 +114,7 @@ def describe(schedule: Schedule, cached: bool, out_names=None) -> Plan:
                 _writes(step.out.src, schedule),
                 tuple(labels),
                 len(step.leaves()),
-                step.order_from,
+                None if step.order_from is None else f"input t{step.order_from}",
                 _cache_state(step, schedule.device),
             )
         )
@@ -132,13 +135,6 @@ def _writes(src: tuple, schedule: Schedule) -> str:
     return f"temporary #{src[1]}"
 
 
-def debug_level() -> int:
-    try:
-        return int(os.environ.get("AXESARRAY_DEBUG", "0"))
-    except ValueError:
-        return 0
-
-
 def debug_print(schedule: Schedule, names=None) -> None:
     """Print a new schedule to stderr at ``AXESARRAY_DEBUG`` >= 1."""
     level = debug_level()
@@ -148,5 +144,5 @@ def debug_print(schedule: Schedule, names=None) -> None:
     print(f"[axesarray] {plan}", file=sys.stderr)
     if level >= 2:
         for i, step in enumerate(schedule.steps):
-            if isinstance(step, KernelStep):
+            if type(step) is KernelStep:
                 print(f"[axesarray] kernel {i}: {step.why}; nest {step.nest}", file=sys.stderr)

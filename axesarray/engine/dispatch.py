@@ -1,0 +1,107 @@
+"""Dispatch: which variant of a kernel runs, its generated source, and calling it.
+
+CPU variants: ``serial`` (below ``serial_threshold`` elements), ``parallel`` (prange) and
+``stream`` (a big map kernel whose output rows are contiguous: streaming stores); CUDA
+has one. A variant is generated and compiled only when a run needs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+from .._version import __version__
+from ..devices import Device
+from ..kernels import cache as kcache
+from ..kernels import mathlib
+from ..kernels.cpu import can_stream, cpu_source
+from ..kernels.cuda import cuda_source
+from ..options import OPTIONS
+from .binder import binder, lowered
+from .schedule import KernelStep
+
+__all__ = ["variant", "source_for", "kernel_for", "run_kernel", "debug_level"]
+
+# Generated files name the hash of the code they inline (the math library and the SIMD
+# intrinsics), so editing it invalidates numba's disk cache of every kernel.
+_MATHLIB = hashlib.sha256(
+    b"".join(
+        (Path(mathlib.__file__).parent / name).read_bytes()
+        for name in ("mathlib.py", "repack_simd.py", "repack_plan.py")
+    )
+).hexdigest()[:12]
+# Outputs at least this big are written with streaming (non-temporal) stores when their
+# rows are contiguous: they would not stay in cache anyway, and skipping the read of each
+# destination line saves a third of the memory traffic.
+STREAM_MIN_BYTES = 8 << 20
+STREAM_MIN_ROW = 1024
+
+
+def debug_level() -> int:
+    """``AXESARRAY_DEBUG``: 1 prints each new schedule, 2 adds loop nests, 3 the source."""
+    import os
+
+    try:
+        return int(os.environ.get("AXESARRAY_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def _streamable(step: KernelStep) -> bool:
+    c = step.compiled
+    if c.streamable is None:
+        nest = step.nest
+        c.streamable = (
+            can_stream(lowered(step))
+            and step.size * step.out.dtype.itemsize >= STREAM_MIN_BYTES
+            and (nest.rank == 1 or nest.lengths[-1] >= STREAM_MIN_ROW)
+        )
+    return c.streamable
+
+
+def variant(step: KernelStep, device: Device, out=None) -> str:
+    """Which variant runs: "cuda", "serial" (small), "parallel", or "stream" (a big output
+    with contiguous rows, when its storage ``out`` is element-aligned)."""
+    if not device.is_cpu:
+        return "cuda"
+    if step.size < OPTIONS["serial_threshold"]:
+        return "serial"
+    if _streamable(step) and (out is None or out.flags.aligned):
+        return "stream"
+    return "parallel"
+
+
+def source_for(step: KernelStep, device: Device, kind: str) -> tuple[str, str]:
+    """Generated module source and its entry point for a step's variant."""
+    if device.is_cpu:
+        return cpu_source(lowered(step), kind, __version__, _MATHLIB), "kernel"
+    simulated = device.backend == "simulator"
+    return cuda_source(lowered(step), __version__, _MATHLIB, simulated), "launch"
+
+
+def kernel_for(step: KernelStep, device: Device, kind: str):
+    """The compiled kernel of a step's variant (from the kernel cache)."""
+    kernels = step.compiled.kernels
+    fn = kernels.get((device.kind, kind))
+    if fn is None:
+        source, entry = source_for(step, device, kind)
+        if debug_level() >= 3:
+            print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
+        fn = kernels[(device.kind, kind)] = kcache.get_kernel(source, entry)
+    return fn
+
+
+def run_kernel(step: KernelStep, params, temps: dict, dst, device: Device) -> None:
+    args = binder(step)(params, temps, dst)
+    if device.is_cpu and step.size < OPTIONS["serial_threshold"]:
+        kind = "serial"
+    else:
+        kind = variant(step, device, args[0])
+    kernels = step.compiled.kernels
+    fn = kernels.get((device.kind, kind))
+    if fn is None:
+        fn = kernel_for(step, device, kind)
+    elif type(fn) is kcache.Kernel and fn.ready:
+        kernels[(device.kind, kind)] = fn = fn.fn  # compiled and checked: call numba directly
+    fn(*args)

@@ -1,0 +1,138 @@
+"""The fused engine: plan once per expression structure, then run compiled kernels.
+
+Owns the plan cache (keyed by the root's structural key, the device and the destination's
+view key: one dict lookup per call, no tree walk) and running a ``Schedule``: temporaries,
+BLAS steps, kernel steps, and the alias fallback for the final kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..devices import CPU, device_of
+from ..errors import message
+from ..expr import Leaf, Node
+from .alias import overlaps, via_temp
+from .dispatch import debug_level, run_kernel
+from .plan import debug_print, describe
+from .planner import build_schedule
+from .rewrite import rewrite
+from .routes import run_dot, try_copy
+from .schedule import KernelStep, Schedule
+
+__all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
+
+_PLANS: OrderedDict = OrderedDict()
+_PLANS_MAX = 512
+_plans_lock = threading.Lock()
+PLAN_STATS = {"hits": 0, "misses": 0}
+
+
+def _device_error(devices) -> ValueError:
+    return ValueError(
+        message(
+            "evaluate",
+            "the operands are on different devices",
+            ", ".join(sorted(str(d) for d in devices)),
+            "Move them first: t.to('cuda') or t.to('cpu')",
+        )
+    )
+
+
+def _device(params, dst: Leaf | None):
+    device = CPU if dst is None else device_of(dst.data)
+    for p in params:
+        if type(p) is Leaf and type(p.data) is not np.ndarray:
+            return device_of(p.data)
+    return device
+
+
+def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
+    """The cached schedule for ``dst[...] = root`` (or a fresh result) and whether it was
+    cached. Kernels receive ``root.params`` in order."""
+    params = root.params
+    device = _device(params, dst)
+    key = (root.key, device.kind) if dst is None else (root.key, device.kind, dst.key)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        PLAN_STATS["hits"] += 1
+        return plan, True
+    found = {device_of(p.data) for p in params if type(p) is Leaf}
+    if dst is not None:
+        found.add(device_of(dst.data))
+    if len(found) > 1:
+        raise _device_error(found)
+    target = None if dst is None else (dst.view, dst.dtype)
+    plan = build_schedule(rewrite(root), params, target, device.has_blas)
+    plan.device = device
+    if debug_level() > 0:
+        debug_print(plan)
+    with _plans_lock:
+        PLAN_STATS["misses"] += 1
+        _PLANS[key] = plan
+        if len(_PLANS) > _PLANS_MAX:
+            _PLANS.popitem(last=False)
+    return plan, False
+
+
+_NO_TEMPS: dict = {}
+
+
+def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
+    """Execute a schedule; returns the temps (the result is one of them when ``dst`` is
+    None)."""
+    device = plan.device
+    steps = plan.steps
+    if (  # the common small case: one kernel into the destination, no overlap
+        dst is not None
+        and not plan.temps
+        and len(steps) == 1
+        and type(steps[0]) is KernelStep
+        and not overlaps(steps[0], params, dst)
+    ):
+        run_kernel(steps[0], params, _NO_TEMPS, dst, device)
+        return _NO_TEMPS
+    temps = {
+        t: device.empty(math.prod(shape), dtype) for t, (shape, dtype, _) in enumerate(plan.temps)
+    }
+    last = len(steps) - 1
+    for i, step in enumerate(steps):
+        if type(step) is not KernelStep:
+            run_dot(step, params, temps, dst, device)
+        elif i == last and dst is not None and overlaps(step, params, dst):
+            first, copy = via_temp(step)
+            temps["alias"] = device.empty(first.out.view.size, first.out.dtype)
+            run_kernel(first, params, temps, dst, device)
+            run_kernel(copy, params, temps, dst, device)
+        else:
+            run_kernel(step, params, temps, dst, device)
+    return temps
+
+
+def explain(root: Node, dst: Leaf | None = None, names=None):
+    """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given); ``names``
+    label the result's dims."""
+    if dst is None and type(root) is Leaf:
+        return describe(None, True)  # already an l-tensor: nothing runs
+    plan, cached = schedule_for(root, dst)
+    return describe(plan, cached, names)
+
+
+def evaluate(root: Node) -> Leaf:
+    """Compute ``root`` into fresh storage laid out like its dominant input."""
+    plan, _ = schedule_for(root, None)
+    temps = run_schedule(plan, root.params, None)
+    res = plan.result
+    return Leaf(temps[res.src[1]], res.view)
+
+
+def assign(dst: Leaf, root: Node) -> None:
+    """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
+    if root is dst or try_copy(dst, root):
+        return
+    plan, _ = schedule_for(root, dst)
+    run_schedule(plan, root.params, dst)

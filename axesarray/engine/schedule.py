@@ -1,0 +1,73 @@
+"""The schedule of one assignment: kernel steps, BLAS steps, temporaries (internal).
+
+``Schedule`` is what the planner builds and the executor runs (the public description of
+it is ``explain.Plan``). A ``KernelStep`` carries its ``Compiled`` record: what the
+executor derives from the step once and reuses on every run (lowering, argument binder,
+alias reads, the compiled kernel per variant).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import attrs
+
+from ..kernels.ir import KLeaf, kernel_leaves
+from ..kernels.loops import LoopNest
+
+__all__ = ["Compiled", "KernelStep", "DotStep", "Schedule"]
+
+
+@attrs.define(eq=False)
+class Compiled:
+    """Per-step facts computed on first use (each None until then)."""
+
+    lowered: object = None  # kernels.lower.Lowered: arguments and address terms
+    streamable: bool | None = None  # whether the streaming-store variant may run
+    binder: Callable | None = None  # bind(params, temps, dst) -> kernel arguments
+    reads: tuple | None = None  # alias analysis: (param, same place as output, view)
+    via_temp: tuple | None = None  # (step into an alias temp, copy step) when aliased
+    kernels: dict = attrs.field(factory=dict)  # (device kind, variant) -> compiled kernel
+
+
+@attrs.define(eq=False)
+class KernelStep:
+    """One fused kernel: ``out`` receives ``tree`` over the loops of ``nest``."""
+
+    out: KLeaf
+    tree: object
+    nest: LoopNest
+    same_index: frozenset  # ids of leaves read exactly at the output's index
+    why: str  # what this kernel computes, for explain
+    order_from: int | None = None  # input (leaf ordinal) that set a fresh output's order
+    compiled: Compiled = attrs.field(factory=Compiled)
+    size: int = attrs.field(init=False)  # elements of the loop nest (read on every run)
+
+    def __attrs_post_init__(self) -> None:
+        self.size = math.prod(self.nest.lengths)
+
+    def leaves(self) -> list[KLeaf]:
+        return kernel_leaves(self.tree)
+
+
+@attrs.define(eq=False)
+class DotStep:
+    """``out[b, m, n] = sum_k a[b, m, k] * b[b, k, n]`` on BLAS, operands transposed by
+    ``perm_a``/``perm_b`` then reshaped to 3-D (numpy copies only if it must)."""
+
+    a: KLeaf
+    b: KLeaf
+    out: KLeaf  # the temp, laid out (batch, free_a, free_b), C-contiguous
+    perm_a: tuple[int, ...]
+    perm_b: tuple[int, ...]
+    sizes: tuple[int, int, int, int]  # batch, M, K, N
+    why: str = "dot (BLAS)"
+
+
+@attrs.define(eq=False)
+class Schedule:
+    temps: list  # (shape, dtype, order) per temp
+    steps: list
+    result: KLeaf
+    device: object = None  # devices.Device the plan runs on
