@@ -356,15 +356,23 @@ class Tensor(ViewMethods, ReductionMethods):
             )
         )
 
+    def _plan(self):
+        """The engine's plan for an r-tensor (shown by repr, never run); None otherwise."""
+        if isinstance(self._node, ex.Leaf):
+            return None
+        from .engine.fused import explain
+
+        return explain(self._node, None, self.names)
+
     def __repr__(self) -> str:
         from ._repr import tensor_repr
 
-        return tensor_repr(self)
+        return tensor_repr(self, self._plan())
 
     def _repr_html_(self) -> str:
         from ._repr import tensor_html
 
-        return tensor_html(self)
+        return tensor_html(self, self._plan())
 
     # --- dtype -----------------------------------------------------------------------------
 
