@@ -62,15 +62,11 @@ class MemoryMap:
             return ""
         if not self.names:
             return "()"
-        return "".join(
-            f"{p}{i}" for p, i in zip(_prefixes(self.names), self.coords[k], strict=True)
-        )
-
-
-def _prefixes(names: tuple[str, ...]) -> tuple[str, ...]:
-    """One lowercase letter per axis when the first letters differ, else the names."""
-    first = [n[0].lower() for n in names]
-    return tuple(first) if len(set(first)) == len(first) else tuple(n + "=" for n in names)
+        first = [n[0].lower() for n in self.names]
+        if len(set(first)) == len(first):
+            return "".join(f"{p}{i}" for p, i in zip(first, self.coords[k], strict=True))
+        # First letters clash: whole names, separated.
+        return ",".join(f"{n}={i}" for n, i in zip(self.names, self.coords[k], strict=True))
 
 
 def _blocking(t, view) -> list:
@@ -146,13 +142,16 @@ def memory_map(t, limit: int = CELL_LIMIT, op: str = "show_layout") -> MemoryMap
     leaf = t._node
     view = leaf.view
     names = tuple(a.name for a in t.axes)
+    hint = "Pass a larger limit"
+    if names:
+        hint = f"Slice first, e.g. t.isel({names[0]}=slice(0, 2)), or pass a larger limit"
     if view.size > limit * _ELEMENT_FACTOR:
         raise ValueError(
             message(
                 op,
                 f"{view.size} elements are too many to draw",
                 f"axes: {fmt_axes(t.axes)}; limit {limit * _ELEMENT_FACTOR}",
-                "Slice first, e.g. t.isel(N=0)",
+                hint,
             )
         )
     pad = _pads_padding(t)
@@ -178,9 +177,7 @@ def memory_map(t, limit: int = CELL_LIMIT, op: str = "show_layout") -> MemoryMap
                 op,
                 f"the storage span has {cells} cells, more than the limit of {limit}",
                 f"axes: {fmt_axes(t.axes)}; addresses {lo}..{hi - 1}",
-                f"Slice first, e.g. t.isel({names[0]}=slice(0, 2)), or pass limit="
-                if names
-                else "Pass a larger limit=",
+                hint,
             )
         )
     reached = flat[inside] - lo
@@ -488,6 +485,7 @@ def show_layout(t, *, color_by: str | None = None, limit: int = CELL_LIMIT, labe
     """
     m = memory_map(t, limit, "show_layout")
     color = _color_axis(t, m, color_by, "show_layout")
+    _need_matplotlib()
     per_row = m.row
     rows = max(1, -(-m.cells // per_row))
     show_labels = m.cells <= LABEL_LIMIT if labels is None else bool(labels)
@@ -599,6 +597,20 @@ def _legend(fig, m: MemoryMap, color, colors) -> None:
 
 
 _PAD, _HATCH, _OVERLAP = "#e4e4e4", "#b0b0b0", "#d62728"
+
+
+def _need_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            message(
+                "show_layout",
+                "matplotlib is not installed",
+                None,
+                "Install it: pip install 'axesarray[plot]' (the HTML repr draws without it)",
+            )
+        ) from None
 
 
 def _figure(size):
