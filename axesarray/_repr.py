@@ -379,13 +379,15 @@ def _facts_html(t) -> str:
     rows = []
     if t.is_lvalue:
         layout = _layout_text(t)
-        rows.append(("layout", layout if layout is not None else "none (a strided view)"))
+        rows.append(
+            ("layout", layout if layout is not None else "no tag (order read from strides)")
+        )
         order = memory_order(t)
         rows.append(("memory order", " → ".join(label for label, *_ in order) or "scalar"))
         storage, how = _storage_facts(t)
         total = int(t._node.data.size) * item
         rows.append(("bytes", f"{_bytes(t.size * item)} of values, {_bytes(total)} allocated"))
-        rows.append(("storage", f"{storage}; {how}"))
+        rows.append(("storage", f"{storage.removeprefix('storage of ')}; {how}"))
     else:
         rows.append(("bytes", f"{_bytes(t.size * item)} when computed"))
         if t.layout is not None:

@@ -21,6 +21,7 @@ ORDER = [
     "layouts",
     "expr",
     "_exprtext",
+    "memory_map",
     "pictures",
     "_repr",
     "devices",
