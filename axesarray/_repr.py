@@ -23,7 +23,7 @@ from .errors import fmt_axes
 from .layouts import physical_dims
 from .options import get_option, set_options
 from .pictures import layout_svg
-from .strided import has_internal_overlap, is_contiguous
+from .strided import has_internal_overlap, is_contiguous, span
 
 __all__ = ["tensor_repr", "tensor_html", "plan_html", "memory_order", "PREVIEW_ELEMENTS"]
 
@@ -108,7 +108,9 @@ def _storage_facts(t) -> tuple[str, str]:
     order = memory_order(t)
     physical = math.prod(n for _, n, _, _ in order) if order else 1
     overlap = view.size > 0 and has_internal_overlap(view)
-    whole = view.offset == 0 and physical == total and not overlap
+    # The whole storage, in some order (a reversed axis starts at a non-zero offset).
+    lowest = span(view)[0] if view.size else 0
+    whole = physical == total and lowest == 0 and not overlap
     spread = [a.name for a, s in zip(t.axes, view.strides, strict=True) if s == 0 and a.length > 1]
     if is_contiguous(view):
         how = "C-contiguous"
@@ -426,7 +428,13 @@ def _expression_html(t) -> str:
 
 def tensor_html(t, plan=None) -> str:
     """The Jupyter view: header, axes table, memory facts and picture, or expression and plan,
-    then the values. Self-contained HTML with inline styles (no scripts, no assets)."""
+    then the values. Self-contained HTML with inline styles (no scripts, no assets).
+
+    >>> import axesarray as ax
+    >>> page = tensor_html(ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3))))
+    >>> page.startswith("<div style=") and "stride (bytes)" in page
+    True
+    """
     head = ["axis", "length", "position in memory", "stride (bytes)"]
     parts = [f'<div style="{_BOX}">', _html_header(t)]
     if t.is_lvalue:
@@ -448,7 +456,13 @@ def tensor_html(t, plan=None) -> str:
 
 
 def plan_html(plan, boxed: bool = True) -> str:
-    """``ax.explain(...)`` as HTML: the kernels in order, then the temporaries."""
+    """``ax.explain(...)`` as HTML: the kernels in order, then the temporaries.
+
+    >>> import axesarray as ax
+    >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3)))
+    >>> "1 kernel" in plan_html(ax.explain(ax.exp(x).sum("C")))
+    True
+    """
     n, nt = len(plan.kernels), len(plan.temporaries)
     head = [
         "<div>",

@@ -35,6 +35,10 @@ def layout_svg(t, limit: int = 256, color_by: str | None = None) -> str | None:
     """The layout picture as an SVG string, or None when ``t`` has more than ``limit`` cells.
 
     Pure string building (no matplotlib), readable on light and dark backgrounds.
+
+    >>> import axesarray as ax
+    >>> layout_svg(ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3)))).count('class="cell"')
+    6
     """
     if not getattr(t, "is_lvalue", False) or t._node.view.size > limit:
         return None

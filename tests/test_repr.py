@@ -107,6 +107,14 @@ def test_blocked_layout_shows_blocks_and_padding():
     assert all(cell.strip() for cell in td_cells(html)), "a blank table cell"
 
 
+def test_reversed_tensor_is_its_whole_storage():
+    """A reversed axis starts at the far end, yet the view still covers all its storage."""
+    t = ax.tensor(np.arange(6.0).reshape(2, 3), "N C").isel(C=slice(None, None, -1))
+    text = repr(t)
+    assert "storage of 6 elements (48 B), dense in memory order N C" in text
+    assert "view of" not in text and "memory N 24 | C -8" in text
+
+
 def test_view_of_blocked_tensor_claims_no_padding():
     """A slice cutting through blocks is marked as such; its length says nothing of padding."""
     t = ax.tensor(np.zeros((1, 6, 2, 3), np.float32), "N C H W").to_layout("NCHW4")
