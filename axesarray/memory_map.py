@@ -134,10 +134,14 @@ def _check_lvalue(t, op: str):
         )
 
 
-def memory_map(t, limit: int = CELL_LIMIT, op: str = "show_layout") -> MemoryMap:
+def memory_map(
+    t, limit: int = CELL_LIMIT, op: str = "show_layout", refuse: bool = True
+) -> MemoryMap | None:
     """Map every address an l-tensor's physical array covers to the logical index there.
 
     The cells run from the lowest to the highest address its elements and padding occupy.
+    Above ``limit`` cells (or 16 times as many elements) it raises ``ValueError``, or
+    returns None when not ``refuse``.
 
     >>> import axesarray as ax, numpy as np
     >>> x = ax.tensor(np.zeros((1, 3, 1, 2), "float32"), "N C H W").to_layout("NCHW4")
@@ -153,6 +157,8 @@ def memory_map(t, limit: int = CELL_LIMIT, op: str = "show_layout") -> MemoryMap
     if names:
         hint = f"Slice first, e.g. t.isel({names[0]}=slice(0, 2)), or pass a larger limit"
     if view.size > limit * _ELEMENT_FACTOR:
+        if not refuse:
+            return None
         raise ValueError(
             message(
                 op,
@@ -179,6 +185,8 @@ def memory_map(t, limit: int = CELL_LIMIT, op: str = "show_layout") -> MemoryMap
     hi = int(flat.max()) + 1 if flat.size else view.offset
     cells = hi - lo
     if cells > limit:
+        if not refuse:
+            return None
         raise ValueError(
             message(
                 op,

@@ -42,11 +42,8 @@ def layout_svg(t, limit: int = 256, color_by: str | None = None) -> str | None:
     """
     if not getattr(t, "is_lvalue", False) or t._node.view.size > limit:
         return None
-    try:
-        m = memory_map(t, limit, "layout_svg")
-    except ValueError:
-        return None
-    if m.cells == 0:
+    m = memory_map(t, limit, "layout_svg", refuse=False)
+    if m is None or m.cells == 0:
         return None
     color = color_axis(t, m, color_by, "layout_svg")
     labels = [m.label(k) for k in range(m.cells)]
