@@ -139,7 +139,7 @@ def _leaf_info(leaf: ex.Leaf, label: str, names: tuple, storage: dict) -> InputI
 
 
 def _over(names) -> str:
-    return " ".join(names) if names else "()"
+    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
 
 
 # Python's operator precedence, so the formula reads like the code that built it.

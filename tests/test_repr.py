@@ -234,6 +234,7 @@ def test_formula_reads_like_python(plain):
         ((-plain) ** 2, "(-t0) ** 2.0"),
         ((plain < 1) == (plain > 2), "(t0 < 1.0) == (t0 > 2.0)"),
         (ax.exp(plain).sum("C"), "sum(exp(t0), over=r0)"),
+        (plain.max(("N", "C")), "max(t0, over=(r0, r1))"),
     ]
     for e, expected in cases:
         assert repr(e).split("\n")[1] == "  = " + expected
