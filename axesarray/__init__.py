@@ -47,6 +47,10 @@ from .npyio import load, save
 
 __all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]
 
+from .pictures import show_layout
+
+__all__ += ["show_layout"]
+
 from ._version import __version__
 
 __all__ += ["__version__"]

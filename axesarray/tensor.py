@@ -356,11 +356,17 @@ class Tensor(ViewMethods, ReductionMethods, LayoutMethods):
             )
         )
 
+    def _plan(self):
+        """The engine's plan for an r-tensor (shown by repr, never run); None otherwise."""
+        if isinstance(self._node, ex.Leaf):
+            return None
+        return engine.explain(self._node, None, self.names)
+
     def __repr__(self) -> str:
-        return tensor_repr(self)
+        return tensor_repr(self, self._plan())
 
     def _repr_html_(self) -> str:
-        return tensor_html(self)
+        return tensor_html(self, self._plan())
 
     # --- dtype -----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""repr and HTML views, TensorDescription, the options context manager, and the doctests."""
+"""TensorDescription, the options context manager, and the doctests (reprs: test_repr.py)."""
 
 from __future__ import annotations
 
@@ -17,62 +17,6 @@ N, C = ax.Axis("N", 2), ax.Axis("C", 3)
 @pytest.fixture
 def x():
     return ax.tensor(np.arange(6.0).reshape(2, 3), "N C")
-
-
-# --- repr ----------------------------------------------------------------------------------
-
-
-def test_repr_of_l_tensor(x):
-    """The header shows axes as name=length, dtype, kind and byte strides; then the values."""
-    head, body = repr(x).split("\n", 1)
-    assert head == "<Tensor N=2, C=3 | float64 | l-tensor | strides (24, 8)>"
-    assert body == np.array2string(np.arange(6.0).reshape(2, 3))
-
-
-def test_repr_of_r_tensor_evaluates_and_shows_formula(x):
-    """An r-tensor prints its formula and its computed values."""
-    text = repr(ax.exp(x).sum("C"))
-    assert text.startswith("<Tensor N=2 | float64 | r-tensor = sum(exp(t0), dims=[1])>")
-    assert "223.0968" in text
-
-
-@pytest.mark.parametrize(
-    "t, head",
-    [
-        (ax.tensor(np.float32(3.0), ""), "<Tensor scalar | float32 | l-tensor | strides ()>"),
-        (
-            ax.zeros((ax.Axis("E", 0), C)),
-            "<Tensor E=0, C=3 | float64 | l-tensor | strides (24, 8)>",
-        ),
-        (
-            ax.zeros((C,)).broadcast_to((N, C)),
-            "<Tensor N=2, C=3 | float64 | l-tensor, read-only | strides (0, 8)>",
-        ),
-    ],
-    ids=["scalar", "empty", "broadcast"],
-)
-def test_repr_edge_cases(t, head):
-    """Scalars, empty tensors and read-only broadcasts print readably."""
-    assert repr(t).split("\n", 1)[0] == head
-
-
-def test_repr_elides_long_axes():
-    """Long axes are elided with '...' using ``display_edgeitems``."""
-    t = ax.arange(ax.Axis("N", 1000))
-    assert "0   1   2 ... 997 998 999" in repr(t)
-    with ax.set_options(display_edgeitems=1):
-        assert "[  0 ... 999]" in repr(t)
-
-
-def test_repr_html(x):
-    """The HTML view has one row per axis with its byte stride, and escapes text."""
-    html = x._repr_html_()
-    assert html.startswith("<div>") and html.endswith("</div>")
-    assert "<tr><td><b>N</b></td><td>2</td><td>24</td></tr>" in html
-    assert "<tr><td><b>C</b></td><td>3</td><td>8</td></tr>" in html
-    r = (x < 2)._repr_html_()
-    assert "&lt;" in r and "(t0 < 2" not in r  # the formula is escaped
-    assert "<td><b>N</b></td><td>2</td><td></td>" in r  # r-tensors have no strides
 
 
 # --- description ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import sys
 import attrs
 import numpy as np
 
+from .._repr import plan_html
 from ..kernels import cache as kcache
 from ..kernels.ir import kernel_nodes
 from .dispatch import debug_level, source_for, variant
@@ -59,6 +60,9 @@ class Plan:
     @property
     def temporary_bytes(self) -> int:
         return sum(t[3] for t in self.temporaries)
+
+    def _repr_html_(self) -> str:
+        return plan_html(self)
 
     def __str__(self) -> str:
         lines = [

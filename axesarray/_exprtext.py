@@ -1,0 +1,317 @@
+"""Expressions as text: a one-line formula, an indented tree, and the key of their inputs.
+
+Inputs are numbered like the engine's plan numbers them (``input t1`` in ``ax.explain``):
+the tensors (leaves) read, in order of first appearance, each once; constants are ``c0``,
+``c1``... and pad values ``p0``... A
+leaf does not know the Python name of the tensor it came from, so the key describes it by
+dtype and axes (``t0: float32 (N=8, C=64)``). Dims of inner nodes get their names from
+the root's axes; a reduced or contracted dim has no name left and is called ``r0``,
+``r1``... as in the plan's loop labels. Imports ``expr``, ``ops``, ``errors``.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from . import expr as ex
+from .devices import device_of
+from .errors import fmt_axes
+from .ops import OPS
+
+__all__ = ["Inputs", "InputInfo", "inputs", "formula", "tree_lines", "work"]
+
+
+@attrs.frozen
+class InputInfo:
+    """One input of an expression: its plan number, label and description."""
+
+    label: str  # "t0"
+    kind: str  # "tensor", "constant" or "pad value"
+    dtype: str
+    axes: str  # the dims it really has, "N=8, C=64" (broadcast dims left out)
+    notes: tuple[str, ...]  # "broadcast over N", "same storage as t0", "blocked C/4"...
+
+    def __str__(self) -> str:
+        text = f"{self.label}: {self.dtype} ({self.axes})"
+        if self.kind != "tensor":
+            text = f"{self.label}: {self.kind} {self.dtype}"
+        return text + "".join(f", {n}" for n in self.notes)
+
+
+@attrs.frozen(eq=False)
+class Inputs:
+    """Labels of the parameter nodes and names of every node's dims."""
+
+    labels: dict  # id(node) -> "t0"
+    dims: dict  # id(node) -> tuple of dim names
+    infos: tuple[InputInfo, ...]
+
+
+def _dim_names(root: ex.Node, names: tuple[str, ...]) -> dict:
+    """id(node) -> names of its dims, propagated from the root (first path wins)."""
+    out: dict = {id(root): tuple(names)}
+    counter = [0]
+
+    def fresh() -> str:
+        counter[0] += 1
+        return f"r{counter[0] - 1}"
+
+    for node in reversed(ex.walk(root)):  # parents before children
+        mine = out.get(id(node))
+        if mine is None:
+            mine = out[id(node)] = tuple(f"d{d}" for d in range(node.ndim))
+        for child, child_names in _child_names(node, mine, fresh):
+            out.setdefault(id(child), child_names)
+    return out
+
+
+def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
+    if isinstance(node, ex.Reduce):
+        it = iter(mine)
+        return [
+            (node.arg, tuple(fresh() if d in node.axes else next(it) for d in range(node.arg.ndim)))
+        ]
+    if isinstance(node, ex.Remap):
+        return [
+            (
+                node.arg,
+                tuple(mine[s] if s >= 0 else f"i{k}" for k, (s, _, _) in enumerate(node.maps)),
+            )
+        ]
+    if isinstance(node, ex.Dot):
+        by_label = dict(zip(node.out_labels, mine, strict=True))
+        for label in (*node.a_labels, *node.b_labels):
+            if label not in by_label:
+                by_label[label] = fresh()
+        return [
+            (node.a, tuple(by_label[lb] for lb in node.a_labels)),
+            (node.b, tuple(by_label[lb] for lb in node.b_labels)),
+        ]
+    return [(c, mine) for c in node.children]
+
+
+def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
+    """Number and describe the parameters of ``root`` (the tensor's axis ``names``)."""
+    dims = _dim_names(root, names)
+    labels: dict = {}
+    infos = []
+    storage: dict = {}
+    counts = {"leaf": 0, "const": 0, "pad": 0}
+    for node in ex.walk(root):
+        if node.kind not in counts:
+            continue
+        label = f"{'tcp'[['leaf', 'const', 'pad'].index(node.kind)]}{counts[node.kind]}"
+        counts[node.kind] += 1
+        labels[id(node)] = label
+        if isinstance(node, ex.Leaf):
+            infos.append(_leaf_info(node, label, dims[id(node)], storage))
+        elif isinstance(node, ex.Const):
+            infos.append(
+                InputInfo(label, "constant", str(node.dtype), "", (repr(node.value.item()),))
+            )
+        else:
+            infos.append(
+                InputInfo(label, "pad value", str(node.dtype), "", (repr(node.value.item()),))
+            )
+    return Inputs(labels, dims, tuple(infos))
+
+
+def _leaf_info(leaf: ex.Leaf, label: str, names: tuple, storage: dict) -> InputInfo:
+    view = leaf.view
+    kept, spread = [], []
+    for name, n, s in zip(names, view.shape, view.strides, strict=True):
+        (spread if s == 0 and n > 1 else kept).append((name, n))
+    notes = []
+    if spread:
+        notes.append("broadcast over " + ", ".join(n for n, _ in spread))
+    if view.blocks is not None:
+        notes += [
+            f"{name} in blocks of {b.size}"
+            for name, b in zip(names, view.blocks, strict=True)
+            if b is not None
+        ]
+    first = storage.setdefault(id(leaf.data), label)
+    if first != label:
+        notes.append(f"same storage as {first}")
+    device = device_of(leaf.data)
+    if not device.is_cpu:
+        notes.append(f"on {device}")
+    return InputInfo(label, "tensor", str(leaf.dtype), fmt_axes(kept), tuple(notes))
+
+
+# --- formula --------------------------------------------------------------------------------
+
+
+def _over(names) -> str:
+    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+
+
+# Python's operator precedence, so the formula reads like the code that built it.
+_PREC = {"|": 2, "^": 3, "&": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
+_COMPARE, _UNARY, _ATOM = 1, 7, 9
+
+
+def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
+    """A one-line formula: ``sigmoid(t0 * t1 - 1.0)``, ``sum(exp(t0), over=r0)``."""
+
+    def wrap(pair: tuple[str, int], need: bool) -> str:
+        return f"({pair[0]})" if need else pair[0]
+
+    def go(n: ex.Node) -> tuple[str, int]:
+        """(text, precedence of its outermost operator)."""
+        label = inp.labels.get(id(n))
+        if isinstance(n, ex.Leaf):
+            return label, _ATOM
+        if isinstance(n, ex.Const):
+            text = repr(n.value.item())
+            return text, _UNARY if text.startswith("-") else _ATOM
+        if isinstance(n, ex.Map):
+            info = OPS[n.op]
+            if info.symbol and info.arity == 2:
+                p = _PREC.get(info.symbol, _COMPARE)
+                left, right = go(n.args[0]), go(n.args[1])
+                # ** groups to the right, comparisons chain: both need parens where + does not
+                left_need = left[1] <= p if p in (_PREC["**"], _COMPARE) else left[1] < p
+                right_need = right[1] < p if p == _PREC["**"] else right[1] <= p
+                return f"{wrap(left, left_need)} {info.symbol} {wrap(right, right_need)}", p
+            if info.symbol and info.arity == 1:
+                arg = go(n.args[0])
+                return f"{info.symbol}{wrap(arg, arg[1] < _UNARY)}", _UNARY
+            return f"{n.op}({', '.join(go(a)[0] for a in n.args)})", _ATOM
+        if isinstance(n, ex.Cast):
+            return f"{n.dtype}({go(n.arg)[0]})", _ATOM
+        if isinstance(n, ex.Reduce):
+            over = [inp.dims[id(n.arg)][d] for d in n.axes]
+            return f"{n.op}({go(n.arg)[0]}, over={_over(over)})", _ATOM
+        if isinstance(n, ex.Remap):
+            return f"{remap_kind(n, inp)}({go(n.arg)[0]})", _ATOM
+        if isinstance(n, ex.Pad):
+            name = inp.dims[id(n)][n.dim]
+            return f"pad({go(n.arg)[0]}, {name}=({n.before}, {n.after}), value={label})", _ATOM
+        if isinstance(n, ex.Concat):
+            name = inp.dims[id(n)][n.dim]
+            return "concat(" + ", ".join(go(a)[0] for a in n.args) + f", along={name})", _ATOM
+        if isinstance(n, ex.Dot):
+            over = _over(_contracted(n, inp))
+            return f"dot({go(n.a)[0]}, {go(n.b)[0]}, over={over})", _ATOM
+        return type(n).__name__, _ATOM
+
+    text = go(root)[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _contracted(n: ex.Dot, inp: Inputs) -> list[str]:
+    a = inp.dims[id(n.a)]
+    return [a[k] for k, lb in enumerate(n.a_labels) if lb not in n.out_labels]
+
+
+def remap_kind(n: ex.Remap, inp: Inputs) -> str:
+    """What an index remap does, in words: ``transpose``, ``slice``, ``broadcast[N]``..."""
+    mine = inp.dims[id(n)]
+    used = [s for s, _, _ in n.maps if s >= 0]
+    words = []
+    if any(s < 0 for s, _, _ in n.maps):
+        words.append("index")
+    if any(
+        s >= 0 and (start != 0 or step != 1 or n.shape[s] != n.arg.shape[k])
+        for k, (s, start, step) in enumerate(n.maps)
+    ):
+        words.append("slice")
+    if used != sorted(used):
+        words.append("transpose")
+    spread = [mine[d] for d in range(n.ndim) if d not in used and n.shape[d] > 1]
+    if spread:
+        words.append("broadcast[" + " ".join(spread) + "]")
+    return "+".join(words) or "view"
+
+
+# --- tree -------------------------------------------------------------------------------------
+
+
+def _node_text(n: ex.Node, inp: Inputs) -> str:
+    if isinstance(n, ex.Leaf):
+        return inp.labels[id(n)]
+    if isinstance(n, ex.Const):
+        return f"{n.value.item()!r} ({n.dtype})"
+    if isinstance(n, ex.Map):
+        sym = OPS[n.op].symbol
+        return f"{n.op} ({sym})" if sym else n.op
+    if isinstance(n, ex.Cast):
+        return f"astype {n.dtype}"
+    if isinstance(n, ex.Reduce):
+        return f"{n.op} over {_over([inp.dims[id(n.arg)][d] for d in n.axes])}"
+    if isinstance(n, ex.Remap):
+        return remap_kind(n, inp)
+    if isinstance(n, ex.Pad):
+        name = inp.dims[id(n)][n.dim]
+        return f"pad {name} by ({n.before}, {n.after}) with {inp.labels[id(n)]}"
+    if isinstance(n, ex.Concat):
+        return f"concat along {inp.dims[id(n)][n.dim]}"
+    if isinstance(n, ex.Dot):
+        return f"dot over {_over(_contracted(n, inp))}"
+    return type(n).__name__
+
+
+def tree_lines(root: ex.Node, inp: Inputs, max_lines: int = 40) -> list[tuple[str, str, str]]:
+    """(branch prefix, node text, ``dtype (dims)``) per line, root first.
+
+    A subexpression used twice is drawn once and then referred to by its ``#k`` mark.
+    """
+    shared = _shared(root)
+    marks: dict = {}
+    lines: list = []
+
+    def go(n: ex.Node, prefix: str, branch: str) -> None:
+        if len(lines) >= max_lines:
+            return
+        if id(n) in marks:
+            lines.append((prefix + branch, f"= {marks[id(n)]} (computed once)", ""))
+            return
+        text = _node_text(n, inp)
+        if id(n) in shared and not isinstance(n, (ex.Leaf, ex.Const)):
+            marks[id(n)] = f"#{len(marks) + 1}"
+            text = f"{marks[id(n)]} {text}"
+        dims = ", ".join(f"{d}={k}" for d, k in zip(inp.dims[id(n)], n.shape, strict=True))
+        lines.append((prefix + branch, text, f"{n.dtype} ({dims})"))
+        kids = n.children
+        inner = "" if not branch else prefix + ("   " if branch == "└─ " else "│  ")
+        for k, c in enumerate(kids):
+            go(c, inner, "└─ " if k == len(kids) - 1 else "├─ ")
+
+    go(root, "", "")
+    if len(lines) >= max_lines:
+        lines.append(("", f"... ({len(ex.walk(root))} nodes in all)", ""))
+    return lines
+
+
+def _shared(root: ex.Node) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            twice.add(id(n))
+            continue
+        seen.add(id(n))
+        stack.extend(n.children)
+    return twice
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+def work(root: ex.Node) -> int:
+    """Elements read or computed to evaluate ``root``: decides whether a preview is cheap."""
+    total = 0
+    for n in ex.walk(root):
+        if isinstance(n, ex.Reduce):
+            total += int(np.prod(n.arg.shape, dtype=np.float64))
+        elif isinstance(n, ex.Dot):
+            lengths = dict(zip(n.a_labels, n.a.shape, strict=True))
+            lengths.update(zip(n.b_labels, n.b.shape, strict=True))
+            total += int(np.prod(list(lengths.values()), dtype=np.float64))
+        elif not isinstance(n, ex.Const):
+            total += int(np.prod(n.shape, dtype=np.float64))
+    return total
