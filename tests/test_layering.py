@@ -51,6 +51,7 @@ ORDER = [
     "npyio",
     "_repr",
     "cli",
+    "__main__",
     "demo",
     "__init__",
 ]
