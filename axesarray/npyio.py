@@ -157,8 +157,10 @@ def map_npy(path, op: str = "load"):
     path = Path(path)
     shape, fortran, dtype, header = _header(path, op)
     count = math.prod(shape)
-    if count == 0:
-        return np.empty(shape, dtype), lambda: None
+    if count == 0:  # nothing to map (mmap refuses a length of zero)
+        empty = np.empty(shape, dtype)
+        empty.flags.writeable = False
+        return empty, lambda: None
     with open(path, "rb") as f:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     flat = np.frombuffer(mm, dtype, count=count, offset=header)
@@ -182,7 +184,7 @@ class NpyWriter:
 
     def __init__(self, path, dtype, shape: tuple[int, ...]):
         self.dtype, self.shape = np.dtype(dtype), tuple(shape)
-        self.file = open(path, "r+b", buffering=0)  # noqa: SIM115 (closed by close())
+        self.file = open(path, "wb", buffering=0)  # noqa: SIM115 (closed by close())
         try:
             head = {
                 "descr": np.lib.format.dtype_to_descr(self.dtype),
@@ -229,7 +231,7 @@ class NpyWriter:
         """Write ``box`` at index ``start``, one contiguous run per index of the cut dims."""
         if box.size == 0:
             return
-        box = np.ascontiguousarray(box)
+        box = box if box.flags.c_contiguous else box.copy()  # (ascontiguousarray adds a dim to 0-d)
         cut = [d for d, (n, m) in enumerate(zip(box.shape, self.shape, strict=True)) if n != m]
         last = cut[-1] if cut else 0  # dims after it are whole: each run is contiguous
         base = self.header + sum(s * k for s, k in zip(start, self.strides, strict=True))
