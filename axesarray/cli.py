@@ -41,6 +41,9 @@ from .npyio import (
 __all__ = ["main", "convert", "info", "plan_chunks"]
 
 DEFAULT_CHUNK = 64 << 20
+# Output bytes between two releases of the input pages read: releasing after every small
+# chunk costs more than the copy (the next chunk faults the same pages back in).
+RELEASE_EVERY = 32 << 20
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -95,7 +98,9 @@ def _roles(text: str | None) -> dict:
         role, sep, name = tok.partition("=")
         if not sep:
             raise LayoutError(
-                message("convert", f"bad role {tok!r}", None, "Write roles as N=batch C=feat")
+                message(
+                    "convert", f"bad role {tok!r}", None, "Write them as --roles 'N=batch C=feat'"
+                )
             )
         out[role] = name
     return out
@@ -178,6 +183,17 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                     "Give one name per dimension, or --from for a blocked layout",
                 )
             )
+        for k, item in enumerate(items):
+            if isinstance(item, Axis) and item.length != arr.shape[k]:
+                raise AxesError(
+                    message(
+                        "convert",
+                        f"--axes gives {item} but dimension {k} of {path.name} has {arr.shape[k]}",
+                        f"--axes {axes_text}; shape {arr.shape}",
+                        f"Write {item.name} alone to take the length from the file (a length "
+                        "is for a padded axis, with --from)",
+                    )
+                )
         return tensor(arr, items), None, drop
     layout = _layout(from_text, "--from", roles, _names(items))
     if arr.ndim != layout.ndim_physical:
@@ -352,8 +368,6 @@ def convert(
 
 
 def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress):
-    from .creation import tensor
-    from .layout_ops import repack
     from .storage import allocate
 
     src_path, dst_path = Path(src_path), Path(dst_path)
@@ -383,32 +397,44 @@ def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_byte
     # with a message, and nothing is left behind).
     buf = allocate(max((math.prod(n) for _, n in boxes), default=0), dtype, op="convert")
     bar = Progress(math.prod(shape) * dtype.itemsize, _show(progress))
-    with atomic_outputs(dst_path, sidecar_path(dst_path), op="convert") as (tmp, tmp_side):
-        out = NpyWriter(tmp, dtype, shape)
-        try:
-            part = None
-            for index, (start, lengths) in zip(chunks, boxes, strict=True):
-                piece = src.isel(index)
-                if part is None or part.axes != piece.axes:
-                    # A chunk of a new shape: zero the buffer so its padding reads zero
-                    # (repack writes data only, so the padding stays zero while it is reused).
-                    box = buf[: math.prod(lengths)].reshape(lengths)
-                    box[...] = 0
-                    part = (
-                        tensor(box, piece.axes, layout=dst_layout)
-                        if dst_layout
-                        else (tensor(box, piece.axes))
-                    )
-                repack(piece, out=part)
-                out.write(box, start)
-                drop()  # the input pages this chunk read go back to the page cache
-                bar.update(box.nbytes)
-        except BaseException:
-            out.file.close()
-            raise
-        out.close()
-        tmp_side.write_text(sidecar_text(src.axes, dst_layout, dtype))
-    bar.close()
+    try:
+        with atomic_outputs(dst_path, sidecar_path(dst_path), op="convert") as (tmp, tmp_side):
+            out = NpyWriter(tmp, dtype, shape)
+            try:
+                _write_chunks(out, src, dst_layout, zip(chunks, boxes, strict=True), buf, drop, bar)
+            except BaseException:
+                out.file.close()
+                raise
+            out.close()
+            tmp_side.write_text(sidecar_text(src.axes, dst_layout, dtype))
+    finally:
+        bar.close()  # an error or Ctrl-C starts on a line of its own
+
+
+def _write_chunks(out, src, dst_layout, chunks, buf, drop, bar) -> None:
+    """Repack each (index, box) of ``chunks`` into ``buf`` and write it to ``out``."""
+    from .creation import tensor
+    from .layout_ops import repack
+
+    part, since = None, 0
+    for index, (start, lengths) in chunks:
+        piece = src.isel(index)
+        if part is None or part.axes != piece.axes:
+            # A chunk of a new shape: zero the buffer so that its padding reads zero (repack
+            # writes the data only, so the padding stays zero while the shape is reused).
+            box = buf[: math.prod(lengths)].reshape(lengths)
+            box[...] = 0
+            if dst_layout is None:
+                part = tensor(box, piece.axes)
+            else:
+                part = tensor(box, piece.axes, layout=dst_layout)
+        repack(piece, out=part)
+        out.write(box, start)
+        since += box.nbytes
+        if since >= RELEASE_EVERY:  # the input pages read so far go back to the page cache
+            drop()
+            since = 0
+        bar.update(box.nbytes)
 
 
 def _show(progress: bool | None) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 from .axes import Axes, Axis
 from .errors import AxesError, LayoutError, fmt_axes, message
 from .layouts import Layout
+from .storage import AllocationError
 
 __all__ = [
     "save",
@@ -141,8 +142,18 @@ def _header(path: Path, op: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
 def open_npy(path, op: str = "load", mmap_mode: str | None = "r") -> np.ndarray:
     """``np.load`` with clear errors: missing, not a .npy, truncated, object dtype."""
     path = Path(path)
-    _header(path, op)
-    return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    shape, _, dtype, _ = _header(path, op)
+    try:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except MemoryError:
+        raise AllocationError(
+            message(
+                op,
+                f"cannot allocate {math.prod(shape) * dtype.itemsize:,} bytes to read {path}",
+                f"shape {shape}; {dtype}",
+                "Map it instead of reading it: mmap_mode='r'",
+            )
+        ) from None
 
 
 def map_npy(path, op: str = "load"):

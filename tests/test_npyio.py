@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import axesarray as ax
 from axesarray import AxesError, LayoutError
 from axesarray.npyio import NpyWriter, atomic_outputs, map_npy, renamed_errors, sidecar_path
+from axesarray.storage import AllocationError
 from tests.test_layouts import values
 
 
@@ -89,6 +90,22 @@ def test_loading_python_objects_is_a_type_error(tmp_path):
             r"be read",
         ):
             ax.load(path, axes="N", mmap_mode=mmap_mode)
+
+
+def test_reading_more_than_memory_is_refused_with_our_message(tmp_path, monkeypatch):
+    path = tmp_path / "big.npy"
+    np.save(path, np.zeros((4, 2), "float32"))
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 32 B for an array with shape (4, 2)")
+
+    monkeypatch.setattr(np, "load", no_memory)
+    with pytest.raises(
+        AllocationError,
+        match=r"^load: cannot allocate 32 bytes to read .*big.npy \(shape \(4, 2\); float32\)\. "
+        r"Map it instead of reading it: mmap_mode='r'\.$",
+    ):
+        ax.load(path, axes="A B")
 
 
 def test_errors_while_loading_name_load(tmp_path):
