@@ -5,6 +5,7 @@ Owns the only place where axis names are matched. Imports ``errors`` and ``optio
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Sequence
 
@@ -13,7 +14,9 @@ import attrs
 from .errors import AxesError, fmt_axes, message
 from .options import get_option
 
-__all__ = ["Axis", "Axes", "as_axes", "broadcast_axes", "parse_names"]
+__all__ = ["Axis", "Axes", "as_axes", "broadcast_axes", "parse_names", "check_size", "MAX_SIZE"]
+
+MAX_SIZE = (1 << 63) - 1  # element counts and offsets are int64 in every kernel
 
 
 _INTERNED: dict = {}
@@ -68,6 +71,8 @@ class Axis:
                     f"got {self.length!r}",
                 )
             )
+        if length > MAX_SIZE:
+            raise _too_large("Axis", [(self.name, length)])
         object.__setattr__(self, "length", int(length))
         if len(_INTERNED) < _INTERN_MAX:
             _INTERNED.setdefault((self.name, self.length), self)
@@ -123,6 +128,7 @@ class Axes(tuple):
     def __new__(cls, axes: Iterable[Axis] = ()) -> Axes:
         items = tuple(axes)
         names = set()
+        bits = 0  # the OR of the lengths: its bit length bounds each length's
         for a in items:
             if not isinstance(a, Axis):
                 raise AxesError(
@@ -143,6 +149,10 @@ class Axes(tuple):
                     )
                 )
             names.add(a.name)
+            bits |= a.length
+        # Four lengths under 2**15 multiply to under 2**60: only larger axes pay for a product.
+        if (bits >> 15 or len(items) > 4) and math.prod([a.length for a in items]) > MAX_SIZE:
+            raise _too_large("Axes", items)
         return tuple.__new__(cls, items)
 
     @classmethod
@@ -212,6 +222,33 @@ class Axes(tuple):
 
     def __reduce__(self):
         return (Axes, (tuple(self),))
+
+
+def _too_large(op: str, axes) -> AxesError:
+    size = 1
+    for a in axes:
+        size *= a.length if hasattr(a, "length") else a[1]
+    return AxesError(
+        message(
+            op,
+            f"the axes hold {size:,} elements, more than an int64 can count",
+            fmt_axes(axes),
+            f"Keep the product of the lengths at most {MAX_SIZE:,}",
+        )
+    )
+
+
+def check_size(axes: Sequence[Axis], op: str = "axes") -> None:
+    """Refuse axes whose element count does not fit an int64 (with an ``AxesError``).
+
+    >>> try:
+    ...     check_size([Axis("A", 1 << 32), Axis("B", 1 << 32)], "broadcast_to")
+    ... except AxesError as e:
+    ...     print(str(e)[:48])
+    broadcast_to: the axes hold 18,446,744,073,709,5
+    """
+    if math.prod([a.length for a in axes]) > MAX_SIZE:
+        raise _too_large(op, axes)
 
 
 def as_axes(spec, op: str = "axes") -> Axes:
@@ -297,4 +334,6 @@ def broadcast_axes(a, b, op: str = "broadcast", mode: str | None = None) -> Axes
                 "on one operand first",
             )
         )
-    return Axes._trusted(tuple(a) + tuple(x for x in b if x.name not in names_a))
+    union = tuple(a) + tuple(x for x in b if x.name not in names_a)
+    check_size(union, op)
+    return Axes._trusted(union)

@@ -4,10 +4,12 @@
     axesarray convert OUT.npy BACK.npy            # the sidecar knows the axes and layout
     axesarray info FILE.npy
 
-The input is memory-mapped and converted in chunks of the output's outermost dims, so a
-file larger than memory converts with bounded memory. OUT.npy is a plain .npy of the
-physical array; OUT.npy.axes.json records axes and layout. Everything is checked before
-anything is written, and the output appears (by rename) only when complete.
+The input is memory-mapped and converted in chunks of the output's outermost dims, each
+written with ordinary I/O (so a full disk is an error, not a crash) and the input pages it
+read released, so a file larger than memory converts with memory bounded by a few chunks.
+OUT.npy is a plain .npy of the physical array; OUT.npy.axes.json records axes and layout.
+Everything is checked before anything is written, the output's space is reserved first,
+and the output appears (by rename) only when complete. Files follow the umask.
 """
 
 from __future__ import annotations
@@ -16,18 +18,32 @@ import argparse
 import math
 import sys
 import time
+import warnings
 from itertools import product
 from pathlib import Path
 
-import numpy as np
-
+from ._version import __version__
 from .axes import Axes, Axis
 from .errors import AxesError, LayoutError, fmt_axes, message
 from .layouts import Layout, bind, physical_dims
+from .npyio import (
+    NpyWriter,
+    atomic_outputs,
+    check_output,
+    map_npy,
+    open_npy,
+    read_sidecar,
+    renamed_errors,
+    sidecar_path,
+    sidecar_text,
+)
 
 __all__ = ["main", "convert", "info", "plan_chunks"]
 
 DEFAULT_CHUNK = 64 << 20
+# Output bytes between two releases of the input pages read: releasing after every small
+# chunk costs more than the copy (the next chunk faults the same pages back in).
+RELEASE_EVERY = 32 << 20
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -49,9 +65,29 @@ def _axes_spec(text: str) -> list:
     """``"N C=3 H W"``: names, optionally with a length (needed for a padded axis)."""
     items = []
     for tok in text.replace(",", " ").split():
-        name, _, length = tok.partition("=")
-        items.append(Axis(name, int(length)) if length else name)
+        name, sep, length = tok.partition("=")
+        if not sep:
+            items.append(name)
+            continue
+        try:
+            n = int(length)
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise AxesError(
+                message(
+                    "convert",
+                    f"--axes: the length of {name!r} must be a non-negative integer",
+                    f"got {tok!r}",
+                    f"Write {name}=3, or {name} alone to take the length from the file",
+                )
+            )
+        items.append(Axis(name, n))
     return items
+
+
+def _names(items) -> tuple[str, ...]:
+    return tuple(a.name if isinstance(a, Axis) else a for a in items)
 
 
 def _roles(text: str | None) -> dict:
@@ -62,27 +98,51 @@ def _roles(text: str | None) -> dict:
         role, sep, name = tok.partition("=")
         if not sep:
             raise LayoutError(
-                message("convert", f"bad role {tok!r}", None, "Write roles as N=batch C=feat")
+                message(
+                    "convert", f"bad role {tok!r}", None, "Write them as --roles 'N=batch C=feat'"
+                )
             )
         out[role] = name
     return out
+
+
+def _layout(text: str, flag: str, roles: dict, names: tuple[str, ...]) -> Layout:
+    """``--from``/``--to`` bound to the axis ``names``, with a hint in terms of flags."""
+    layout = Layout.parse(text, **roles)
+    extra = [n for n in layout.order if n not in names]
+    missing = [n for n in names if n not in layout.order]
+    if extra or missing:
+        pairs = " ".join(f"{r}={n}" for r, n in zip(extra, missing, strict=False))
+        raise LayoutError(
+            message(
+                "convert",
+                f"{flag} {text} places "
+                + (", ".join(map(repr, extra)) or "not all axes")
+                + f", the axes are {' '.join(names)}",
+                f"layout {layout}",
+                f"Map its letters to your axis names: --roles '{pairs}'"
+                if pairs
+                else "Name every axis once in the layout",
+            )
+        )
+    return bind(layout, Axes(Axis(n, 0) for n in names), "convert")
 
 
 # --- the input -----------------------------------------------------------------------------
 
 
 def _open_input(path: Path, axes_text, from_text, roles: dict):
-    """(tensor over the memory-mapped input, layout or None)."""
+    """(tensor over the memory-mapped input, its layout or None, drop): ``drop()`` releases
+    the input pages read so far."""
     from .creation import tensor
-    from .npyio import open_npy, read_sidecar
 
     side = read_sidecar(path, "convert")
-    arr = open_npy(path, "convert", "r")
+    arr, drop = map_npy(path, "convert")
     if side is not None:
         axes, layout, _ = side
         if axes_text is not None:
-            names = [a.name if isinstance(a, Axis) else a for a in _axes_spec(axes_text)]
-            if tuple(names) != axes.names:
+            names = _names(_axes_spec(axes_text))
+            if names != axes.names:
                 raise AxesError(
                     message(
                         "convert",
@@ -92,7 +152,7 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                     )
                 )
         if from_text is not None:
-            given = bind(Layout.parse(from_text, **roles), axes, "convert")
+            given = _layout(from_text, "--from", roles, axes.names)
             if given != layout:
                 raise LayoutError(
                     message(
@@ -102,14 +162,14 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                         "Leave --from out: the sidecar has it",
                     )
                 )
-        return (tensor(arr, axes, layout=layout) if layout else tensor(arr, axes)), layout
+        return (tensor(arr, axes, layout=layout) if layout else tensor(arr, axes)), layout, drop
     if axes_text is None:
         raise AxesError(
             message(
                 "convert",
                 f"{path} has no sidecar, so its axes are unknown",
                 f"shape {arr.shape}",
-                "Give them: --axes 'N C H W'",
+                f"Give them: {_suggest(arr.shape)}",
             )
         )
     items = _axes_spec(axes_text)
@@ -123,9 +183,19 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                     "Give one name per dimension, or --from for a blocked layout",
                 )
             )
-        return tensor(arr, items), None
-    names = tuple(a.name if isinstance(a, Axis) else a for a in items)
-    layout = bind(Layout.parse(from_text, **roles), Axes(Axis(n, 0) for n in names), "convert")
+        for k, item in enumerate(items):
+            if isinstance(item, Axis) and item.length != arr.shape[k]:
+                raise AxesError(
+                    message(
+                        "convert",
+                        f"--axes gives {item} but dimension {k} of {path.name} has {arr.shape[k]}",
+                        f"--axes {axes_text}; shape {arr.shape}",
+                        f"Write {item.name} alone to take the length from the file (a length "
+                        "is for a padded axis, with --from)",
+                    )
+                )
+        return tensor(arr, items), None, drop
+    layout = _layout(from_text, "--from", roles, _names(items))
     if arr.ndim != layout.ndim_physical:
         raise AxesError(
             message(
@@ -136,7 +206,38 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                 "Check --axes and --from",
             )
         )
-    return tensor(arr, items, layout=layout), layout
+    t = tensor(arr, items, layout=layout)
+    for name, x in layout.blocks:
+        if name in items and x > 1:  # given without a length: the padding counts as data
+            padded = t.axes[name].length
+            fixed = " ".join(
+                f"{n}=<{padded - x + 1}..{padded}>" if n == name else str(n) for n in items
+            )
+            warnings.warn(
+                message(
+                    "convert",
+                    f"--axes gives no length for the blocked axis {name!r}, so all "
+                    f"{padded} entries of its blocks are taken as data, padding included",
+                    f"{name}={padded}",
+                    f"If the file has padding, give the real length: --axes '{fixed}'",
+                ),
+                UserWarning,
+                stacklevel=3,
+            )
+    return t, layout, drop
+
+
+def _suggest(shape: tuple[int, ...]) -> str:
+    """The --axes (and --from) to try for a .npy without a sidecar."""
+    names = "N C H W" if len(shape) == 4 else " ".join(f"d{k}" for k in range(len(shape)))
+    plain = f"--axes '{names}'"
+    if len(shape) == 5 and shape[-1] > 1:
+        x = shape[-1]
+        return (
+            f"{plain}; or, if it is blocked, --axes 'N C=<channels> H W' --from NCHW{x} "
+            f"(C=<channels>, at most {shape[1] * x}, keeps the padding out of the data)"
+        )
+    return plain
 
 
 # --- chunking ------------------------------------------------------------------------------
@@ -151,6 +252,8 @@ def plan_chunks(
     Cuts along an axis fall on multiples of its blocks in both layouts, so each chunk holds
     whole blocks (the last one holds the padded tail).
     """
+    if axes.size == 0:
+        return []  # nothing to copy (and no chunk size to divide by)
     order = list(dst.order) if dst is not None else list(axes.names)
 
     def block(lay, n):
@@ -215,6 +318,29 @@ class Progress:
 # --- commands ------------------------------------------------------------------------------
 
 
+def _box(index: dict, axes: Axes, layout: Layout | None) -> tuple[tuple, tuple]:
+    """(start, lengths) of chunk ``index`` in the output's physical array."""
+
+    def part(name: str) -> tuple[int, int]:
+        n = axes[name].length
+        lo, hi, _ = index.get(name, slice(0, n)).indices(n)
+        return lo, hi - lo
+
+    if layout is None:
+        spans = [part(a.name) for a in axes]
+    else:
+        spans = []
+        for d in physical_dims(layout, axes):
+            lo, n = part(axes[d.axis].name)
+            if d.kind == "plain":
+                spans.append((lo, n))
+            elif d.kind == "outer":  # chunks start on whole blocks (plan_chunks)
+                spans.append((lo // d.block, -(-n // d.block)))
+            else:
+                spans.append((0, d.block))
+    return tuple(s for s, _ in spans), tuple(n for _, n in spans)
+
+
 def convert(
     src_path,
     dst_path,
@@ -225,10 +351,24 @@ def convert(
     chunk_bytes: int = DEFAULT_CHUNK,
     progress: bool | None = None,
 ) -> None:
-    """Convert ``src_path`` into ``dst_path`` (the ``axesarray convert`` command)."""
-    from .creation import tensor
-    from .layout_ops import repack
-    from .npyio import atomic_outputs, sidecar_path, sidecar_text
+    """Convert ``src_path`` into ``dst_path`` (the ``axesarray convert`` command).
+
+    Checks everything before writing; writes with ordinary I/O into a temporary file that
+    is renamed onto ``dst_path`` when complete; memory stays within a few chunks.
+
+    >>> import numpy as np, tempfile, os
+    >>> d = tempfile.mkdtemp(); src, dst = os.path.join(d, "a.npy"), os.path.join(d, "b.npy")
+    >>> np.save(src, np.arange(6, dtype="int8").reshape(1, 3, 1, 2))
+    >>> convert(src, dst, "N C H W", to_layout="NCHW4")
+    >>> np.load(dst).shape
+    (1, 1, 1, 2, 4)
+    """
+    with renamed_errors("convert"):
+        _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress)
+
+
+def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress):
+    from .storage import allocate
 
     src_path, dst_path = Path(src_path), Path(dst_path)
     roles = _roles(roles) if isinstance(roles, str) or roles is None else dict(roles)
@@ -241,47 +381,73 @@ def convert(
                 "Write to another file",
             )
         )
-    src, src_layout = _open_input(src_path, axes, from_layout, roles)
+    check_output(dst_path, "convert")
+    src, src_layout, drop = _open_input(src_path, axes, from_layout, roles)
     dst_layout = None
     if to_layout is not None:
-        dst_layout = bind(Layout.parse(to_layout, **roles), src.axes, "convert")
+        dst_layout = _layout(to_layout, "--to", roles, src.axes.names)
     if dst_layout is None:
         shape = src.axes.shape
     else:
         shape = tuple(d.length for d in physical_dims(dst_layout, src.axes))
-    if not dst_path.parent.is_dir():
-        raise FileNotFoundError(
-            message("convert", "the output directory does not exist", str(dst_path.parent))
-        )
-    chunks = plan_chunks(src.axes, dst_layout, src_layout, src.dtype.itemsize, chunk_bytes)
-    total = math.prod(shape) * src.dtype.itemsize
-    bar = Progress(total, sys.stderr.isatty() if progress is None else progress)
-    with atomic_outputs(dst_path, sidecar_path(dst_path)) as (tmp, tmp_side):
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=src.dtype, shape=shape)
-        if dst_layout is None:
-            dst = tensor(out, src.axes)
-        else:
-            dst = tensor(out, src.axes, layout=dst_layout)
-        written = 0
-        for index in chunks:
-            part = dst.isel(index)
-            repack(src.isel(index), out=part)
-            written += part.size * src.dtype.itemsize
-            bar.update(part.size * src.dtype.itemsize)
-            if written >= 256 << 20:  # keep the dirty pages of the output bounded
-                out.flush()
-                written = 0
-        out.flush()
-        del out, dst
-        tmp_side.write_text(sidecar_text(src.axes, dst_layout, src.dtype))
-    bar.close()
+    dtype = src.dtype
+    chunks = plan_chunks(src.axes, dst_layout, src_layout, dtype.itemsize, chunk_bytes)
+    boxes = [_box(index, src.axes, dst_layout) for index in chunks]
+    # One buffer for every chunk, allocated before the output exists (memory is refused
+    # with a message, and nothing is left behind).
+    buf = allocate(max((math.prod(n) for _, n in boxes), default=0), dtype, op="convert")
+    bar = Progress(math.prod(shape) * dtype.itemsize, _show(progress))
+    try:
+        with atomic_outputs(dst_path, sidecar_path(dst_path), op="convert") as (tmp, tmp_side):
+            out = NpyWriter(tmp, dtype, shape)
+            try:
+                _write_chunks(out, src, dst_layout, zip(chunks, boxes, strict=True), buf, drop, bar)
+            except BaseException:
+                out.file.close()
+                raise
+            out.close()
+            tmp_side.write_text(sidecar_text(src.axes, dst_layout, dtype))
+    finally:
+        bar.close()  # an error or Ctrl-C starts on a line of its own
+
+
+def _write_chunks(out, src, dst_layout, chunks, buf, drop, bar) -> None:
+    """Repack each (index, box) of ``chunks`` into ``buf`` and write it to ``out``."""
+    from .creation import tensor
+    from .layout_ops import repack
+
+    part, since = None, 0
+    for index, (start, lengths) in chunks:
+        piece = src.isel(index)
+        if part is None or part.axes != piece.axes:
+            # A chunk of a new shape: zero the buffer so that its padding reads zero (repack
+            # writes the data only, so the padding stays zero while the shape is reused).
+            box = buf[: math.prod(lengths)].reshape(lengths)
+            box[...] = 0
+            if dst_layout is None:
+                part = tensor(box, piece.axes)
+            else:
+                part = tensor(box, piece.axes, layout=dst_layout)
+        repack(piece, out=part)
+        out.write(box, start)
+        since += box.nbytes
+        if since >= RELEASE_EVERY:  # the input pages read so far go back to the page cache
+            drop()
+            since = 0
+        bar.update(box.nbytes)
+
+
+def _show(progress: bool | None) -> bool:
+    return sys.stderr.isatty() if progress is None else progress
 
 
 def info(path) -> str:
     """A description of a .npy file and its sidecar (the ``axesarray info`` command)."""
-    from .npyio import open_npy, read_sidecar, sidecar_path
+    with renamed_errors("info"):
+        return _info(Path(path))
 
-    path = Path(path)
+
+def _info(path: Path) -> str:
     side = read_sidecar(path, "info")
     arr = open_npy(path, "info", "r")
     lines = [
@@ -289,7 +455,8 @@ def info(path) -> str:
         f"physical  {arr.dtype} {arr.shape}",
     ]
     if side is None:
-        lines.append("axes      unknown (no sidecar); convert with --axes 'N C H W'")
+        lines.append("axes      unknown (no sidecar)")
+        lines.append(f"convert   with {_suggest(arr.shape)}")
         return "\n".join(lines)
     axes, layout, _ = side
     lines.append(f"axes      {fmt_axes(axes)}")
@@ -306,12 +473,38 @@ def info(path) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="axesarray", description=__doc__.splitlines()[0])
+EXAMPLES = """examples:
+  axesarray convert x.npy y.npy --axes "N C H W" --to NCHW32
+      NCHW -> NCHW32; writes y.npy and its sidecar y.npy.axes.json
+  axesarray convert y.npy back.npy
+      back to axis order: the sidecar knows the axes and the layout
+  axesarray convert raw.npy z.npy --axes "N C=3 H W" --from NCHW4 --to NHWC
+      a blocked file without a sidecar: C=3 is the real channel count, the rest is padding
+  axesarray convert x.npy t.npy --axes "b c y x" --roles "N=b C=c H=y W=x" --to CHWN4
+  axesarray info y.npy
+
+guarantees: the output appears complete or not at all (an error leaves no file); memory
+stays within a few chunks (--chunk-size) beyond the input pages; files follow the umask.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="axesarray",
+        description=__doc__.splitlines()[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"axesarray {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("convert", help="convert a .npy between layouts")
+    c = sub.add_parser(
+        "convert",
+        help="convert a .npy between layouts",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     c.add_argument("input", type=Path)
-    c.add_argument("output", type=Path)
+    c.add_argument("output", type=Path, help="a .npy file (its sidecar goes next to it)")
     c.add_argument("--axes", help="logical axes, e.g. 'N C H W' (or 'N C=3 H W')")
     c.add_argument("--from", dest="from_layout", help="the input's layout (default: axis order)")
     c.add_argument("--to", dest="to_layout", help="the output's layout (default: axis order)")
@@ -330,23 +523,38 @@ def main(argv=None) -> int:
     )
     i = sub.add_parser("info", help="describe a .npy file and its sidecar")
     i.add_argument("file", type=Path)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _one_line(command: str, err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if text.startswith(f"{command}: ") else f"{command}: {text}"
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+
+    def show(msg, category, *_args, **_kwargs):
+        print(f"axesarray: warning: {_one_line(args.command, msg)}", file=sys.stderr)
+
     try:
-        if args.command == "convert":
-            convert(
-                args.input,
-                args.output,
-                args.axes,
-                args.from_layout,
-                args.to_layout,
-                args.roles,
-                args.chunk_size,
-                args.progress,
-            )
-        else:
-            print(info(args.file))
-    except (ValueError, TypeError, OSError) as err:  # AxesError, LayoutError included
-        print(f"axesarray: error: {err}", file=sys.stderr)
+        with warnings.catch_warnings():
+            warnings.showwarning = show
+            if args.command == "convert":
+                convert(
+                    args.input,
+                    args.output,
+                    args.axes,
+                    args.from_layout,
+                    args.to_layout,
+                    args.roles,
+                    args.chunk_size,
+                    args.progress,
+                )
+            else:
+                print(info(args.file))
+    except (ValueError, TypeError, OSError, MemoryError) as err:  # our errors included
+        print(f"axesarray: error: {_one_line(args.command, err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"axesarray {args.command}: interrupted; nothing written", file=sys.stderr)

@@ -5,18 +5,22 @@ Imports ``tensor`` and below.
 
 from __future__ import annotations
 
+import reprlib
+
 import numpy as np
 
 from . import expr as ex
 from .axes import Axes, Axis, as_axes, parse_names
 from .dtypes import as_dtype
-from .errors import AxesError, fmt_axes, message
+from .errors import AxesError, message
 from .layout_ops import wrap_physical
 from .storage import allocate, fresh, wrap_array
 from .strided import contiguous
 from .tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "arange", "random"]
+
+_PIECE = 1 << 16  # elements per piece when a fill goes through numpy temporaries
 
 
 def _axes_for_data(axes, shape: tuple[int, ...]) -> Axes:
@@ -44,7 +48,7 @@ def _axes_for_data(axes, shape: tuple[int, ...]) -> Axes:
                     message(
                         "tensor",
                         f"axis {item.name!r} has length {item.length} but the data has {n}",
-                        f"data shape {shape}; axes {fmt_axes(items)}",
+                        f"data shape {shape}; axes {', '.join(str(a) for a in items)}",
                         "Pass names only to take lengths from the data",
                     )
                 )
@@ -74,24 +78,67 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     """
     if isinstance(data, Tensor):
         data = data.numpy()
-    arr = np.asarray(data) if dtype is None else np.asarray(data, dtype=as_dtype(dtype, "tensor"))
+    arr = _as_array(data, None if dtype is None else as_dtype(dtype, "tensor"))
     as_dtype(arr.dtype, "tensor")
     if layout is not None:
         return wrap_physical(arr, axes, layout, copy)
     ax = _axes_for_data(axes, arr.shape)
     wrapped = None if copy else wrap_array(arr)
     if wrapped is None:
-        buf = allocate(arr.size, arr.dtype)
+        buf = allocate(arr.size, arr.dtype, axes=ax, op="tensor")
         buf[...] = arr.reshape(-1)
         wrapped = (buf, contiguous(arr.shape))
     base, view = wrapped
     return Tensor(ax, ex.Leaf(base, view, bool(arr.flags.writeable)))
 
 
-def _new(axes, dtype, fill) -> Tensor:
-    ax = as_axes(axes, "create")
-    dt = as_dtype(dtype, "create")
-    data, view = fresh(ax.shape, dt)
+def _ragged(data) -> str | None:
+    """Where nested sequences stop being rectangular, e.g. ``lengths 1, 2 after shape (2,)``."""
+    level, shape = [data], []
+    while True:
+        seq = [
+            isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim) for x in level
+        ]
+        if not any(seq):
+            return None
+        if not all(seq):
+            return f"lists mixed with scalars after shape {tuple(shape)}"
+        lengths = sorted({len(x) for x in level})
+        if len(lengths) > 1:
+            return f"lengths {', '.join(map(str, lengths))} after shape {tuple(shape)}"
+        shape.append(lengths[0])
+        level = [y for x in level for y in x]
+
+
+def _as_array(data, dtype) -> np.ndarray:
+    """``np.asarray`` with our errors for ragged lists and values the dtype cannot hold."""
+    try:
+        return np.asarray(data) if dtype is None else np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError, OverflowError):
+        where = _ragged(data)
+        if where is not None:
+            raise AxesError(
+                message(
+                    "tensor",
+                    "the nested lists are ragged, so they have no shape",
+                    where,
+                    "Give every list at one depth the same length",
+                )
+            ) from None
+        raise TypeError(
+            message(
+                "tensor",
+                f"the data cannot be converted to {dtype or 'a numeric dtype'}",
+                reprlib.repr(data),
+                "Pass numbers that fit the dtype",
+            )
+        ) from None
+
+
+def _new(axes, dtype, fill, op: str = "create") -> Tensor:
+    ax = as_axes(axes, op)
+    dt = as_dtype(dtype, op)
+    data, view = fresh(ax.shape, dt, axes=ax, op=op)
     if fill is not None:
         data.fill(fill)
     return Tensor(ax, ex.Leaf(data, view))
@@ -137,10 +184,14 @@ def arange(axis: Axis, dtype=None, start=0, step=1) -> Tensor:
     """
     if not isinstance(axis, Axis):
         raise AxesError(message("arange", "expects one Axis", f"got {axis!r}", "ax.Axis('C', 4)"))
-    values = np.arange(axis.length) * step + start
-    if dtype is not None:
-        values = values.astype(as_dtype(dtype, "arange"))
-    return tensor(values, (axis,))
+    natural = (np.arange(0) * step + start).dtype  # numpy's dtype for these step and start
+    dt = as_dtype(natural if dtype is None else dtype, "arange")
+    n = axis.length
+    buf = allocate(n, dt, axes=(axis,), op="arange")
+    for i in range(0, n, _PIECE):  # numpy's temporaries stay a piece long
+        j = min(i + _PIECE, n)
+        buf[i:j] = np.arange(i, j) * step + start
+    return tensor(buf, (axis,))
 
 
 def random(axes, dtype="float64", seed=None) -> Tensor:
@@ -156,5 +207,11 @@ def random(axes, dtype="float64", seed=None) -> Tensor:
     rng = np.random.default_rng(seed)
     if dt.kind != "f":
         raise TypeError(message("random", "only float dtypes are supported", str(dt)))
-    values = rng.random(ax.shape, dtype=np.float64 if dt.itemsize == 2 else dt).astype(dt)
-    return tensor(values, ax)
+    buf = allocate(ax.size, dt, axes=ax, op="random")
+    if dt.itemsize == 2:  # numpy draws no float16: draw float64 a piece at a time and round
+        for i in range(0, buf.size, _PIECE):
+            j = min(i + _PIECE, buf.size)
+            buf[i:j] = rng.random(j - i)
+    else:
+        rng.random(out=buf, dtype=dt)
+    return tensor(buf.reshape(ax.shape), ax)

@@ -1,18 +1,20 @@
 """1-D storage: aligned allocation and zero-copy wrapping of numpy arrays.
 
 Owns turning any numpy array into (1-D base buffer, ``View``) without copying, and the
-64-byte aligned allocator. Imports ``strided``.
+64-byte aligned allocator. Imports ``errors`` and ``strided``.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
+from .errors import AxesError, fmt_axes, message
 from .strided import View, contiguous
 
-__all__ = ["ALIGN", "allocate", "wrap_array", "leaf_array", "fresh"]
+__all__ = ["ALIGN", "AllocationError", "allocate", "wrap_array", "leaf_array", "fresh"]
 
 ALIGN = 64  # bytes; allocations start on a cache line
 
@@ -20,19 +22,49 @@ ALIGN = 64  # bytes; allocations start on a cache line
 SMALL = 4096  # bytes below which allocations skip the alignment (and its cost)
 
 
-def allocate(n: int, dtype: np.dtype, fill=None) -> np.ndarray:
+class AllocationError(AxesError, MemoryError):
+    """Memory for a tensor cannot be had: an ``AxesError`` that is also a ``MemoryError``."""
+
+
+def _refuse(op: str, n: int, dtype: np.dtype, axes, reason: str) -> AllocationError:
+    what = fmt_axes(axes) if axes is not None else f"{n:,} elements"
+    return AllocationError(
+        message(
+            op,
+            f"cannot allocate {n * dtype.itemsize:,} bytes: {reason}",
+            f"{what}; {dtype}",
+            "Use shorter axes or a smaller dtype, or process the data in pieces",
+        )
+    )
+
+
+def allocate(n: int, dtype: np.dtype, fill=None, axes=None, op: str = "allocate") -> np.ndarray:
     """A 1-D array of ``n`` elements whose first byte is ``ALIGN``-aligned.
 
     Small arrays (under ``SMALL`` bytes) keep numpy's own alignment: finding the address
     costs more than an evaluation of a small expression, and kernels accept any alignment.
+    A size that cannot be had raises ``AllocationError`` naming ``op`` and ``axes`` (when
+    given) instead of numpy's message.
+
+    >>> try:
+    ...     allocate(1 << 62, np.dtype("float64"), op="zeros")
+    ... except MemoryError as e:
+    ...     print(str(e)[:62])
+    zeros: cannot allocate 36,893,488,147,419,103,232 bytes: more
     """
     itemsize = dtype.itemsize
-    if n * itemsize < SMALL:
+    nbytes = n * itemsize
+    if nbytes < SMALL:
         buf = np.empty(n, dtype)
         if fill is not None:
             buf.fill(fill)
         return buf
-    raw = np.empty(n * itemsize + ALIGN, dtype=np.uint8)
+    if nbytes + ALIGN > sys.maxsize:
+        raise _refuse(op, n, dtype, axes, "more than an address can span")
+    try:
+        raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    except MemoryError:
+        raise _refuse(op, n, dtype, axes, "more than the system can give") from None
     start = (-raw.ctypes.data) % ALIGN
     buf = raw[start : start + n * itemsize].view(dtype)
     if fill is not None:
@@ -93,13 +125,20 @@ def leaf_array(data: np.ndarray, view: View, writeable: bool = True) -> np.ndarr
     return out
 
 
-def fresh(shape: tuple[int, ...], dtype: np.dtype, order: tuple[int, ...] | None = None):
+def fresh(
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    order: tuple[int, ...] | None = None,
+    axes=None,
+    op: str = "allocate",
+):
     """Allocate a C-contiguous buffer laid out in physical ``order`` (a permutation of dims).
 
-    Returns ``(data, view)`` where ``view`` is in logical dim order.
+    Returns ``(data, view)`` where ``view`` is in logical dim order. ``axes`` and ``op``
+    name the tensor in the error raised when the memory cannot be had.
     """
     n = math.prod(shape)
-    data = allocate(n, dtype)
+    data = allocate(n, dtype, axes=axes, op=op)
     if order is None:
         return data, contiguous(shape)
     phys = contiguous(tuple(shape[d] for d in order))

@@ -63,6 +63,7 @@ ORDER = [
     "npyio",
     "cli",
     "__init__",
+    "__main__",
     "demo",
 ]
 
