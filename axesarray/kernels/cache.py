@@ -270,8 +270,11 @@ class _KernelCache(DirectoryCache):
         self._disk = disk
 
     def _files(self) -> list[os.DirEntry]:
-        with os.scandir(self._disk.pycache) as it:
-            return [e for e in it if e.name.startswith(self.prefix + ".")]
+        try:
+            with os.scandir(self._disk.pycache) as it:
+                return [e for e in it if e.name.startswith(self.prefix + ".")]
+        except OSError:  # removed meanwhile: nothing to check or purge
+            return []
 
     def _purge(self) -> None:
         if self._disk.writable:
@@ -322,9 +325,10 @@ class _KernelCache(DirectoryCache):
             return
         if self._disk.shared:  # numba wrote the files under the umask: none writable by others
             for entry in self._files():
-                mode = entry.stat(follow_symlinks=False).st_mode
-                if mode & 0o022:
-                    os.chmod(entry.path, stat.S_IMODE(mode) & ~0o022)
+                with contextlib.suppress(OSError):  # purged meanwhile by another process
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                    if mode & 0o022:
+                        os.chmod(entry.path, stat.S_IMODE(mode) & ~0o022)
 
 
 # --- loading --------------------------------------------------------------------------------
