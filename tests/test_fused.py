@@ -6,10 +6,6 @@ expression trees of test_expressions.py already run under both engines.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 
 import numpy as np
@@ -241,47 +237,6 @@ def test_parallel_and_serial_variants_agree():
         ser = (ax.sigmoid(x) * x).sum().numpy()
     assert_close(par, ser)
     assert int(m) == int(np.argmax(xn))
-
-
-_SCRIPT = textwrap.dedent(
-    """
-    import numpy as np, axesarray as ax
-    from axesarray.kernels import cache
-    x = ax.tensor(np.linspace(-3, 3, 101).astype(np.float32), "N")
-    r = ax.sigmoid(x * 2 + 1).numpy()
-    np.testing.assert_allclose(r, 1 / (1 + np.exp(-(np.linspace(-3, 3, 101) * 2 + 1))), rtol=1e-6)
-    print(cache.STATS["compiled"], cache.STATS["disk_hits"], cache.STATS["recovered"])
-    """
-)
-
-
-def _run_script(cache_dir) -> tuple[int, int, int]:
-    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(cache_dir))
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True
-    )
-    compiled, disk, recovered = map(int, out.stdout.split())
-    return compiled, disk, recovered
-
-
-@pytest.mark.slow
-def test_second_process_compiles_nothing(tmp_path):
-    assert _run_script(tmp_path)[0] == 1
-    compiled, disk, _ = _run_script(tmp_path)
-    assert (compiled, disk) == (0, 1)
-
-
-@pytest.mark.slow
-def test_corrupt_cache_entries_are_recompiled(tmp_path):
-    _run_script(tmp_path)
-    for f in (tmp_path / "__pycache__").iterdir():
-        f.write_bytes(f.read_bytes()[:7])  # truncate numba's index and data files
-    compiled, _, recovered = _run_script(tmp_path)
-    assert compiled == 1 and recovered >= 1
-    for f in tmp_path.glob("k_*.py"):
-        f.write_text("this is not python (")
-    compiled, _, recovered = _run_script(tmp_path)
-    assert recovered >= 1
 
 
 def test_concurrent_evaluation_from_threads():

@@ -6,7 +6,11 @@ kernel somewhere else.
 
 from __future__ import annotations
 
+import pickle
+from types import ModuleType
+
 import numpy as np
+import pytest
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -73,3 +77,54 @@ def test_simulator_helpers():
     address = npriv.simulator_pointer(arr)
     assert isinstance(address, int) and address > 0
     assert npriv.simulator_pointer(arr) == address  # the backing array, not a copy
+
+
+def _exec_kernel(directory, name: str):
+    """A fresh dispatcher for the same function, as a new process would have."""
+    source = "from numba import njit\n\n@njit\ndef kernel(x):\n    return x.sum() * 2\n"
+    module = ModuleType(name)
+    exec(compile(source, str(directory / f"{name}.py"), "exec"), module.__dict__)
+    return module.kernel
+
+
+def test_directory_cache_saves_and_loads_in_the_directory_given(tmp_path):
+    store = tmp_path / "store"
+    first = _exec_kernel(tmp_path, "k_private")
+    assert npriv.attach_cache(first, npriv.DirectoryCache, str(store), "stamp-1")
+    assert first(np.arange(4.0)) == 12.0
+    assert npriv.cache_hits(first) == 0
+    prefix = first._cache.prefix
+    assert prefix.startswith("k_private.kernel-")
+    assert sorted(p.name for p in store.iterdir()) == [f"{prefix}.1.nbc", f"{prefix}.nbi"]
+    assert store.stat().st_mode & 0o777 == 0o700
+
+    again = _exec_kernel(tmp_path, "k_private")
+    npriv.attach_cache(again, npriv.DirectoryCache, str(store), "stamp-1")
+    assert again(np.arange(4.0)) == 12.0
+    assert npriv.cache_hits(again) == 1
+
+    other = _exec_kernel(tmp_path, "k_private")  # another stamp: numba ignores the index
+    npriv.attach_cache(other, npriv.DirectoryCache, str(store), "stamp-2")
+    assert other(np.arange(4.0)) == 12.0
+    assert npriv.cache_hits(other) == 0
+
+
+def test_directory_cache_data_carries_a_checksum(tmp_path):
+    first = _exec_kernel(tmp_path, "k_sum")
+    npriv.attach_cache(first, npriv.DirectoryCache, str(tmp_path), "s")
+    first(np.arange(3.0))
+    (nbc,) = tmp_path.glob("*.nbc")
+    digest, blob = pickle.loads(nbc.read_bytes())
+    nbc.write_bytes(pickle.dumps((digest, blob[:-1] + bytes([blob[-1] ^ 1]))))
+    again = _exec_kernel(tmp_path, "k_sum")
+    npriv.attach_cache(again, npriv.DirectoryCache, str(tmp_path), "s")
+    with pytest.raises(pickle.UnpicklingError, match="cache data does not match its SHA-256"):
+        again(np.arange(3.0))
+
+
+def test_attach_cache_leaves_anything_but_a_cpu_dispatcher_alone(tmp_path):
+    def plain(x):
+        return x
+
+    assert not npriv.attach_cache(plain, npriv.DirectoryCache, str(tmp_path), "s")
+    assert not hasattr(plain, "_cache")

@@ -313,7 +313,8 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     src.lines.append(_HEADER.format(version=version, mathlib=mathlib))
     parallel = variant != "serial"
     flags = f'parallel={parallel}, error_model="numpy", fastmath={{"contract"}}, nogil=True'
-    src.add(0, f"@njit({flags}, cache=True)")
+    # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
+    src.add(0, f"@njit({flags})")
     src.add(0, f"def kernel({', '.join(low.names)}):")
     loop = "prange" if parallel else "range"
     if variant == "stream":

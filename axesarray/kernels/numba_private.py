@@ -2,8 +2,9 @@
 
 numba's public API does not cover a few things the kernels need: LLVM helpers for
 intrinsics (``cgutils``), turning reference counting off inside the repack tile loops,
-reading whether a dispatcher loaded from its disk cache, loading the CPU target's
-registries ahead of time, and the CUDA simulator's backing arrays. Each use is a function
+reading whether a dispatcher loaded from its disk cache, giving a dispatcher a disk cache
+in a directory of our choosing, loading the CPU target's registries ahead of time, and
+the CUDA simulator's backing arrays. Each use is a function
 here; ``tests/test_numba_private.py`` calls every one of them, so an upgrade that renames
 or removes one fails that test loudly instead of breaking a kernel somewhere else.
 
@@ -13,14 +14,24 @@ before it loads).
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import pickle
+import sys
+
 import numba
+from numba.core import caching as _caching
 from numba.core import cgutils as _cgutils
+from numba.core import serialize as _serialize
 
 __all__ = [
     "NO_NRT",
     "alloca_once",
     "for_range",
     "cache_hits",
+    "DirectoryCache",
+    "attach_cache",
     "load_cpu_target",
     "cuda_simulated",
     "simulator_pointer",
@@ -50,6 +61,83 @@ def cache_hits(fn) -> int:
     if not isinstance(fn, CPUDispatcher):
         return 0
     return sum(fn._cache_hits.values())
+
+
+class _Locator(_caching._CacheLocator):
+    """numba's cache locator for one function: the directory and the source stamp are given,
+    not derived from the function's file (numba's own locators insist on a writable
+    directory, so a read-only cache would never be read, and stamp the file's contents)."""
+
+    def __init__(self, py_func, directory: str, stamp: str) -> None:
+        self._py_file = py_func.__code__.co_filename  # numba's warnings name it
+        self._lineno = py_func.__code__.co_firstlineno
+        self._directory = directory
+        self._stamp = stamp
+
+    def ensure_cache_path(self) -> None:
+        os.makedirs(self._directory, mode=0o700, exist_ok=True)
+
+    def get_cache_path(self) -> str:
+        return self._directory
+
+    def get_source_stamp(self) -> str:
+        return self._stamp
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+
+class _Impl(_caching.CompileResultCacheImpl):
+    """numba's serializer of compile results, with the locator given and each data file
+    carrying a SHA-256 of its payload: a flipped bit in the machine code would otherwise
+    reach LLVM's object loader, which aborts the process (measured) rather than raising."""
+
+    def __init__(self, py_func, locator: _Locator) -> None:
+        self._lineno = py_func.__code__.co_firstlineno
+        self._locator = locator
+        module = os.path.splitext(os.path.basename(py_func.__code__.co_filename))[0]
+        fullname = f"{module}.{py_func.__qualname__}"
+        self._filename_base = self.get_filename_base(fullname, getattr(sys, "abiflags", ""))
+
+    def reduce(self, cres):
+        blob = _serialize.dumps(super().reduce(cres))
+        return hashlib.sha256(blob).digest(), blob
+
+    def rebuild(self, target_context, payload):
+        digest, blob = payload
+        if hashlib.sha256(blob).digest() != digest:
+            raise pickle.UnpicklingError("cache data does not match its SHA-256")
+        return super().rebuild(target_context, pickle.loads(blob))
+
+
+class DirectoryCache(_caching.FunctionCache):
+    """numba's disk cache of one function (an index ``<prefix>.nbi`` and data files
+    ``<prefix>.<n>.nbc``) kept in ``directory`` and valid while ``stamp`` is unchanged.
+    Subclasses may override ``load_overload`` / ``save_overload`` (numba's cache API) to
+    add policy around them."""
+
+    def __init__(self, py_func, directory: str, stamp: str) -> None:
+        # numba's Cache builds its serializer as ``self._impl_class(py_func)``.
+        locator = _Locator(py_func, directory, stamp)
+        self._impl_class = functools.partial(_Impl, locator=locator)
+        super().__init__(py_func)
+
+    @property
+    def prefix(self) -> str:
+        """File names of this function's index and data files start with this."""
+        return self._impl.filename_base
+
+
+def attach_cache(fn, cache_class, *args) -> bool:
+    """Give a CPU dispatcher the disk cache ``cache_class(fn.py_func, *args)`` (what
+    ``njit(cache=True)`` does with numba's own locators). False, and nothing done, for
+    anything that is not a CPU dispatcher (a CUDA launcher)."""
+    from numba.core.registry import CPUDispatcher
+
+    if not isinstance(fn, CPUDispatcher):
+        return False
+    fn._cache = cache_class(fn.py_func, *args)
+    return True
 
 
 def load_cpu_target() -> None:
