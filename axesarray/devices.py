@@ -72,7 +72,7 @@ class Device:
         """ "numpy" (cpu), "cupy", "numba" (numba device arrays) or "simulator"."""
         if self.is_cpu:
             return "numpy"
-        from .kernels.numba_private import cuda_simulated
+        from .numba_private import cuda_simulated
 
         if cuda_simulated():
             return "simulator"
@@ -144,7 +144,7 @@ class Device:
         if self.is_cpu:
             return data.__array_interface__["data"][0]
         if self.backend == "simulator":
-            from .kernels.numba_private import simulator_pointer
+            from .numba_private import simulator_pointer
 
             return simulator_pointer(data)
         return data.__cuda_array_interface__["data"][0]

@@ -19,7 +19,7 @@ ORDER = [
     "dtypes",
     "strided",
     "storage",
-    "kernels.numba_private",
+    "numba_private",
     "devices",
     "layouts",
     "expr",

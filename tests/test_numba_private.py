@@ -1,4 +1,4 @@
-"""Every private numba name the project uses (``kernels/numba_private.py``) still exists.
+"""Every private numba name the project uses (``numba_private.py``) still exists.
 
 A numba upgrade that renames or removes one fails here, by name, instead of breaking a
 kernel somewhere else.
@@ -15,7 +15,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from axesarray.kernels import numba_private as npriv
+from axesarray import numba_private as npriv
 
 
 def test_no_nrt_option_compiles():

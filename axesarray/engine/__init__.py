@@ -77,7 +77,7 @@ def warmup() -> None:
     >>> import axesarray as ax
     >>> ax.warmup()
     """
-    from ..kernels.numba_private import load_cpu_target
+    from ..numba_private import load_cpu_target
 
     _executor()  # imports the code generator and the math library
     load_cpu_target()

@@ -28,7 +28,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .numba_private import alloca_once, for_range
+from ..numba_private import alloca_once, for_range
 from .repack_plan import VECTOR_BYTES
 
 MICRO_SIZES = (2, 4, 8, 16, 32)
