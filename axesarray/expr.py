@@ -121,9 +121,14 @@ class Node:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def rebuild(self, children: tuple) -> Node:
-        """The same operation over new children (same shapes and dtypes expected)."""
-        raise NotImplementedError(self.kind)  # pragma: no cover - leaves have no children
+    @property
+    def arg(self) -> Node:
+        """The only (or first) child."""
+        return self.children[0]
+
+    @property
+    def args(self) -> tuple[Node, ...]:
+        return self.children
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.dtype} {self.shape}>"
@@ -219,10 +224,6 @@ class Map(Node):
         self.dtype = dtype
         self.key, self.params = _combine(("M", op, dtype.char), args)
 
-    @property
-    def args(self) -> tuple[Node, ...]:
-        return self.children
-
     def rebuild(self, children):
         return Map(self.op, tuple(children), self.dtype)
 
@@ -238,10 +239,6 @@ class Cast(Node):
         self.shape = arg.shape
         self.dtype = dtype
         self.key, self.params = _intern(("C", dtype.char, arg.key)), arg.params
-
-    @property
-    def arg(self) -> Node:
-        return self.children[0]
 
     def rebuild(self, children):
         return Cast(children[0], self.dtype)
@@ -264,10 +261,6 @@ class Reduce(Node):
         self.dtype = dtype
         self.key, self.params = _intern(("R", op, dtype.char, axes, arg.key)), arg.params
 
-    @property
-    def arg(self) -> Node:
-        return self.children[0]
-
     def rebuild(self, children):
         return Reduce(self.op, children[0], self.axes, self.dtype)
 
@@ -284,10 +277,6 @@ class Remap(Node):
         self.shape = shape
         self.dtype = arg.dtype
         self.key, self.params = _intern(("X", shape, maps, arg.key)), arg.params
-
-    @property
-    def arg(self) -> Node:
-        return self.children[0]
 
     def rebuild(self, children):
         return Remap(children[0], self.shape, self.maps)
@@ -316,10 +305,6 @@ class Pad(Node):
     def params(self):
         return self.children[0].params + (self,)  # not stored: see Leaf.params
 
-    @property
-    def arg(self) -> Node:
-        return self.children[0]
-
     def rebuild(self, children):
         return Pad(children[0], self.dim, self.before, self.after, self.value)
 
@@ -338,10 +323,6 @@ class Concat(Node):
         self.shape = tuple(shape)
         self.dtype = args[0].dtype
         self.key, self.params = _combine(("J", dim), args)
-
-    @property
-    def args(self) -> tuple[Node, ...]:
-        return self.children
 
     def rebuild(self, children):
         return Concat(tuple(children), self.dim)

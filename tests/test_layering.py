@@ -129,3 +129,20 @@ def test_the_check_sees_imports_inside_functions(tmp_path):
         assert _imports(mod) == {"tensor", "engine"}
     finally:
         PACKAGE = saved
+
+
+def test_the_design_map_lists_every_module_in_import_order():
+    """docs/design.md's layer map is the same list as ORDER: it cannot drift from the code."""
+    text = (PACKAGE.parent / "docs" / "design.md").read_text()
+    table = text.split("<!-- layer map: begin -->")[1].split("<!-- layer map: end -->")[0]
+    listed = [line.split("|")[2].strip().strip("`") for line in table.splitlines()[3:] if line]
+    assert listed == ORDER
+
+
+def test_no_module_is_over_600_lines():
+    big = {
+        _module_name(p): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert not big, big

@@ -8,6 +8,7 @@ import pkgutil
 
 import numpy as np
 import pytest
+from conftest import assert_close
 
 import axesarray as ax
 
@@ -98,7 +99,7 @@ def test_engines_agree(x):
         a = e.numpy()
     with ax.set_options(engine="numba"):
         b = e.numpy()
-    np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert_close(a, b)
 
 
 # --- doctests -----------------------------------------------------------------------------------
