@@ -67,19 +67,19 @@ def _dim_names(root: ex.Node, names: tuple[str, ...]) -> dict:
 
 
 def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
-    if isinstance(node, ex.Reduce):
+    if node.kind == "reduce":
         it = iter(mine)
         return [
             (node.arg, tuple(fresh() if d in node.axes else next(it) for d in range(node.arg.ndim)))
         ]
-    if isinstance(node, ex.Remap):
+    if node.kind == "remap":
         return [
             (
                 node.arg,
                 tuple(mine[s] if s >= 0 else f"i{k}" for k, (s, _, _) in enumerate(node.maps)),
             )
         ]
-    if isinstance(node, ex.Dot):
+    if node.kind == "dot":
         by_label = dict(zip(node.out_labels, mine, strict=True))
         for label in (*node.a_labels, *node.b_labels):
             if label not in by_label:
@@ -104,9 +104,9 @@ def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
         label = f"{'tcp'[['leaf', 'const', 'pad'].index(node.kind)]}{counts[node.kind]}"
         counts[node.kind] += 1
         labels[id(node)] = label
-        if isinstance(node, ex.Leaf):
+        if node.kind == "leaf":
             infos.append(_leaf_info(node, label, dims[id(node)], storage))
-        elif isinstance(node, ex.Const):
+        elif node.kind == "const":
             infos.append(
                 InputInfo(label, "constant", str(node.dtype), "", (repr(node.value.item()),))
             )
@@ -152,6 +152,53 @@ _PREC = {"|": 2, "^": 3, "&": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6
 _COMPARE, _UNARY, _ATOM = 1, 7, 9
 
 
+def _map_formula(n, go, inp, wrap) -> tuple[str, int]:
+    info = OPS[n.op]
+    if info.symbol and info.arity == 2:
+        p = _PREC.get(info.symbol, _COMPARE)
+        left, right = go(n.args[0]), go(n.args[1])
+        # ** groups to the right, comparisons chain: both need parens where + does not
+        left_need = left[1] <= p if p in (_PREC["**"], _COMPARE) else left[1] < p
+        right_need = right[1] < p if p == _PREC["**"] else right[1] <= p
+        return f"{wrap(left, left_need)} {info.symbol} {wrap(right, right_need)}", p
+    if info.symbol and info.arity == 1:
+        arg = go(n.args[0])
+        return f"{info.symbol}{wrap(arg, arg[1] < _UNARY)}", _UNARY
+    return f"{n.op}({', '.join(go(a)[0] for a in n.args)})", _ATOM
+
+
+def _const_formula(n) -> tuple[str, int]:
+    text = repr(n.value.item())
+    return text, _UNARY if text.startswith("-") else _ATOM
+
+
+# Per node kind: (node, go, inputs, wrap) -> (text, precedence of its outermost operator).
+_FORMULA = {
+    "leaf": lambda n, go, inp, wrap: (inp.labels[id(n)], _ATOM),
+    "const": lambda n, go, inp, wrap: _const_formula(n),
+    "map": _map_formula,
+    "cast": lambda n, go, inp, wrap: (f"{n.dtype}({go(n.arg)[0]})", _ATOM),
+    "reduce": lambda n, go, inp, wrap: (
+        f"{n.op}({go(n.arg)[0]}, over={_over([inp.dims[id(n.arg)][d] for d in n.axes])})",
+        _ATOM,
+    ),
+    "remap": lambda n, go, inp, wrap: (f"{remap_kind(n, inp)}({go(n.arg)[0]})", _ATOM),
+    "pad": lambda n, go, inp, wrap: (
+        f"pad({go(n.arg)[0]}, {inp.dims[id(n)][n.dim]}=({n.before}, {n.after}), "
+        f"value={inp.labels[id(n)]})",
+        _ATOM,
+    ),
+    "concat": lambda n, go, inp, wrap: (
+        "concat(" + ", ".join(go(a)[0] for a in n.args) + f", along={inp.dims[id(n)][n.dim]})",
+        _ATOM,
+    ),
+    "dot": lambda n, go, inp, wrap: (
+        f"dot({go(n.a)[0]}, {go(n.b)[0]}, over={_over(_contracted(n, inp))})",
+        _ATOM,
+    ),
+}
+
+
 def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
     """A one-line formula: ``sigmoid(t0 * t1 - 1.0)``, ``sum(exp(t0), over=r0)``."""
 
@@ -159,43 +206,7 @@ def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
         return f"({pair[0]})" if need else pair[0]
 
     def go(n: ex.Node) -> tuple[str, int]:
-        """(text, precedence of its outermost operator)."""
-        label = inp.labels.get(id(n))
-        if isinstance(n, ex.Leaf):
-            return label, _ATOM
-        if isinstance(n, ex.Const):
-            text = repr(n.value.item())
-            return text, _UNARY if text.startswith("-") else _ATOM
-        if isinstance(n, ex.Map):
-            info = OPS[n.op]
-            if info.symbol and info.arity == 2:
-                p = _PREC.get(info.symbol, _COMPARE)
-                left, right = go(n.args[0]), go(n.args[1])
-                # ** groups to the right, comparisons chain: both need parens where + does not
-                left_need = left[1] <= p if p in (_PREC["**"], _COMPARE) else left[1] < p
-                right_need = right[1] < p if p == _PREC["**"] else right[1] <= p
-                return f"{wrap(left, left_need)} {info.symbol} {wrap(right, right_need)}", p
-            if info.symbol and info.arity == 1:
-                arg = go(n.args[0])
-                return f"{info.symbol}{wrap(arg, arg[1] < _UNARY)}", _UNARY
-            return f"{n.op}({', '.join(go(a)[0] for a in n.args)})", _ATOM
-        if isinstance(n, ex.Cast):
-            return f"{n.dtype}({go(n.arg)[0]})", _ATOM
-        if isinstance(n, ex.Reduce):
-            over = [inp.dims[id(n.arg)][d] for d in n.axes]
-            return f"{n.op}({go(n.arg)[0]}, over={_over(over)})", _ATOM
-        if isinstance(n, ex.Remap):
-            return f"{remap_kind(n, inp)}({go(n.arg)[0]})", _ATOM
-        if isinstance(n, ex.Pad):
-            name = inp.dims[id(n)][n.dim]
-            return f"pad({go(n.arg)[0]}, {name}=({n.before}, {n.after}), value={label})", _ATOM
-        if isinstance(n, ex.Concat):
-            name = inp.dims[id(n)][n.dim]
-            return "concat(" + ", ".join(go(a)[0] for a in n.args) + f", along={name})", _ATOM
-        if isinstance(n, ex.Dot):
-            over = _over(_contracted(n, inp))
-            return f"dot({go(n.a)[0]}, {go(n.b)[0]}, over={over})", _ATOM
-        return type(n).__name__, _ATOM
+        return _FORMULA[n.kind](n, go, inp, wrap)
 
     text = go(root)[0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -229,28 +240,20 @@ def remap_kind(n: ex.Remap, inp: Inputs) -> str:
 # --- tree -------------------------------------------------------------------------------------
 
 
-def _node_text(n: ex.Node, inp: Inputs) -> str:
-    if isinstance(n, ex.Leaf):
-        return inp.labels[id(n)]
-    if isinstance(n, ex.Const):
-        return f"{n.value.item()!r} ({n.dtype})"
-    if isinstance(n, ex.Map):
-        sym = OPS[n.op].symbol
-        return f"{n.op} ({sym})" if sym else n.op
-    if isinstance(n, ex.Cast):
-        return f"astype {n.dtype}"
-    if isinstance(n, ex.Reduce):
-        return f"{n.op} over {_over([inp.dims[id(n.arg)][d] for d in n.axes])}"
-    if isinstance(n, ex.Remap):
-        return remap_kind(n, inp)
-    if isinstance(n, ex.Pad):
-        name = inp.dims[id(n)][n.dim]
-        return f"pad {name} by ({n.before}, {n.after}) with {inp.labels[id(n)]}"
-    if isinstance(n, ex.Concat):
-        return f"concat along {inp.dims[id(n)][n.dim]}"
-    if isinstance(n, ex.Dot):
-        return f"dot over {_over(_contracted(n, inp))}"
-    return type(n).__name__
+# Per node kind: (node, inputs) -> its line in the tree.
+_NODE_TEXT = {
+    "leaf": lambda n, inp: inp.labels[id(n)],
+    "const": lambda n, inp: f"{n.value.item()!r} ({n.dtype})",
+    "map": lambda n, inp: f"{n.op} ({OPS[n.op].symbol})" if OPS[n.op].symbol else n.op,
+    "cast": lambda n, inp: f"astype {n.dtype}",
+    "reduce": lambda n, inp: f"{n.op} over {_over([inp.dims[id(n.arg)][d] for d in n.axes])}",
+    "remap": remap_kind,
+    "pad": lambda n, inp: (
+        f"pad {inp.dims[id(n)][n.dim]} by ({n.before}, {n.after}) with {inp.labels[id(n)]}"
+    ),
+    "concat": lambda n, inp: f"concat along {inp.dims[id(n)][n.dim]}",
+    "dot": lambda n, inp: f"dot over {_over(_contracted(n, inp))}",
+}
 
 
 def tree_lines(root: ex.Node, inp: Inputs, max_lines: int = 40) -> list[tuple[str, str, str]]:
@@ -268,8 +271,8 @@ def tree_lines(root: ex.Node, inp: Inputs, max_lines: int = 40) -> list[tuple[st
         if id(n) in marks:
             lines.append((prefix + branch, f"= {marks[id(n)]} (computed once)", ""))
             return
-        text = _node_text(n, inp)
-        if id(n) in shared and not isinstance(n, (ex.Leaf, ex.Const)):
+        text = _NODE_TEXT[n.kind](n, inp)
+        if id(n) in shared and n.kind not in ("leaf", "const"):
             marks[id(n)] = f"#{len(marks) + 1}"
             text = f"{marks[id(n)]} {text}"
         dims = ", ".join(f"{d}={k}" for d, k in zip(inp.dims[id(n)], n.shape, strict=True))
@@ -306,12 +309,12 @@ def work(root: ex.Node) -> int:
     """Elements read or computed to evaluate ``root``: decides whether a preview is cheap."""
     total = 0
     for n in ex.walk(root):
-        if isinstance(n, ex.Reduce):
+        if n.kind == "reduce":
             total += int(np.prod(n.arg.shape, dtype=np.float64))
-        elif isinstance(n, ex.Dot):
+        elif n.kind == "dot":
             lengths = dict(zip(n.a_labels, n.a.shape, strict=True))
             lengths.update(zip(n.b_labels, n.b.shape, strict=True))
             total += int(np.prod(list(lengths.values()), dtype=np.float64))
-        elif not isinstance(n, ex.Const):
+        elif n.kind != "const":
             total += int(np.prod(n.shape, dtype=np.float64))
     return total
