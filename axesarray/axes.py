@@ -276,7 +276,17 @@ def as_axes(spec, op: str = "axes") -> Axes:
                 op, "axis names alone do not give lengths", f"got {spec!r}", "Pass Axis objects"
             )
         )
-    items = tuple(spec)
+    try:
+        items = tuple(spec)
+    except TypeError:
+        raise TypeError(
+            message(
+                op,
+                "axes must be an Axis or a sequence of Axis objects",
+                f"got {spec!r}",
+                "Use e.g. (ax.Axis('N', 8), ax.Axis('C', 3))",
+            )
+        ) from None
     for a in items:
         if not isinstance(a, Axis):
             raise AxesError(

@@ -62,7 +62,14 @@ __all__ = sorted(GENERATED) + [
 
 
 def round(x, decimals: int = 0):  # noqa: A001 - the numpy name
-    """Round half to even (numpy's ``np.round``); integers are unchanged."""
+    """Round half to even (numpy's ``np.round``); integers are unchanged.
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.round(ax.tensor(np.array([0.5, 1.5, 2.25]), "N"), 1).numpy()
+    array([0.5, 1.5, 2.2])
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(message("round", "expected a Tensor", type(x).__name__))
     return x.round(decimals)
 
 
@@ -155,6 +162,10 @@ def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:
                 f"Use a value of kind {x.dtype.kind!r}, or convert with astype first",
             )
         )
+    if widths is not None and not isinstance(widths, dict):
+        raise TypeError(
+            message("pad", "widths are given per axis name", f"got {widths!r}", "Use e.g. H=(1, 1)")
+        )
     spec = dict(widths or {}, **kwargs)
     node = x._node
     new_axes = list(x.axes)
@@ -201,7 +212,16 @@ def concat(tensors, name: str) -> Tensor:
     >>> ax.concat([ax.zeros((C1,)), ax.ones((C2,))], "C").numpy()
     array([0., 1., 1.])
     """
-    items = list(tensors)
+    items = list(tensors) if isinstance(tensors, (list, tuple)) else None
+    if items is None or not all(isinstance(t, Tensor) for t in items):
+        raise TypeError(
+            message(
+                "concat",
+                "expects a list or tuple of tensors",
+                f"got {tensors!r}"[:80],
+                "Use e.g. ax.concat([a, b], 'C')",
+            )
+        )
     if not items:
         raise ValueError(message("concat", "needs at least one tensor"))
     first = items[0]

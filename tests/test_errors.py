@@ -485,3 +485,29 @@ def test_an_untagged_out_with_the_layouts_strides_is_that_layout():
         ax.repack(t, "NHWC", out=ax.zeros(t.axes))  # row-major is not NHWC
     with raises(ax.LayoutError, "repack: out is not stored in the requested layout"):
         ax.repack(t, "NCHW4", out=ax.zeros(t.axes))  # a plain view holds no padding
+
+
+_BAD_ARGUMENTS = [None, 3, "Q", 1.5, np.zeros(3), [1, 2], {"a": 1}, object()]
+
+
+def test_every_public_function_names_itself_on_bad_arguments(x):
+    """The class behind the outside reports: whatever a user passes by mistake, the error
+    starts with the operation's name (Python's own arity errors aside), never a bare
+    'object is not iterable' or numpy's text."""
+    leaks = []
+    skip = {"set_options", "get_option", "warmup", "load", "save", "random", "Device"}
+    for name in ax.__all__:
+        fn = getattr(ax, name)
+        if not callable(fn) or isinstance(fn, type) or name in skip:
+            continue
+        for bad in _BAD_ARGUMENTS:
+            for args in [(bad,), (x, bad), (bad, x)]:
+                try:
+                    fn(*args)
+                except TypeError as e:
+                    if "positional argument" not in str(e) and not re.match(r"^[\w.]+: ", str(e)):
+                        leaks.append(f"{name}{args!r:.40}: {e}")
+                except Exception as e:  # noqa: BLE001 - every type is checked the same way
+                    if not re.match(r"^[\w.]+: ", str(e)):
+                        leaks.append(f"{name}{args!r:.40}: {type(e).__name__}: {e}")
+    assert not leaks, "\n".join(leaks[:20])
