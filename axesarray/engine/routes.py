@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ..devices import Device
 from ..expr import Leaf, Node
-from ..kernels.repack import try_repack
 from .binder import array_of
 from .schedule import DotStep
 
@@ -31,9 +30,12 @@ def run_dot(step: DotStep, params, temps: dict, dst, device: Device) -> None:
 def try_copy(dst: Leaf, root: Node) -> bool:
     """Run ``dst[...] = root`` on the repack kernels when it is a big plain copy; False
     (nothing written) when it is not one or they decline."""
-    return (
+    if not (
         type(root) is Leaf
         and root.dtype == dst.dtype
         and root.view.size * root.dtype.itemsize >= REPACK_MIN_BYTES
-        and try_repack(dst, root)
-    )
+    ):
+        return False
+    from ..kernels.repack import try_repack  # numba-compiled: imported when first needed
+
+    return try_repack(dst, root)
