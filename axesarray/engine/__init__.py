@@ -2,7 +2,9 @@
 
 ``engine="numpy"`` runs the reference engine; ``engine="numba"`` the fused engine
 (``executor``, imported on first use because it imports numba). Both allocate results in
-the order ``order.result_order`` picks.
+the order ``order.result_order`` picks. An expression reading chunked (dask) arrays goes to
+``chunked`` (imported on first use: it imports dask), whatever the engine option; that
+option then picks the engine each chunk runs.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import host_array
-from ..expr import Leaf, Node
+from ..expr import Leaf, Node, has_chunked
 from ..options import OPTIONS
-from ..storage import fresh
+from ..storage import fresh, wrap_array
 from . import reference
 from .order import result_order
 
@@ -20,6 +22,7 @@ __all__ = ["evaluate", "assign", "to_numpy", "explain", "result_order", "warmup"
 
 
 _FUSED: list = []  # the executor module, imported on first use (it imports numba)
+_CHUNKED: list = []  # the dask lowering, imported on first use (it imports dask)
 
 
 def _executor():
@@ -30,6 +33,15 @@ def _executor():
     return _FUSED[0]
 
 
+def chunked_engine():
+    """The dask lowering module (``engine.chunked``)."""
+    if not _CHUNKED:
+        from . import chunked as module
+
+        _CHUNKED.append(module)
+    return _CHUNKED[0]
+
+
 def allocate_for(root: Node) -> Leaf:
     """A fresh, writeable leaf shaped like ``root``, in its dominant input's memory order."""
     order, _ = result_order(root)
@@ -37,8 +49,11 @@ def allocate_for(root: Node) -> Leaf:
     return Leaf(data, view)
 
 
-def evaluate(root: Node) -> Leaf:
-    """Compute ``root`` into newly allocated storage."""
+def evaluate(root: Node) -> Node:
+    """Compute ``root`` into newly allocated storage (a ``Leaf``); for an expression over
+    chunked arrays, the lazy dask result (a ``Chunked`` node)."""
+    if has_chunked(root):
+        return chunked_engine().evaluate(root)
     if OPTIONS["engine"] == "numba":
         return _executor().evaluate(root)
     out = allocate_for(root)
@@ -48,6 +63,9 @@ def evaluate(root: Node) -> Leaf:
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
+    if has_chunked(root):  # computed whole first: ``root`` may read ``dst``
+        data, view = wrap_array(np.ascontiguousarray(chunked_engine().compute(root)))
+        root = Leaf(data, view, False)
     if OPTIONS["engine"] == "numba":
         _executor().assign(dst, root)
     else:
@@ -55,7 +73,10 @@ def assign(dst: Leaf, root: Node) -> None:
 
 
 def explain(root: Node, dst: Leaf | None = None, names=None):
-    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given)."""
+    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given); the
+    ``ChunkedPlan`` of an expression over chunked arrays."""
+    if has_chunked(root):
+        return chunked_engine().explain(root, names)
     return _executor().explain(root, dst, names)
 
 
@@ -63,6 +84,8 @@ def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
     if isinstance(root, Leaf):
         return host_array(root.data, root.view, root.writeable)
+    if has_chunked(root):
+        return chunked_engine().compute(root)
     leaf = evaluate(root)
     return host_array(leaf.data, leaf.view)
 
