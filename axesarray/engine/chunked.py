@@ -197,7 +197,7 @@ class ChunkedStep:
     kernels: tuple = ()  # the in-memory plan's kernel lines for one chunk
 
     def __str__(self) -> str:
-        text = f"{self.kind}: {self.tasks} task(s); each runs {self.per_chunk}"
+        text = f"{self.kind}: {self.tasks} task(s); {self.per_chunk}"
         return text + "".join(f"\n      {k}" for k in self.kernels)
 
 
@@ -291,7 +291,7 @@ class _Lowering:
             return self._remap_full(arr, node)
         if any(i != slice(None) for i in index):
             arr = arr[tuple(index)]
-            self.steps.append(ChunkedStep("view", arr.npartitions, "a dask slice"))
+            self.steps.append(ChunkedStep("view", arr.npartitions, "each slices a block"))
         return arr, tuple(kept)
 
     def _remap_full(self, arr, node):
@@ -303,12 +303,12 @@ class _Lowering:
         width = [(0, 0)] * node.ndim
         width[node.dim] = (node.before, node.after)
         arr = da.pad(self.full(node.arg), width, mode="constant", constant_values=node.value)
-        self.steps.append(ChunkedStep("pad", arr.npartitions, "dask's pad (constant)"))
+        self.steps.append(ChunkedStep("pad", arr.npartitions, "dask's pad (constant value)"))
         return arr, tuple(range(node.ndim))
 
     def _concat(self, node):
         arr = da.concatenate([self.full(a) for a in node.args], axis=node.dim)
-        self.steps.append(ChunkedStep("concatenate", 0, "nothing (blocks are reused)"))
+        self.steps.append(ChunkedStep("concatenate", 0, "the blocks are reused"))
         return arr, tuple(range(node.ndim))
 
     def _dot(self, node):
@@ -319,7 +319,7 @@ class _Lowering:
         arr = da.einsum(spec, self.full(node.a), self.full(node.b), dtype=node.dtype)
         arr = arr.astype(node.dtype)
         self.steps.append(
-            ChunkedStep("einsum", arr.npartitions, f"numpy's einsum per block pair ({spec})")
+            ChunkedStep("einsum", arr.npartitions, f"each runs numpy's einsum on blocks ({spec})")
         )
         return arr, tuple(range(node.ndim))
 
@@ -361,9 +361,9 @@ class _Lowering:
             fn = BlockFunction(reg.recipe, tuple(dims), shape, self.engine)
             arr = da.blockwise(
                 fn, ind, *args, dtype=root.dtype, new_axes=new_axes, align_arrays=False,
-                meta=np.empty((0,) * root.ndim, root.dtype),
+                meta=np.empty((0,) * root.ndim, root.dtype), token="axesarray-region",
             )  # fmt: skip
-            self.note(arr, "elementwise", fn, args)
+            self.note(arr, "fused elementwise evaluation", fn, args)
             return arr, tuple(range(root.ndim))
         return self.reduction(reduce, reg, fn_args=(ind, args, dims, new_axes, chunks))
 
@@ -386,8 +386,9 @@ class _Lowering:
         parts = da.blockwise(
             fn, ind, *args, dtype=pdtype, new_axes=new_axes, align_arrays=False,
             adjust_chunks=adjust, meta=np.empty((0,) * root.ndim, pdtype),
+            token="axesarray-partials",
         )  # fmt: skip
-        self.note(parts, "reduction partials", fn, args)
+        self.note(parts, "fused evaluation and partial reduction", fn, args)
         before = len(parts.__dask_graph__())
         aggregate = Combine(node.op, self.engine, node.dtype)
         if arg:
@@ -405,7 +406,7 @@ class _Lowering:
             )  # fmt: skip
             how = f"our {node.op} kernel over the partials ({pdtype}), in a tree"
         tasks = len(arr.__dask_graph__()) - before
-        self.steps.append(ChunkedStep("reduction", tasks, f"combine and aggregate: {how}"))
+        self.steps.append(ChunkedStep("reduction", tasks, f"combine and aggregate with {how}"))
         return arr, tuple(range(node.ndim))
 
     def note(self, arr, what: str, fn: BlockFunction, args) -> None:
@@ -413,7 +414,7 @@ class _Lowering:
         if self.describe:
             kernels = _sample_plan(fn, args, self.engine)
         self.steps.append(
-            ChunkedStep("blockwise", arr.npartitions, f"one {what} evaluation", kernels)
+            ChunkedStep("blockwise", arr.npartitions, f"each runs one {what} (one chunk)", kernels)
         )
 
 
@@ -505,7 +506,7 @@ class _Region:
                             ChunkedStep(
                                 "rechunk",
                                 0,
-                                f"operand {i} along {low.label(root, d)}: "
+                                f"operand {i} aligned along {low.label(root, d)}: "
                                 f"{_chunks_text(arr.chunks[k])} -> {_chunks_text(want[k])}",
                             )
                         )
