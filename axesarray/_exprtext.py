@@ -106,7 +106,9 @@ def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
         counts[node.kind] += 1
         labels[id(node)] = label
         if node.kind == "chunked":
-            chunks = ", ".join(f"{d}={len(c)}" for d, c in zip(dims[id(node)], node.chunks))
+            chunks = ", ".join(
+                f"{d}={len(c)}" for d, c in zip(dims[id(node)], node.chunks, strict=True)
+            )
             infos.append(InputInfo(label, "chunked", str(node.dtype), "", (f"blocks {chunks}",)))
         elif node.kind == "leaf":
             infos.append(_leaf_info(node, label, dims[id(node)], storage))

@@ -21,6 +21,7 @@ from . import expr as ex
 from ._exprtext import formula, inputs, tree_lines, work
 from .devices import device_of
 from .errors import fmt_axes
+from .expr_chunked import has_chunked
 from .layouts import physical_dims
 from .options import get_option, set_options
 from .pictures import layout_svg
@@ -197,7 +198,7 @@ def _preview(t) -> tuple[str | None, str]:
     lists, summarize = _indices(t.shape, t.size)
     if t.is_lvalue:
         sub = _gather(t._node, lists)
-    elif ex.has_chunked(t._node):
+    elif has_chunked(t._node):
         return None, "chunked (dask), not computed: .compute() or .numpy() computes it"
     else:
         cost = work(t._node)

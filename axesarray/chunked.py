@@ -20,6 +20,7 @@ from . import expr as ex
 from .axes import Axes, Axis, parse_names
 from .devices import host_array
 from .errors import AxesError, LayoutError, fmt_axes, message
+from .expr_chunked import Chunked, has_chunked
 from .layout_views import allocate_leaf, layout_for_axes, wrap_physical_leaf
 from .layouts import Layout, bind, physical_dims
 from .storage import wrap_array
@@ -238,15 +239,17 @@ class ChunkedMethods:
         dtype = np.dtype(array.dtype)
         if dtype.hasobject or dtype.names:
             raise TypeError(message("from_dask", "unsupported dtype", str(dtype)))
-        return cls(Axes(out), ex.Chunked(array))
+        return cls(Axes(out), Chunked(array))
 
     @property
     def chunks(self) -> dict | None:
         """Chunk sizes per axis name of a chunked tensor; None for an in-memory one."""
-        if not ex.has_chunked(self._node):
+        if not has_chunked(self._node):
             return None
         arr = engine.chunked_engine().logical_array(self._node)
-        return {a.name: tuple(int(c) for c in cs) for a, cs in zip(self._axes, arr.chunks)}
+        return {
+            a.name: tuple(int(c) for c in cs) for a, cs in zip(self._axes, arr.chunks, strict=True)
+        }
 
     def chunk(self, chunks: dict | None = None, **sizes) -> Self:
         """A chunked copy (dask): ``t.chunk({"N": 8, "H": 64})``; unnamed axes keep their
@@ -264,11 +267,11 @@ class ChunkedMethods:
         if layout is not None and not layout.partial:
             _check_blocks(self._axes, layout, target, "chunk")
         node = self._node
-        if not ex.has_chunked(node):
+        if not has_chunked(node):
             arr = da.from_array(self.numpy(), chunks=target)
         else:
             arr = engine.chunked_engine().logical_array(node).rechunk(target)
-        out = type(self)(self._axes, ex.Chunked(arr))
+        out = type(self)(self._axes, Chunked(arr))
         if layout is not None and not layout.partial:
             return out._chunked_layout(layout)
         return out
@@ -277,7 +280,7 @@ class ChunkedMethods:
         """The values as a dask array in axis order (lazy for a chunked tensor; one chunk
         for an in-memory one)."""
         da = dask_array("to_dask")
-        if ex.has_chunked(self._node):
+        if has_chunked(self._node):
             return engine.chunked_engine().logical_array(self._node)
         values = self.numpy()
         return da.from_array(values, chunks=values.shape)
@@ -286,10 +289,10 @@ class ChunkedMethods:
         """An in-memory tensor with the values (dask computes them), in this tensor's
         layout; an in-memory tensor is evaluated (``eval()``)."""
         node = self._node
-        if not ex.has_chunked(node):
+        if not has_chunked(node):
             return self.eval()
         layout = self._layout
-        if type(node) is ex.Chunked and node.physical is not None and layout is not None:
+        if type(node) is Chunked and node.physical is not None and layout is not None:
             phys = np.asarray(node.physical.compute())
             axes, leaf, lay = wrap_physical_leaf(phys, tuple(self._axes), layout)
             return type(self)(axes, leaf, lay)
@@ -307,7 +310,7 @@ class ChunkedMethods:
         if tuple(want) != arr.chunks:
             arr = arr.rechunk(tuple(want))
         phys = to_physical(arr, self._axes, lay)
-        node = ex.Chunked(to_logical(phys, self._axes, lay), physical=phys)
+        node = Chunked(to_logical(phys, self._axes, lay), physical=phys)
         return type(self)(self._axes, node, lay)
 
     def to_layout(self, layout, **roles) -> Self:
@@ -323,16 +326,16 @@ class ChunkedMethods:
         >>> y.chunks["C"], y.physical.chunks[1]
         ((32, 8), (1, 1))
         """
-        if not ex.has_chunked(self._node):
+        if not has_chunked(self._node):
             return super().to_layout(layout, **roles)
         return self._chunked_layout(bind(Layout.parse(layout, **roles), self._axes, "to_layout"))
 
     @property
     def physical(self):
-        if not ex.has_chunked(self._node):
+        if not has_chunked(self._node):
             return super().physical
         node = self._node
-        if type(node) is not ex.Chunked or node.physical is None or self._layout is None:
+        if type(node) is not Chunked or node.physical is None or self._layout is None:
             raise LayoutError(
                 message(
                     "physical",

@@ -44,8 +44,6 @@ __all__ = [
     "Pad",
     "Concat",
     "Dot",
-    "Chunked",
-    "has_chunked",
     "map_op",
     "cast",
     "remap",
@@ -361,45 +359,6 @@ class Dot(Node):
     def rebuild(self, children):
         a, b = children
         return Dot(a, b, self.a_labels, self.b_labels, self.out_labels, self.shape, self.dtype)
-
-
-class Chunked(Node):
-    """A chunked array (a dask array in logical dim order) used as a leaf; evaluated by
-    ``engine.chunked``, never by a kernel. Its key is its structure (dtype, shape, chunks),
-    not the graph's identity. ``physical`` is the laid-out storage it reads, if any."""
-
-    __slots__ = ("array", "chunks", "physical")
-    kind = "chunked"
-    children = ()
-
-    def __init__(self, array, physical=None):
-        self.array, self.physical = array, physical
-        self.shape = tuple(int(n) for n in array.shape)
-        self.dtype = np.dtype(array.dtype)
-        self.chunks = tuple(tuple(int(c) for c in cs) for cs in array.chunks)
-        self.key = _intern(("Z", self.dtype.char, self.shape, self.chunks))
-        _CHUNKED_SEEN[0] = True
-
-    @property
-    def params(self):
-        return (self,)  # not stored: see Leaf.params
-
-    def reshaped(self, shape: tuple[int, ...], step: tuple) -> Chunked:
-        """``transform_views``'s split or merge, done by dask (which may rechunk)."""
-        arr = self.array
-        if step[0] == "merge":
-            dims, pos = step[1], step[2]
-            rest = [d for d in range(self.ndim) if d not in dims]
-            arr = arr.transpose(tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:]))
-        return Chunked(arr.reshape(shape))
-
-
-_CHUNKED_SEEN = [False]  # no scan of params at all until a chunked node exists
-
-
-def has_chunked(root: Node) -> bool:
-    """Whether ``root`` reads a chunked array (then ``engine.chunked`` evaluates it)."""
-    return _CHUNKED_SEEN[0] and any(p.kind == "chunked" for p in root.params)
 
 
 # --- traversal -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from .chunked import ChunkedMethods
 from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
+from .expr_chunked import Chunked, has_chunked
 from .layout_views import LayoutMethods, allocate_leaf, layout_for_axes
 from .ops import OPS, UFUNCS
 from .reductions import ReductionMethods
@@ -268,13 +269,13 @@ class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
         The result is laid out like the dominant input: its layout when it has one, else
         its memory order. A chunked tensor stays chunked (a lazy dask result).
         """
-        if isinstance(self._node, (ex.Leaf, ex.Chunked)):
+        if isinstance(self._node, (ex.Leaf, Chunked)):
             return self
         return self.copy()
 
     def copy(self) -> Tensor:
         """A new l-tensor holding the values, in this tensor's layout or memory order."""
-        if self._layout is not None and ex.has_chunked(self._node):
+        if self._layout is not None and has_chunked(self._node):
             return self.to_layout(layout_for_axes(self._axes, self._layout))
         if self._layout is not None:
             layout = layout_for_axes(self._axes, self._layout)

@@ -19,7 +19,7 @@ from pathlib import Path
 from .axes import Axes, Axis, parse_names
 from .chunked import dask_array, to_logical
 from .errors import AxesError, LayoutError, fmt_axes, message
-from .expr import Chunked
+from .expr_chunked import Chunked
 from .layouts import Layout, bind, physical_dims
 from .tensor import Tensor
 
@@ -211,7 +211,9 @@ def open_zarr(store, axes=None) -> Tensor:
         if lay is None:
             return Tensor(full, Chunked(phys))
         layout = bind(
-            Layout(lay["order"], [tuple(b) for b in lay["blocks"]], [tuple(r) for r in lay["roles"]]),
+            Layout(
+                lay["order"], [tuple(b) for b in lay["blocks"]], [tuple(r) for r in lay["roles"]]
+            ),
             full,
             "open_zarr",
         )
@@ -263,4 +265,3 @@ def convert(src, dst, axes=None, to_layout=None, roles=None, progress=None) -> N
     elif t.layout is not None:
         t = Tensor(t.axes, Chunked(t.to_dask()))
     to_zarr(t, dst, progress=progress)
-

@@ -68,12 +68,18 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
     src = tmp / "src.zarr"
     shape, nbytes = _make_store(src, gbytes)
     print(f"Zarr NCHW float32 {shape}: {nbytes / 1e9:.2f} GB logical")
-    print(f"{'workers':>7} {'case':<26} {'median s':>9} {'GB/s':>6} {'ratio':>6} {'peak RSS/worker MB':>20}")
+    print(
+        f"{'workers':>7} {'case':<26} {'median s':>9} {'GB/s':>6} {'ratio':>6}"
+        f" {'peak RSS/worker MB':>20}"
+    )
     for workers in (1, 2):
         times: dict = {"plain dask copy": [], "axesarray NCHW -> NCHW32": []}
         rss: dict = {k: [] for k in times}
         for _ in range(repeat):
-            for name, fn in (("plain dask copy", _plain_copy), ("axesarray NCHW -> NCHW32", _convert)):
+            for name, fn in (
+                ("plain dask copy", _plain_copy),
+                ("axesarray NCHW -> NCHW32", _convert),
+            ):
                 dst = tmp / "dst.zarr"
                 shutil.rmtree(dst, ignore_errors=True)
                 with LocalCluster(

@@ -78,7 +78,9 @@ def test_dot_and_broadcasting_by_name(ch, seed):
     with ax.set_options(engine="numpy"):
         c = a.chunk(ch)
         assert_close(ax.dot(c, w, "C").numpy(), ax.dot(a, w, "C").numpy())
-        assert_close(ax.dot(c, c.rename(N="M"), "C").numpy(), ax.dot(a, a.rename(N="M"), "C").numpy())
+        assert_close(
+            ax.dot(c, c.rename(N="M"), "C").numpy(), ax.dot(a, a.rename(N="M"), "C").numpy()
+        )
         k = ax.tensor(_data(seed + 2, (3,)), "K")
         assert_close((c + k).numpy(), (a + k).numpy())  # a new axis from an in-memory operand
 

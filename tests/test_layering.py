@@ -23,6 +23,7 @@ ORDER = [
     "devices",
     "layouts",
     "expr",
+    "expr_chunked",
     "_exprtext",
     "memory_map",
     "pictures",

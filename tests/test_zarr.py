@@ -96,7 +96,10 @@ def test_failed_write_leaves_nothing(tmp_path):
 def test_cli_converts_zarr(tmp_path, capsys):
     x = _x()
     ax.to_zarr(ax.tensor(x, "N C H W"), tmp_path / "in.zarr", chunks={"N": 1})
-    assert main(["convert", str(tmp_path / "in.zarr"), str(tmp_path / "o.zarr"), "--to", "NCHW32"]) == 0
+    assert (
+        main(["convert", str(tmp_path / "in.zarr"), str(tmp_path / "o.zarr"), "--to", "NCHW32"])
+        == 0
+    )
     out = ax.open_zarr(tmp_path / "o.zarr")
     assert str(out.layout) == "NCHW32"
     assert_close(out, x)
@@ -106,7 +109,9 @@ def test_cli_converts_zarr(tmp_path, capsys):
     assert_close(back, x)
     assert main(["convert", str(tmp_path / "o.zarr"), str(tmp_path / "x.npy")]) == 1
     assert "convert: a Zarr input converts to a Zarr store" in capsys.readouterr().err
-    assert main(["convert", str(tmp_path / "o.zarr"), str(tmp_path / "y.zarr"), "--from", "NCHW"]) == 1
+    assert (
+        main(["convert", str(tmp_path / "o.zarr"), str(tmp_path / "y.zarr"), "--from", "NCHW"]) == 1
+    )
     assert "convert: --from is for .npy input" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["back.zarr", "in.zarr", "o.zarr"]
 

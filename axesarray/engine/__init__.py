@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import host_array
-from ..expr import Leaf, Node, has_chunked
+from ..expr import Leaf, Node
+from ..expr_chunked import has_chunked
 from ..options import OPTIONS
 from ..storage import fresh, wrap_array
 from . import reference

@@ -33,14 +33,23 @@ import dask.array as da
 import numpy as np
 
 from ..devices import host_array
-from ..expr import Cast, Chunked, Const, Leaf, Map, Node, Reduce, has_chunked
+from ..expr import Cast, Const, Leaf, Map, Node, Reduce
 from ..expr import reduce as reduce_node
+from ..expr_chunked import Chunked, has_chunked
 from ..options import OPTIONS
 from ..storage import wrap_array
 from ..strided import remap_view
 from . import executor, reference
 
-__all__ = ["evaluate", "compute", "explain", "ChunkedPlan", "ChunkedStep", "logical_array", "run_assign"]
+__all__ = [
+    "evaluate",
+    "compute",
+    "explain",
+    "ChunkedPlan",
+    "ChunkedStep",
+    "logical_array",
+    "run_assign",
+]
 
 _LETTERS = string.ascii_letters
 _REGION = frozenset(("map", "cast", "const"))
@@ -295,9 +304,9 @@ class _Lowering:
         return arr, tuple(kept)
 
     def _remap_full(self, arr, node):
-        return da.from_array(
-            reference.remap_array(arr.compute(), node.shape, node.maps)
-        ), tuple(range(node.ndim))
+        return da.from_array(reference.remap_array(arr.compute(), node.shape, node.maps)), tuple(
+            range(node.ndim)
+        )
 
     def _pad(self, node):
         width = [(0, 0)] * node.ndim
