@@ -85,6 +85,8 @@ def transform_views(node: Node, shape: tuple[int, ...], step: tuple, _memo=None)
         fn = split_dim if step[0] == "split" else merge_dims
         v = fn(node.view, *step[1:])
         out = derived_leaf(node, v, step) if v is not None else None
+    elif kind == "chunked":
+        out = node.reshaped(shape, step)
     elif kind == "const":
         out = Const(node.value, node.dtype, shape)
     elif kind in _ELEMENTWISE:

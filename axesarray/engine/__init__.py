@@ -3,7 +3,9 @@
 ``engine="numpy"`` runs the reference engine; ``engine="numba"`` the fused engine
 (``executor``; numba itself is imported when a kernel is first compiled or loaded, on a
 background thread when the numpy tier answers meanwhile, see ``tiers``). Both allocate
-results in the order ``order.result_order`` picks.
+results in the order ``order.result_order`` picks. An expression reading
+chunked (dask) arrays goes to ``chunked`` (imported on first use: it imports dask),
+whatever the engine option; that option then picks the engine each chunk runs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import numpy as np
 
 from ..devices import host_array
 from ..expr import Leaf, Node
+from ..expr_chunked import has_chunked
 from ..options import OPTIONS
+from ..storage import wrap_array
 from . import executor, reference, tiers
 from .order import allocate_for, result_order
 
@@ -27,8 +31,23 @@ __all__ = [
 ]
 
 
-def evaluate(root: Node) -> Leaf:
-    """Compute ``root`` into newly allocated storage."""
+_CHUNKED: list = []  # the dask lowering, imported on first use (it imports dask)
+
+
+def chunked_engine():
+    """The dask lowering module (``engine.chunked``)."""
+    if not _CHUNKED:
+        from . import chunked as module
+
+        _CHUNKED.append(module)
+    return _CHUNKED[0]
+
+
+def evaluate(root: Node) -> Node:
+    """Compute ``root`` into newly allocated storage (a ``Leaf``); for an expression over
+    chunked arrays, the lazy dask result (a ``Chunked`` node)."""
+    if has_chunked(root):
+        return chunked_engine().evaluate(root)
     if OPTIONS["engine"] == "numba":
         return executor.evaluate(root)
     out = allocate_for(root)
@@ -38,6 +57,9 @@ def evaluate(root: Node) -> Leaf:
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
+    if has_chunked(root):  # computed whole first: ``root`` may read ``dst``
+        data, view = wrap_array(np.ascontiguousarray(chunked_engine().compute(root)))
+        root = Leaf(data, view, False)
     if OPTIONS["engine"] == "numba":
         executor.assign(dst, root)
     else:
@@ -45,7 +67,10 @@ def assign(dst: Leaf, root: Node) -> None:
 
 
 def explain(root: Node, dst: Leaf | None = None, names=None):
-    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given)."""
+    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given); the
+    ``ChunkedPlan`` of an expression over chunked arrays."""
+    if has_chunked(root):
+        return chunked_engine().explain(root, names)
     return executor.explain(root, dst, names)
 
 
@@ -53,6 +78,8 @@ def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
     if isinstance(root, Leaf):
         return host_array(root.data, root.view, root.writeable)
+    if has_chunked(root):
+        return chunked_engine().compute(root)
     leaf = evaluate(root)
     return host_array(leaf.data, leaf.view)
 

@@ -143,10 +143,11 @@ def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
     return out
 
 
-def evaluate(root: Node) -> Leaf:
-    """Compute ``root`` into fresh storage laid out like its dominant input."""
+def evaluate(root: Node, tiered: bool = True) -> Leaf:
+    """Compute ``root`` into fresh storage laid out like its dominant input (``tiered``:
+    the numpy tier may answer while the kernels compile; the ``tiered`` option too)."""
     plan, _ = schedule_for(root, None)
-    if not plan.ready:
+    if not plan.ready and tiered:
         out = _numpy_tier(plan, root, None)
         if out is not None:
             return out
@@ -155,11 +156,11 @@ def evaluate(root: Node) -> Leaf:
     return Leaf(temps[res.src[1]], res.view)
 
 
-def assign(dst: Leaf, root: Node) -> None:
+def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
     if root is dst or try_copy(dst, root):
         return
     plan, _ = schedule_for(root, dst)
-    if not plan.ready and _numpy_tier(plan, root, dst) is not None:
+    if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
         return
     run_schedule(plan, root.params, dst)
