@@ -22,7 +22,7 @@ from .dispatch import debug_level, run_kernel
 from .order import allocate_for
 from .plan import debug_print, describe
 from .planner import build_schedule
-from .rewrite import rewrite
+from .rewrite import CPU_RULES, RULES, rewrite
 from .routes import run_dot, try_copy
 from .schedule import KernelStep, Schedule
 from .tiers import describe_tier, use_numpy
@@ -70,7 +70,8 @@ def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
     if len(found) > 1:
         raise _device_error(found)
     target = None if dst is None else (dst.view, dst.dtype)
-    plan = build_schedule(rewrite(root), params, target, device.has_blas)
+    rules = CPU_RULES if device.is_cpu else RULES
+    plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
     plan.device = device
     if debug_level() > 0:
         debug_print(plan)
