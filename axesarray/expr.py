@@ -88,10 +88,16 @@ def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
     if len(children) == 2:  # the common case, straight-line: it runs for every operator
         a, b = children
         pa, pb = a.params, b.params
-        if len(pa) == 1 and len(pb) == 1:
-            if pa[0] is not pb[0]:
-                return _intern(head + (a.key, b.key)), pa + pb
-        elif set(map(id, pa)).isdisjoint(map(id, pb)):
+        # ``in`` on a tuple of nodes is an identity test (nodes define no __eq__), in C
+        if not pa or not pb:
+            disjoint = True
+        elif len(pa) == 1:
+            disjoint = pa[0] not in pb
+        elif len(pb) == 1:
+            disjoint = pb[0] not in pa
+        else:
+            disjoint = set(map(id, pa)).isdisjoint(map(id, pb))
+        if disjoint:
             return _intern(head + (a.key, b.key)), pa + pb
     params: list = []
     index: dict[int, int] = {}
@@ -165,6 +171,15 @@ class Leaf(Node):
         # A property, not a stored (self,): that would be a reference cycle, and leaves
         # (with their storage) would wait for the cyclic garbage collector to be freed.
         return (self,)
+
+    @classmethod
+    def fresh(cls, data, view: View, key: int) -> Leaf:
+        """A new writeable leaf over new storage whose key is already known (the engine's
+        results: the schedule knows their view)."""
+        leaf = object.__new__(cls)
+        leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, view.shape, data.dtype
+        leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
+        return leaf
 
 
 def derived_leaf(leaf: Leaf, view: View, step: tuple, writeable: bool | None = None) -> Leaf:
@@ -432,12 +447,80 @@ def _loop_dtypes(op: str, types: tuple, opname: str) -> tuple:
     return hit
 
 
+# The same Python scalar in an expression gives the same Const node (immutable, so sharing
+# is invisible): an expression rebuilt in a loop makes fewer nodes. Bounded.
+_CONSTS: dict = {}
+_MEMO_MAX = 4096
+
+
+def _const(a, dt: np.dtype, shape: tuple) -> Const:
+    """A Python scalar as a (shared) Const; zeros are told apart by repr (-0.0, False)."""
+    k = (dt, shape, a, type(a)) if a != 0 else (dt, shape, repr(a))
+    hit = _CONSTS.get(k)
+    if hit is None:
+        if len(_CONSTS) >= _MEMO_MAX:
+            _CONSTS.clear()
+        hit = _CONSTS[k] = Const(a, dt, shape)
+    return hit
+
+
+_LOOPS2: dict = {}  # (op, dtype, dtype) -> (loop dtype, loop dtype, result dtype)
+
+
+def map2(op: str, a: Node, b: Node) -> Node:
+    """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
+    operator users write most (a tensor op a tensor with the same axes)."""
+    hit = _LOOPS2.get((op, a.dtype, b.dtype))
+    if hit is None:
+        (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
+        hit = _LOOPS2[(op, a.dtype, b.dtype)] = (la, lb, out)
+    la, lb, out = hit
+    if a.dtype is not la:
+        a = cast(a, la)
+    if b.dtype is not lb:
+        b = cast(b, lb)
+    if type(a) is Const and type(b) is Const:
+        return _folded(op, [a, b], out, a.shape)
+    return Map(op, (a, b), out)
+
+
+def map1(op: str, a: Node) -> Node:
+    """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
+    hit = _LOOPS.get((op, (a.dtype,)))
+    (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
+    if type(a) is Const:
+        return _folded(op, [cast(a, la)], out, a.shape)
+    return Map(op, (a if a.dtype is la else cast(a, la),), out)
+
+
+def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
+    """``op(a, value)`` (or ``op(value, a)``) for a node and a Python scalar: the next most
+    common operator (``x * 2``, ``1 + x``)."""
+    t = type(value)
+    types = (t, a.dtype) if reflected else (a.dtype, t)
+    hit = _LOOPS.get((op, types))
+    loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
+    if op in COMPARISONS and t is int:
+        folded = _compare_out_of_range(op, (value, a) if reflected else (a, value), a.shape)
+        if folded is not None:
+            return folded
+    la, lc = (loops[1], loops[0]) if reflected else loops
+    if t is int and lc.kind in "iu":
+        dtypes.check_weak_scalar(value, lc, op)
+    c = _const(value, lc, a.shape)
+    if a.dtype is not la:
+        a = cast(a, la)
+    if type(a) is Const:
+        return _folded(op, [c, a] if reflected else [a, c], out, a.shape)
+    return Map(op, (c, a) if reflected else (a, c), out)
+
+
 def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:
     if isinstance(a, Node):
         return a if a.dtype is dt or a.dtype == dt else cast(a, dt)
     if type(a) is int and dt.kind in "iu":
         dtypes.check_weak_scalar(a, dt, opname)
-    return Const(a, dt, shape)
+    return _const(a, dt, shape)
 
 
 def _folded(op: str, nodes: list, out: np.dtype, shape) -> Node:

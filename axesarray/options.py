@@ -55,7 +55,8 @@ class set_options:
     """Set global options; as a context manager, restore them on exit.
 
     Options: ``engine`` ("numba" or "numpy"), ``broadcast`` ("union" or "subset"),
-    ``serial_threshold`` (int), ``display_edgeitems`` (int).
+    ``serial_threshold`` (int), ``tiered`` (bool: numpy answers a new cheap expression
+    while its kernels compile), ``display_edgeitems`` (int).
 
     >>> import axesarray as ax
     >>> with ax.set_options(broadcast="subset"):

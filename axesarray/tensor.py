@@ -269,8 +269,11 @@ class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
         The result is laid out like the dominant input: its layout when it has one, else
         its memory order. A chunked tensor stays chunked (a lazy dask result).
         """
-        if isinstance(self._node, (ex.Leaf, Chunked)):
+        node = self._node
+        if type(node) is ex.Leaf or type(node) is Chunked:
             return self
+        if self._layout is None:  # the common case, without detours (it is a hot path)
+            return Tensor(self._axes, engine.evaluate(node))
         return self.copy()
 
     def copy(self) -> Tensor:
@@ -456,12 +459,23 @@ def _operators(cls) -> None:
         if row.arity == 1:
 
             def unary(self, op=op):
+                if self._layout is None:
+                    return Tensor(self._axes, ex.map1(op, self._node))
                 return elementwise(op, self)
 
             setattr(cls, f"__{name}__", unary)
             continue
 
         def forward(self, o, op=op):
+            if (  # tensor op tensor with the same axes: the hot path, straight to the node
+                type(o) is Tensor
+                and (self._axes is o._axes or self._axes == o._axes)
+                and self._layout is None
+                and o._layout is None
+            ):
+                return Tensor(self._axes, ex.map2(op, self._node, o._node))
+            if type(o) in _WEAK_TYPES and self._layout is None:
+                return Tensor(self._axes, ex.map_scalar(op, self._node, o, False))
             return self._binary(o, op)
 
         setattr(cls, f"__{name}__", forward)
@@ -469,6 +483,8 @@ def _operators(cls) -> None:
             continue
 
         def reflected(self, o, op=op):
+            if type(o) in _WEAK_TYPES and self._layout is None:
+                return Tensor(self._axes, ex.map_scalar(op, self._node, o, True))
             return self._binary(o, op, True)
 
         def inplace(self, o, op=op):

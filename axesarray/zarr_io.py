@@ -78,6 +78,20 @@ def _regular(arr):
     return arr if want == tuple(arr.chunks) else arr.rechunk(want)
 
 
+def _store_path(store, op: str) -> Path:
+    """A Zarr store given as a path (str or os.PathLike)."""
+    if not isinstance(store, (str, os.PathLike)):
+        raise TypeError(
+            message(
+                op,
+                "the store must be a directory path",
+                f"got {type(store).__name__}",
+                "Pass e.g. 'data.zarr'",
+            )
+        )
+    return Path(store)
+
+
 def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None:
     """Write ``t`` to a new Zarr v3 store (a directory path), keeping axis names, dtype,
     layout and logical lengths; ``chunks`` (name -> size) rechunks first.
@@ -96,7 +110,7 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
         raise TypeError(message("to_zarr", "expected a Tensor", type(t).__name__))
     zarr = _zarr("to_zarr")
     da = dask_array("to_zarr")
-    path = Path(store)
+    path = _store_path(store, "to_zarr")
     if path.exists():
         raise FileExistsError(
             message("to_zarr", "the output exists", str(path), "Remove it or pick another name")
@@ -188,7 +202,7 @@ def open_zarr(store, axes=None) -> Tensor:
     """
     zarr = _zarr("open_zarr")
     da = dask_array("open_zarr")
-    path = Path(store)
+    path = _store_path(store, "open_zarr")
     if not is_zarr(path) or not path.exists():
         raise FileNotFoundError(message("open_zarr", "no Zarr array at", str(path)))
     arr = zarr.open_array(store=str(path), mode="r")

@@ -16,9 +16,12 @@ import numpy as np
 from ..devices import CPU, device_of
 from ..errors import message
 from ..expr import Leaf, Node
+from ..options import OPTIONS
+from ..storage import allocate
 from . import reference
 from .alias import overlaps, via_temp
-from .dispatch import debug_level, run_kernel
+from .binder import binder
+from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
 from .plan import debug_print, describe
 from .planner import build_schedule
@@ -148,13 +151,47 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     """Compute ``root`` into fresh storage laid out like its dominant input (``tiered``:
     the numpy tier may answer while the kernels compile; the ``tiered`` option too)."""
     plan, _ = schedule_for(root, None)
+    run = plan.fast
+    if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+        return run(root.params)
     if not plan.ready and tiered:
         out = _numpy_tier(plan, root, None)
         if out is not None:
             return out
     temps = run_schedule(plan, root.params, None)
     res = plan.result
-    return Leaf(temps[res.src[1]], res.view)
+    out = Leaf(temps[res.src[1]], res.view)
+    plan.fast = _fast_runner(plan, out.key)
+    return out
+
+
+def _fast_runner(plan: Schedule, key: int):
+    """For a ready schedule of one CPU kernel writing a fresh result (the common small
+    evaluation): ``run(params) -> Leaf`` with its kernel, argument binder, allocation and
+    result key fixed: the next evaluation of the same structure skips the general path.
+    None for other schedules. ``run.threshold`` records the
+    ``serial_threshold`` it chose its variant under."""
+    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1 and len(plan.temps) == 1):
+        return None
+    step = plan.steps[0]
+    if type(step) is not KernelStep:
+        return None
+    fn = step.compiled.kernels.get(("cpu", variant(step, plan.device)))
+    fn = getattr(fn, "fn", fn) if getattr(fn, "ready", True) else None
+    if fn is None:
+        return None
+    bind = binder(step)
+    (shape, dtype, _), view = plan.temps[0], plan.result.view
+    n = math.prod(shape)
+    fresh = Leaf.fresh
+
+    def run(params) -> Leaf:
+        buf = allocate(n, dtype)
+        fn(*bind(params, {0: buf}, None))
+        return fresh(buf, view, key)
+
+    run.threshold = OPTIONS["serial_threshold"]
+    return run
 
 
 def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
