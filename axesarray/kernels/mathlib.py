@@ -281,7 +281,8 @@ def expm1_f32(x):
 # x = m * 2**e with m in [sqrt(1/2), sqrt(2)); log(x) = e*ln2 + log(m), and
 # log(m) = 2*atanh(s) with s = (m-1)/(m+1), |s| < 0.172, by an odd series in s.
 
-_TWO52_BITS = np.int64(0x4330000000000000)  # 2**52: OR-ing a small integer in makes 2**52 + i
+_TWO52_BITS = np.int64(0x4330000000000000)  # 2**52: adding a small integer i makes 2**52 + i
+_SQRT_HALF_BITS = np.int64(0x3FE6A09E667F3BCD)  # sqrt(1/2)
 
 
 @_jit
@@ -290,13 +291,13 @@ def _log_split_f64(x):
     sub = x < 2.2250738585072014e-308
     xs = x * 18014398509481984.0 if sub else x  # subnormals: scale by 2**54 first
     bits = _f64_as_i64(xs)
-    biased = (bits >> np.int64(52)) & np.int64(0x7FF)
-    e = _i64_as_f64(_TWO52_BITS | biased) - (4503599627370496.0 + 1023.0)
-    m = _i64_as_f64((bits & np.int64(0x000FFFFFFFFFFFFF)) | np.int64(0x3FF0000000000000))
-    big = m > 1.4142135623730951
-    m = m * 0.5 if big else m
-    e = e + 1.0 if big else e
-    return m, e - 54.0 if sub else e
+    # Offsetting the bits by those of sqrt(1/2) puts the exponent boundary at sqrt(1/2)
+    # (musl's log): e in the high bits, m = x's mantissa with the exponent field replaced.
+    ix = bits - _SQRT_HALF_BITS
+    k = (ix >> np.int64(52)) - (np.int64(54) if sub else np.int64(0))
+    m = _i64_as_f64(bits - (ix & np.int64(-4503599627370496)))  # clear all but mantissa
+    e = _i64_as_f64(_TWO52_BITS + k + np.int64(2048)) - (4503599627370496.0 + 2048.0)
+    return m, e
 
 
 @_jit
