@@ -147,10 +147,11 @@ def stream_out(dst, off, buf, m):
 # The scale is applied as two factors 2**(n//2) * 2**(n - n//2) so that results in the
 # subnormal range and the overflow threshold come out right without branches.
 #
-# float64 carries each result as an unevaluated sum hi + lo up to its last rounding, which
-# is what keeps it within 1 ulp. The sums are error-free: Fast2Sum ``s = a + b;
-# err = (a - s) + b`` is exact when |a| >= |b| (TwoSum, 6 operations, without that
-# condition), and with FMA contraction ``a - q * d`` is the exact remainder of a division.
+# float64 exp, expm1 and tanh carry their result as an unevaluated sum hi + lo up to the
+# last rounding, which is what keeps them within 1 ulp. The sums are error-free: Fast2Sum
+# ``s = a + b; err = (a - s) + b`` is exact when |a| >= |b| (TwoSum, 6 operations, without
+# that condition), and with FMA contraction ``a - q * d`` is the exact remainder of a
+# division.
 # float64 n is rounded with the 1.5 * 2**52 shifter instead of a conversion: AVX2 has no
 # vector float64 <-> int64 conversion.
 
@@ -225,22 +226,20 @@ def _expm1_tail_f64(r):
 
 
 @_jit
-def _exp_dd_f64(x):
-    """``exp(x) == (hi + lo) * 2**n`` with hi = the sum rounded (|x| < 2**20)."""
+def _exp_parts_f64(x):
+    """``exp(x) == p * 2**n``, p rounded once from a double-float sum (|x| < 2**20)."""
     n, r, c = _reduce_f64(x)
-    # exp(r + c) == 1 + r + tail(r) + c * (1 + r), up to c**2
+    # exp(r + c) == 1 + r + tail(r) + c * (1 + r), up to c**2; 1 + r as t + its error
     s = _expm1_tail_f64(r) + c * (1.0 + r)
     t = 1.0 + r
-    lo = ((1.0 - t) + r) + s
-    hi = t + lo
-    return n, hi, (t - hi) + lo
+    return n, t + (((1.0 - t) + r) + s)
 
 
 @_jit
 def exp_f64(x):
-    n, hi, _ = _exp_dd_f64(min(max(x, -746.0), 710.0))
+    n, p = _exp_parts_f64(min(max(x, -746.0), 710.0))
     half = n >> np.int64(1)
-    y = hi * _pow2_f64(half) * _pow2_f64(n - half)
+    y = p * _pow2_f64(half) * _pow2_f64(n - half)
     return y if x == x else x
 
 
@@ -398,9 +397,9 @@ def sigmoid_f32(x):
 def sigmoid_f64(x):
     # As sigmoid_f32 with 2**-600: finite down to x = -746 (results below 2**-1074 round
     # to 0); exp(-x) < 2**-420 for x > 292, where the result is 1.
-    n, hi, _ = _exp_dd_f64(min(max(-x, -292.0), 746.0))
+    n, p = _exp_parts_f64(min(max(-x, -292.0), 746.0))
     s = 2.409919865102884e-181  # 2**-600
-    y = s / (s + hi * _pow2_f64(n - np.int64(600)))
+    y = s / (s + p * _pow2_f64(n - np.int64(600)))
     return y if x == x else x
 
 
