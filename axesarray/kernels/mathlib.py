@@ -4,13 +4,19 @@ numba's ``math.exp`` is a call into libm, which blocks SIMD; these functions are
 arithmetic plus bit casts (LLVM ``bitcast`` intrinsics), so a loop over them vectorizes.
 Every function takes and returns one dtype; generated code picks ``exp_f32`` or ``exp_f64``.
 
-Error bounds (checked by tests/test_mathlib.py over the finite range and the special values,
-against float64 numpy for float32 and numpy itself for float64): exp, expm1, log, log1p,
-tanh within 1 ulp in float32 and 3 ulp in float64; sigmoid within 3 ulp (float32) and 5 ulp
-(float64), its division and addition adding their roundings to exp's. float32 sigmoid
-returns 0 below x = -88.7, where the exact result is subnormal, like numpy's float32
-``1 / (1 + np.exp(-x))``.
-Special values follow numpy: nan -> nan, exp(+-inf) = inf/0, log(0) = -inf, log(<0) = nan.
+Error bounds, as the distance in ulp from the correctly rounded result (1: that result or a
+neighbour), checked by tests/test_mathlib.py on a dense grid of each domain and on drawn
+floats: every function within 1 ulp in float32 and float64, except sigmoid within 2: it
+evaluates ``1 / (1 + exp(-x))`` as numpy does, the rounding of exp, of the sum and of the
+division adding up (a double-float version within 1 ulp costs 15% (float64) to 50%
+(float32) more time). Measured maximum error against the exact value: float32 expm1, log,
+log1p, tanh 0.5 (they round a float64 result; on every float32 of the domain's main
+binades), exp 1.01, sigmoid 2.48 (numpy's float32 formula: 3.6); float64 exp, expm1, log,
+log1p, tanh 0.83 (double-float arithmetic up to the last rounding), sigmoid 2.4 (numpy: 2.4).
+Results in the subnormal range come out (float32 sigmoid(-100) is 3.7e-44, not 0), and the
+special values are numpy's: f(-0.0) == -0.0 for expm1, log1p and tanh, nan -> nan,
+exp(+-inf) = inf/0, log(0) = -inf, log(<0) = nan (tests/test_special_values.py checks every
+float op of the fused engine on signed zeros, subnormals, infinities and nan).
 
 Also here: NaN-propagating max/min, numpy's float floor-division and remainder, and float16
 <-> float32 conversion on raw uint16 bits (numba has no float16 arithmetic on the CPU).
@@ -140,6 +146,14 @@ def stream_out(dst, off, buf, m):
 # and a low correction), exp(r) by a polynomial, then scale by 2**n built from its bits.
 # The scale is applied as two factors 2**(n//2) * 2**(n - n//2) so that results in the
 # subnormal range and the overflow threshold come out right without branches.
+#
+# float64 exp, expm1 and tanh carry their result as an unevaluated sum hi + lo up to the
+# last rounding, which is what keeps them within 1 ulp. The sums are error-free: Fast2Sum
+# ``s = a + b; err = (a - s) + b`` is exact when |a| >= |b| (TwoSum, 6 operations, without
+# that condition), and with FMA contraction ``a - q * d`` is the exact remainder of a
+# division.
+# float64 n is rounded with the 1.5 * 2**52 shifter instead of a conversion: AVX2 has no
+# vector float64 <-> int64 conversion.
 
 
 @_jit
@@ -170,55 +184,91 @@ def exp_f32(x):
     return y if x == x else x
 
 
+_SHIFT = 6755399441055744.0  # 1.5 * 2**52: x + _SHIFT holds round(x) in its low bits
+_SHIFT_BITS = np.int64(0x4338000000000000)
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # low 21 bits zero: n * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+
+
 @_jit
 def _pow2_f64(n):
     return _i64_as_f64((n + np.int64(1023)) << np.int64(52))
 
 
 @_jit
-def _exp_poly_f64(r):
-    # Taylor series to degree 13 on |r| <= ln2/2: truncation error below 1e-17 relative.
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    return p * (r * r) + r
+def _reduce_f64(x):
+    """``x == n*ln2 + r + c`` with |r| <= ln2/2 and ``c`` the rounding error of ``r``."""
+    kd = x * _LOG2E + _SHIFT
+    nd = kd - _SHIFT
+    hi = x - nd * _LN2_HI  # exact: n * _LN2_HI is, and it is close to x
+    lo = nd * _LN2_LO
+    r = hi - lo
+    return _f64_as_i64(kd) - _SHIFT_BITS, r, (hi - r) - lo
+
+
+@_jit
+def _expm1_tail_f64(r):
+    """``exp(r) - 1 - r`` for |r| <= ln2/2: Taylor series to degree 13, truncation error
+    below 2**-57; the leading r*r/2 is rounded once (an FMA)."""
+    q = 1.0 / 6227020800.0
+    q = q * r + 1.0 / 479001600.0
+    q = q * r + 1.0 / 39916800.0
+    q = q * r + 1.0 / 3628800.0
+    q = q * r + 1.0 / 362880.0
+    q = q * r + 1.0 / 40320.0
+    q = q * r + 1.0 / 5040.0
+    q = q * r + 1.0 / 720.0
+    q = q * r + 1.0 / 120.0
+    q = q * r + 1.0 / 24.0
+    q = q * r + 1.0 / 6.0
+    return (0.5 * r) * r + (r * r) * (r * q)
+
+
+@_jit
+def _exp_parts_f64(x):
+    """``exp(x) == p * 2**n``, p rounded once from a double-float sum (|x| < 2**20)."""
+    n, r, c = _reduce_f64(x)
+    # exp(r + c) == 1 + r + tail(r) + c * (1 + r), up to c**2; 1 + r as t + its error
+    s = _expm1_tail_f64(r) + c * (1.0 + r)
+    t = 1.0 + r
+    return n, t + (((1.0 - t) + r) + s)
 
 
 @_jit
 def exp_f64(x):
-    xc = min(max(x, -746.0), 710.0)
-    n = np.floor(xc * 1.4426950408889634 + 0.5)
-    r = xc - n * 6.93147180369123816490e-01
-    r = r - n * 1.90821492927058770002e-10
-    p = _exp_poly_f64(r) + 1.0
-    ni = np.int64(n)
-    half = ni >> np.int64(1)
-    y = p * _pow2_f64(half) * _pow2_f64(ni - half)
+    n, p = _exp_parts_f64(min(max(x, -746.0), 710.0))
+    half = n >> np.int64(1)
+    y = p * _pow2_f64(half) * _pow2_f64(n - half)
     return y if x == x else x
 
 
 @_jit
+def _expm1_dd_f64(x):
+    """``expm1(x) == (hi + lo) * scale`` for x in [-40, 710]; scale is 2 where 2**n would
+    overflow (n = 1024), else 1."""
+    n, r, c = _reduce_f64(x)
+    m = max(n - np.int64(1023), np.int64(0))
+    p2 = _pow2_f64(n - m)
+    one = _pow2_f64(-m)
+    # 2**n * exp(r + c) - 1 == (2**n - 1) + 2**n * r + 2**n * s, the first two exact
+    s = _expm1_tail_f64(r) + c * (1.0 + r)
+    t1 = p2 - one  # TwoSum: inexact for n < -53 or n > 53
+    b = t1 - p2
+    d = (p2 - (t1 - b)) + (-one - b)
+    t2 = p2 * r
+    s1 = t1 + t2  # Fast2Sum: |t1| >= |t2| for every n
+    lo = (((t1 - s1) + t2) + d) + p2 * s
+    hi = s1 + lo
+    return hi, (s1 - hi) + lo, _pow2_f64(m)
+
+
+@_jit
 def expm1_f64(x):
-    # Near 0, exp(x) - 1 cancels: use the polynomial without its leading 1. Further out,
-    # expm1(x) = 2**n * expm1(r) + (2**n - 1), where 2**n - 1 is exact for small n.
-    if abs(x) < 0.34657359027997264:
-        return _exp_poly_f64(x)
-    if abs(x) < 40.0:
-        n = np.floor(x * 1.4426950408889634 + 0.5)
-        r = x - n * 6.93147180369123816490e-01
-        r = r - n * 1.90821492927058770002e-10
-        t = _pow2_f64(np.int64(n))
-        return t * _exp_poly_f64(r) + (t - 1.0)
-    return exp_f64(x) - 1.0
+    hi, _, scale = _expm1_dd_f64(min(max(x, -40.0), 710.0))  # expm1(-40) rounds to -1
+    y = hi * scale
+    y = x if x == 0.0 else y  # keeps the sign of -0.0
+    return y if x == x else x
 
 
 @_jit
@@ -230,9 +280,28 @@ def expm1_f32(x):
 # x = m * 2**e with m in [sqrt(1/2), sqrt(2)); log(x) = e*ln2 + log(m), and
 # log(m) = 2*atanh(s) with s = (m-1)/(m+1), |s| < 0.172, by an odd series in s.
 
+_TWO52_BITS = np.int64(0x4330000000000000)  # 2**52: adding a small integer i makes 2**52 + i
+_SQRT_HALF_BITS = np.int64(0x3FE6A09E667F3BCD)  # sqrt(1/2)
+
 
 @_jit
-def _log_core_f64(m, e):
+def _log_split_f64(x):
+    """``x == m * 2**e`` with m in [sqrt(1/2), sqrt(2)), e as a float (x > 0, finite)."""
+    sub = x < 2.2250738585072014e-308
+    xs = x * 18014398509481984.0 if sub else x  # subnormals: scale by 2**54 first
+    bits = _f64_as_i64(xs)
+    # Offsetting the bits by those of sqrt(1/2) puts the exponent boundary at sqrt(1/2)
+    # (musl's log): e in the high bits, m = x's mantissa with the exponent field replaced.
+    ix = bits - _SQRT_HALF_BITS
+    k = (ix >> np.int64(52)) - (np.int64(54) if sub else np.int64(0))
+    m = _i64_as_f64(bits - (ix & np.int64(-4503599627370496)))  # clear all but mantissa
+    e = _i64_as_f64(_TWO52_BITS + k + np.int64(2048)) - (4503599627370496.0 + 2048.0)
+    return m, e
+
+
+@_jit
+def _log_core_f64(m, e, c):
+    """``log(m * 2**e) + c`` for m in [sqrt(1/2), sqrt(2)) and a small correction c."""
     f = m - 1.0
     s = f / (m + 1.0)
     z = s * s
@@ -251,33 +320,16 @@ def _log_core_f64(m, e):
     # arrangement: the large terms f and hfsq stay exact, the series only corrects).
     hfsq = 0.5 * f * f
     r = 2.0 * z * p
-    ln2_hi = 6.93147180369123816490e-01
-    ln2_lo = 1.90821492927058770002e-10
-    return e * ln2_hi - ((hfsq - (s * (hfsq + r) + e * ln2_lo)) - f)
+    return e * _LN2_HI - ((hfsq - (s * (hfsq + r) + (e * _LN2_LO + c))) - f)
 
 
 @_jit
 def log_f64(x):
-    bits = _f64_as_i64(x)
-    # Subnormals: scale into the normal range first.
-    sub = x < 2.2250738585072014e-308
-    xs = x * 18014398509481984.0 if sub else x  # 2**54
-    bits = _f64_as_i64(xs)
-    e = ((bits >> np.int64(52)) & np.int64(0x7FF)) - np.int64(1023)
-    mbits = (bits & np.int64(0x000FFFFFFFFFFFFF)) | np.int64(0x3FF0000000000000)
-    m = _i64_as_f64(mbits)
-    big = m > 1.4142135623730951
-    m = m * 0.5 if big else m
-    e = e + np.int64(1) if big else e
-    e = e - np.int64(54) if sub else e
-    y = _log_core_f64(m, np.float64(e))
-    if x != x or x == np.inf:
-        return x
-    if x < 0.0:
-        return np.nan
-    if x == 0.0:
-        return -np.inf
-    return y
+    m, e = _log_split_f64(x)
+    y = _log_core_f64(m, e, 0.0)
+    y = -np.inf if x == 0.0 else y
+    y = np.nan if x < 0.0 else y
+    return x if (x != x or x == np.inf) else y
 
 
 @_jit
@@ -287,15 +339,17 @@ def log_f32(x):
 
 @_jit
 def log1p_f64(x):
-    # log1p(x) = log(u) * x / (u - 1) with u = 1 + x rounded: the factor corrects the
-    # rounding of u (Goldberg's trick); exact where u == 1.
+    # log1p(x) = log(u) + log(1 + c/u) with u + c == 1 + x exactly (TwoSum): the rounding
+    # of u is corrected to first order, as fdlibm's log1p does.
     u = 1.0 + x
-    if u == 1.0:
-        return x
-    y = log_f64(u)
-    if u == np.inf:
-        return y
-    return y * (x / (u - 1.0))
+    b = u - 1.0
+    c = (1.0 - (u - b)) + (x - b)
+    m, e = _log_split_f64(u)
+    y = _log_core_f64(m, e, c / u)
+    y = x if x == 0.0 else y  # keeps the sign of -0.0
+    y = -np.inf if x == -1.0 else y
+    y = np.nan if x < -1.0 else y
+    return x if (x != x or x == np.inf) else y
 
 
 @_jit
@@ -308,16 +362,18 @@ def log1p_f32(x):
 
 @_jit
 def tanh_f64(x):
-    a = abs(x)
-    if a < 0.5:
-        # tanh = -expm1(-2a) / (2 + expm1(-2a)) is exact-ish everywhere but loses nothing here.
-        t = expm1_f64(-2.0 * a)
-        y = -t / (2.0 + t)
-    elif a < 22.0:
-        y = 1.0 - 2.0 / (exp_f64(2.0 * a) + 1.0)
-    else:
-        y = 1.0
-    y = -y if x < 0.0 else y
+    # tanh(a) = t / (t + 2) with t = expm1(2a) as th + tl; the division is corrected with its
+    # exact remainder. tanh(20) rounds to 1.
+    a = min(abs(x), 20.0)
+    th, tl, _ = _expm1_dd_f64(2.0 * a)
+    big = max(th, 2.0)
+    small = min(th, 2.0)
+    dh = big + small
+    dl = ((big - dh) + small) + tl
+    inv = 1.0 / dh
+    q = th * inv
+    y = q + (((th - q * dh) + tl) - q * dl) * inv
+    y = np.copysign(y, x)  # a = |x|: this keeps tanh odd, -0.0 included
     return y if x == x else x
 
 
@@ -327,24 +383,24 @@ def tanh_f32(x):
 
 
 @_jit
-def _exp_f32_normal(x):
-    """exp without subnormal results (x clamped to [-87, 89]; above 88.7 the single scale
-    factor 2**128 is inf): 25% faster than ``exp_f32``. Enough for sigmoid, where a tiny
-    exp is only added to 1, and an overflow makes the result 0 as numpy's float32
-    ``1 / (1 + np.exp(-x))`` does."""
-    p, n = _exp_parts_f32(min(max(x, np.float32(-87.0)), np.float32(89.0)))
-    return p * _pow2_f32(n)
-
-
-@_jit
 def sigmoid_f32(x):
-    y = np.float32(1.0) / (np.float32(1.0) + _exp_f32_normal(-x))
+    # 1 / (1 + exp(-x)) == 2**-64 / (2**-64 + exp(-x) * 2**-64): the scaled exp stays finite
+    # down to x = -104, so results in the subnormal range round once, at the division, and
+    # the scaling costs nothing. exp(-x) < 2**-57 for x > 40, where the result is 1.
+    p, n = _exp_parts_f32(min(max(-x, np.float32(-40.0)), np.float32(104.0)))
+    s = np.float32(5.421010862427522e-20)  # 2**-64
+    y = s / (s + p * _pow2_f32(n - np.int32(64)))
     return y if x == x else x
 
 
 @_jit
 def sigmoid_f64(x):
-    return 1.0 / (1.0 + exp_f64(-x))
+    # As sigmoid_f32 with 2**-600: finite down to x = -746 (results below 2**-1074 round
+    # to 0); exp(-x) < 2**-420 for x > 292, where the result is 1.
+    n, p = _exp_parts_f64(min(max(-x, -292.0), 746.0))
+    s = 2.409919865102884e-181  # 2**-600
+    y = s / (s + p * _pow2_f64(n - np.int64(600)))
+    return y if x == x else x
 
 
 # --- numpy's float semantics for max/min, //, %, sign -----------------------------------------
