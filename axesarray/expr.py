@@ -25,6 +25,7 @@ gradient back through the steps.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 
 import numpy as np
@@ -215,7 +216,7 @@ class Const(Node):
         self.dtype = dtype
         self.value = v = dtype.type(value)
         self.shape = shape
-        self.key = _intern(("K", dtype.char, shape, float(v) if v in _SPECIAL else None))
+        self.key = _intern(("K", dtype.char, shape, _special(v)))
 
     @property
     def params(self):
@@ -224,7 +225,16 @@ class Const(Node):
     @property
     def special(self) -> float | None:
         """The value when it is one of ``ops.SPECIAL_CONSTANTS`` (so part of the key)."""
-        return float(self.value) if self.value in _SPECIAL else None
+        return _special(self.value)
+
+
+def _special(v) -> float | None:
+    """``v`` as one of ``ops.SPECIAL_CONSTANTS``, or None (-0.0 is not 0.0 here: a literal
+    +0.0 in its place would turn ``-0.0 + x`` into ``+0.0``)."""
+    if v not in _SPECIAL:
+        return None
+    f = float(v)
+    return f if f != 0.0 or math.copysign(1.0, f) > 0 else None
 
 
 class Map(Node):

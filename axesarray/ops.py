@@ -52,14 +52,19 @@ class Code:
     u: str | None = None
     b: str | None = None
     wrap: bool = True
+    # The first ``inline`` call sites of a kernel call ``<name>_inline`` (``{inl}`` in the
+    # template): a math-library variant numba inlines itself, for functions too big for
+    # LLVM to inline (their loops then vectorize); later ones call out, so compile time
+    # stays linear in the size of the kernel.
+    inline: int = 0
 
     def template(self, kind: str) -> str:
         return getattr(self, kind, None) or self.default if kind in "fiub" else self.default
 
 
-def _math(name: str) -> Code:
+def _math(name: str, inline: int = 0) -> Code:
     """A math-library function (``kernels/mathlib.py``), vectorizable, float only."""
-    return Code(f"{name}_{{sfx}}({{0}})")
+    return Code(f"{name}_{{sfx}}{{inl}}({{0}})", inline=inline)
 
 
 @attrs.frozen
@@ -287,7 +292,7 @@ _ROWS = [
         grad=lambda F, a, out, g: (-g * F.sin(a[0]),),
     ),
     _op(
-        "tanh", 1, "tanh", _math("tanh"), ufunc="tanh", expensive=True, public="tanh",
+        "tanh", 1, "tanh", _math("tanh", inline=2), ufunc="tanh", expensive=True, public="tanh",
         doc=_doc("Elementwise hyperbolic tangent.", "tanh", "[0.0, 1.0]",
                  "array([0.        , 0.76159416])"),
         grad=lambda F, a, out, g: (g * (1 - out * out),),

@@ -318,6 +318,43 @@ class _Builder:
         return KLeaf(remap_view(temp.view, node.shape, maps), temp.dtype, temp.src)
 
 
+# Compile time grows with a kernel's body (numba's passes, then LLVM): about 3 ms per
+# arithmetic op and 10 ms per transcendental on the 2-core machine (benchmarks/
+# bench_compile.py), plus ~0.15 s per kernel. A body past this budget is cut: the cut
+# subexpression is materialized (a temporary written once, read once), so compile time
+# stays linear and each kernel compiles in about 0.3 s at most.
+KERNEL_BUDGET = 48
+_EXPENSIVE_COST = 4  # an exp/log/division counts as four additions
+
+
+def _size_cuts(dag: Node, canon: dict) -> dict:
+    """``id(node) -> canonical value`` of the elementwise nodes to materialize so that no
+    kernel body exceeds ``KERNEL_BUDGET``: bottom-up, a node whose fused children would
+    take it past the budget cuts its biggest child, then the next."""
+    size: dict[int, int] = {}
+    cuts: dict[int, tuple] = {}
+    for node in walk(dag):
+        kind = node.kind
+        if kind not in ("map", "cast", "pad", "concat"):
+            size[id(node)] = 0  # a boundary: a leaf, or computed by a kernel of its own
+            continue
+        own = _EXPENSIVE_COST if kind == "map" and OPS[node.op].expensive else 1
+        kids = sorted(node.children, key=lambda c: -size[id(c)])
+        total = own + sum(size[id(c)] for c in kids)
+        for c in kids:
+            if total <= KERNEL_BUDGET:
+                break
+            if size[id(c)]:
+                total -= size[id(c)]
+                cuts[id(c)] = canon[id(c)]
+        size[id(node)] = total
+    return cuts
+
+
+def cuts_in_order(dag: Node, cuts: dict) -> list:
+    return [n for n in walk(dag) if id(n) in cuts]
+
+
 def build_schedule(
     dag: Node,
     params: tuple,
@@ -331,9 +368,12 @@ def build_schedule(
     subexpressions fused into more than one kernel; the second materializes those once.
     """
     canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
-    force: set = set()
+    cuts = _size_cuts(dag, canon)
+    force: set = set(cuts.values())
     for attempt in range(2):
         b = _Builder(dag, params, canon, force, blas)
+        for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
+            b.realize(node)
         if dst is None and dag.kind == "dot" and blas:
             result = b.realize(dag)  # the BLAS output is the result: no copy
         elif dst is None:
@@ -346,7 +386,7 @@ def build_schedule(
             b.kernel(result, dag, "assignment")
         shared = {n for n, ks in b.kernel_of.items() if len(ks) > 1}
         if attempt == 0 and shared:
-            force = shared
+            force = shared | set(cuts.values())
             continue
         return Schedule(b.temps, b.steps, result)
     raise AssertionError("unreachable")  # pragma: no cover

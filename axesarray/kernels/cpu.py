@@ -140,7 +140,7 @@ def _bases(src: _Src, low: Lowered, indent: int, dims: range, prev: dict, tag: s
 
 
 def _emit_body(low: Lowered, base: dict, inner: range, reduce_value=None, prefix="v") -> Body:
-    return Body(_read(low, base, inner), low.index, low.scalar, reduce_value, prefix)
+    return Body(_read(low, base, inner), low.index, low.scalar, reduce_value, prefix, low.inlined)
 
 
 def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
@@ -380,6 +380,7 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     """Module source defining ``kernel(*args)`` for ``low``. ``variant``: "serial",
     "parallel" (prange) or "stream" (parallel, big outputs written with streaming stores)."""
     src = _Src()
+    low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
     src.lines.append(_HEADER.format(version=version, mathlib=mathlib))
     parallel = variant != "serial"
     flags = f'parallel={parallel}, error_model="numpy", fastmath={{"contract"}}, nogil=True'

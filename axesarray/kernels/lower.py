@@ -37,6 +37,7 @@ class Lowered:
         self.index_of = {id(op): k for k, op in enumerate(self.operands)}
         self.names: list[str] = []
         self.recipe: list[tuple] = []
+        self.inlined: dict = {}  # reset by each template (ops.Code.inline)
         self._scalars: dict = {}
         self.terms: list[list[str | None]] = []  # [operand][loop dim] -> source or None
         self.dim_of: dict[int, int] = {}  # index dim -> loop dim (for guards)

@@ -42,6 +42,8 @@ __all__ = [
     "log1p_f64",
     "tanh_f32",
     "tanh_f64",
+    "tanh_f32_inline",
+    "tanh_f64_inline",
     "sigmoid_f32",
     "sigmoid_f64",
     "fmax_nan",
@@ -57,7 +59,12 @@ __all__ = [
     "store_fence",  # re-exported for generated kernels
 ]
 
-_jit = njit(inline="always", error_model="numpy", cache=True, fastmath={"contract"})
+# Functions kernels call are compiled once (cached on disk) and left to LLVM to inline into
+# each kernel: inlining in numba's IR instead (inline="always") re-runs numba's passes per
+# call site, which made a 32-op kernel take 28 s to compile (0.26 s now). Small helpers are
+# inlined into these functions, once.
+_jit = njit(inline="never", error_model="numpy", cache=True, fastmath={"contract"})
+_jit_inline = njit(inline="always", error_model="numpy", cache=True, fastmath={"contract"})
 
 # --- bit casts ----------------------------------------------------------------------------
 
@@ -156,12 +163,12 @@ def stream_out(dst, off, buf, m):
 # vector float64 <-> int64 conversion.
 
 
-@_jit
+@_jit_inline
 def _pow2_f32(n):
     return _i32_as_f32((n + np.int32(127)) << np.int32(23))
 
 
-@_jit
+@_jit_inline
 def _exp_parts_f32(xc):
     """``exp(xc) == p * 2**n``: the reduced argument's polynomial ``p`` and the exponent."""
     n = np.floor(xc * np.float32(1.4426950408889634) + np.float32(0.5))
@@ -191,12 +198,12 @@ _LN2_HI = 6.93147180369123816490e-01  # low 21 bits zero: n * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
 
 
-@_jit
+@_jit_inline
 def _pow2_f64(n):
     return _i64_as_f64((n + np.int64(1023)) << np.int64(52))
 
 
-@_jit
+@_jit_inline
 def _reduce_f64(x):
     """``x == n*ln2 + r + c`` with |r| <= ln2/2 and ``c`` the rounding error of ``r``."""
     kd = x * _LOG2E + _SHIFT
@@ -207,7 +214,7 @@ def _reduce_f64(x):
     return _f64_as_i64(kd) - _SHIFT_BITS, r, (hi - r) - lo
 
 
-@_jit
+@_jit_inline
 def _expm1_tail_f64(r):
     """``exp(r) - 1 - r`` for |r| <= ln2/2: Taylor series to degree 13, truncation error
     below 2**-57; the leading r*r/2 is rounded once (an FMA)."""
@@ -225,7 +232,7 @@ def _expm1_tail_f64(r):
     return (0.5 * r) * r + (r * r) * (r * q)
 
 
-@_jit
+@_jit_inline
 def _exp_parts_f64(x):
     """``exp(x) == p * 2**n``, p rounded once from a double-float sum (|x| < 2**20)."""
     n, r, c = _reduce_f64(x)
@@ -243,7 +250,7 @@ def exp_f64(x):
     return y if x == x else x
 
 
-@_jit
+@_jit_inline
 def _expm1_dd_f64(x):
     """``expm1(x) == (hi + lo) * scale`` for x in [-40, 710]; scale is 2 where 2**n would
     overflow (n = 1024), else 1."""
@@ -284,7 +291,7 @@ _TWO52_BITS = np.int64(0x4330000000000000)  # 2**52: adding a small integer i ma
 _SQRT_HALF_BITS = np.int64(0x3FE6A09E667F3BCD)  # sqrt(1/2)
 
 
-@_jit
+@_jit_inline
 def _log_split_f64(x):
     """``x == m * 2**e`` with m in [sqrt(1/2), sqrt(2)), e as a float (x > 0, finite)."""
     sub = x < 2.2250738585072014e-308
@@ -299,7 +306,7 @@ def _log_split_f64(x):
     return m, e
 
 
-@_jit
+@_jit_inline
 def _log_core_f64(m, e, c):
     """``log(m * 2**e) + c`` for m in [sqrt(1/2), sqrt(2)) and a small correction c."""
     f = m - 1.0
@@ -360,8 +367,8 @@ def log1p_f32(x):
 # --- tanh and sigmoid -------------------------------------------------------------------------
 
 
-@_jit
-def tanh_f64(x):
+@_jit_inline
+def _tanh_f64(x):
     # tanh(a) = t / (t + 2) with t = expm1(2a) as th + tl; the division is corrected with its
     # exact remainder. tanh(20) rounds to 1.
     a = min(abs(x), 20.0)
@@ -378,8 +385,28 @@ def tanh_f64(x):
 
 
 @_jit
+def tanh_f64(x):
+    return _tanh_f64(x)
+
+
+@_jit
 def tanh_f32(x):
-    return np.float32(tanh_f64(np.float64(x)))
+    return np.float32(_tanh_f64(np.float64(x)))
+
+
+# tanh is too big for LLVM to inline it into a kernel (then its loop does not vectorize:
+# 4x slower); these copies are inlined by numba itself, at a compile-time cost of about
+# 0.2 s per call site, so kernels use them for their first few calls only (ops.Code).
+
+
+@_jit_inline
+def tanh_f64_inline(x):
+    return _tanh_f64(x)
+
+
+@_jit_inline
+def tanh_f32_inline(x):
+    return np.float32(_tanh_f64(np.float64(x)))
 
 
 @_jit

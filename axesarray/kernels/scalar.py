@@ -74,12 +74,17 @@ def _wrap(dt: np.dtype, expr: str) -> str:
     return f"{type_name(dt)}({expr})"
 
 
-def op_source(op: str, out: np.dtype, loop: np.dtype, a: list[str]) -> str:
+def op_source(op: str, out: np.dtype, loop: np.dtype, a: list[str], inlined=None) -> str:
     """Source for ``op(*a)`` from its ``ops.Code`` row; ``loop`` is the dtype its inputs
-    have, ``out`` its result."""
+    have, ``out`` its result. ``inlined`` counts, per op, the call sites of the kernel so
+    far that used the op's inline variant (see ``ops.Code.inline``)."""
     code = OPS[op].code
     sfx = "f64" if loop == np.float64 else "f32"
-    text = code.template(loop.kind).format(*a, sfx=sfx)
+    inl = ""
+    if code.inline and inlined is not None and inlined.get(op, 0) < code.inline:
+        inlined[op] = inlined.get(op, 0) + 1
+        inl = "_inline"
+    text = code.template(loop.kind).format(*a, sfx=sfx, inl=inl)
     return _wrap(out, text) if code.wrap else text
 
 
@@ -101,7 +106,16 @@ class Body:
     of a run-time scalar. Common subexpressions are computed once (one local per node).
     """
 
-    def __init__(self, read, index, scalar, reduce_value: str | None = None, prefix: str = "v"):
+    def __init__(
+        self,
+        read,
+        index,
+        scalar,
+        reduce_value: str | None = None,
+        prefix: str = "v",
+        inlined: dict | None = None,
+    ):
+        self.inlined = {} if inlined is None else inlined  # shared by a kernel's bodies
         self.read = read
         self.index = index
         self.scalar = scalar
@@ -141,7 +155,7 @@ class Body:
     def _map(self, node, indent, known) -> str:
         args = [self.emit(c, indent, known) for c in node.args]
         loop = node.args[0].dtype if node.op != "where" else node.args[1].dtype
-        return self._line(indent, op_source(node.op, node.dtype, loop, args))
+        return self._line(indent, op_source(node.op, node.dtype, loop, args, self.inlined))
 
     def _cast(self, node, indent, known) -> str:
         arg = self.emit(node.arg, indent, known)
