@@ -44,6 +44,7 @@ __all__ = [
     "Pad",
     "Concat",
     "Dot",
+    "Call",
     "map_op",
     "cast",
     "remap",
@@ -359,6 +360,35 @@ class Dot(Node):
     def rebuild(self, children):
         a, b = children
         return Dot(a, b, self.a_labels, self.b_labels, self.out_labels, self.shape, self.dtype)
+
+
+class Call(Node):
+    """A positional numpy function over materialized children: ``fn(*arrays)``.
+
+    Each child is handed over as a read-only numpy array in its own dim order; ``fn``
+    returns an array of ``shape`` (cast to ``dtype``). This is the node for work the fused
+    kernels do not express (scans, sorts, gathers, ``ax.apply``): both engines evaluate it
+    with numpy, the planner gives it its own step (operands and result in temporaries), and
+    fused code around it still fuses. ``fn`` is part of the key: it must be hashable, and
+    equal only to functions computing the same thing (a frozen value object, see
+    ``calls``). ``name`` labels it in formulas and plans; ``arg_dims`` (display only) says,
+    per child, which result dim each child dim is (-1: none).
+    """
+
+    __slots__ = ("fn", "name", "arg_dims")
+    kind = "call"
+
+    def __init__(self, fn, args, shape, dtype, name: str, arg_dims=None):
+        self.fn = fn
+        self.name = name
+        self.children = tuple(args)
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.arg_dims = arg_dims
+        self.key, self.params = _combine(("F", fn, name, self.shape, self.dtype.char), args)
+
+    def rebuild(self, children):
+        return Call(self.fn, children, self.shape, self.dtype, self.name, self.arg_dims)
 
 
 # --- traversal -------------------------------------------------------------------------------

@@ -53,11 +53,14 @@ ORDER = [
     "engine.routes",
     "engine.executor",
     "engine",
+    "calls",
     "views",
     "reductions",
     "layout_views",
+    "interop",
     "tensor",
     "functions",
+    "everyday",
     "layout_ops",
     "creation",
     "npyio",
@@ -65,6 +68,11 @@ ORDER = [
     "__init__",
     "__main__",
     "demo",
+    "testing.asserts",
+    "testing.strategies",
+    "testing.programs",
+    "testing.expressions",
+    "testing",
 ]
 
 

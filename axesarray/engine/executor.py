@@ -21,7 +21,7 @@ from .dispatch import debug_level, run_kernel
 from .plan import debug_print, describe
 from .planner import build_schedule
 from .rewrite import rewrite
-from .routes import run_dot, try_copy
+from .routes import ROUTES, try_copy
 from .schedule import KernelStep, Schedule
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
@@ -102,7 +102,7 @@ def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
     last = len(steps) - 1
     for i, step in enumerate(steps):
         if type(step) is not KernelStep:
-            run_dot(step, params, temps, dst, device)
+            ROUTES[type(step)](step, params, temps, dst, device)
         elif i == last and dst is not None and overlaps(step, params, dst):
             first, copy = via_temp(step)
             temps["alias"] = device.empty(first.out.view.size, first.out.dtype)

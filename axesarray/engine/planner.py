@@ -33,7 +33,7 @@ from ..kernels.loops import LoopNest, build_loop_nest
 from ..ops import OPS
 from ..strided import View, contiguous, remap_view
 from .order import result_order
-from .schedule import DotStep, KernelStep, Schedule
+from .schedule import CallStep, DotStep, KernelStep, Schedule
 
 __all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
 
@@ -144,7 +144,9 @@ class _Builder:
         hit = self.realized.get(cid)
         if hit is not None:
             return hit
-        if node.kind == "dot" and self.blas:
+        if node.kind == "call":
+            leaf = self._call(node)
+        elif node.kind == "dot" and self.blas:
             leaf = self._dot(node)
         elif node.kind == "dot":
             leaf = self._dot_reduce(node)
@@ -252,6 +254,9 @@ class _Builder:
     def _fuse_dot(self, node, ctx):
         return self._leaf_of(self.realize(node))
 
+    def _fuse_call(self, node, ctx):
+        return self._leaf_of(self.realize(node))
+
     @staticmethod
     def _leaf_of(temp: KLeaf) -> KLeaf:
         return KLeaf(temp.view, temp.dtype, temp.src)
@@ -310,6 +315,23 @@ class _Builder:
         maps = tuple((order.index(d), 0, 1) for d in range(len(layout)))
         return KLeaf(remap_view(temp.view, node.shape, maps), temp.dtype, temp.src)
 
+    # --- call (a numpy function) -------------------------------------------------------------
+
+    def _call(self, node) -> KLeaf:
+        """A ``CallStep``: operands as leaves (a broadcast or transposed computed value is
+        read through its view of a temp, not spread into a bigger one), result a temp."""
+        args = []
+        for c in node.children:
+            if c.kind == "leaf" and c.view.blocks is None:
+                args.append(KLeaf(c.view, c.dtype, ("param", self.param_index[id(c)])))
+            elif c.kind == "remap":
+                args.append(self._fuse_remap(c, "epi"))
+            else:
+                args.append(self.realize(c))
+        temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
+        self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
+        return temp
+
 
 def build_schedule(
     dag: Node,
@@ -327,8 +349,8 @@ def build_schedule(
     force: set = set()
     for attempt in range(2):
         b = _Builder(dag, params, canon, force, blas)
-        if dst is None and dag.kind == "dot" and blas:
-            result = b.realize(dag)  # the BLAS output is the result: no copy
+        if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
+            result = b.realize(dag)  # the BLAS or numpy output is the result: no copy
         elif dst is None:
             order, dominant = result_order(dag)
             result = b.temp(dag.shape, dag.dtype, order)
