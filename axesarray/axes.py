@@ -99,7 +99,17 @@ def parse_names(spec: str | Iterable, op: str = "axes") -> tuple[str, ...]:
     elif isinstance(spec, Axis):
         names = (spec.name,)
     else:
-        names = tuple(a.name if isinstance(a, Axis) else a for a in spec)
+        try:
+            names = tuple(a.name if isinstance(a, Axis) else a for a in spec)
+        except TypeError:
+            raise TypeError(
+                message(
+                    op,
+                    "axis names must be a string or a sequence of names",
+                    f"got {spec!r}",
+                    "Name them, e.g. 'C' or ('H', 'W')",
+                )
+            ) from None
     for n in names:
         if not isinstance(n, str) or not (n.isidentifier() or n == "..."):
             raise AxesError(message(op, "an axis name must be a string identifier", f"got {n!r}"))
@@ -266,7 +276,17 @@ def as_axes(spec, op: str = "axes") -> Axes:
                 op, "axis names alone do not give lengths", f"got {spec!r}", "Pass Axis objects"
             )
         )
-    items = tuple(spec)
+    try:
+        items = tuple(spec)
+    except TypeError:
+        raise TypeError(
+            message(
+                op,
+                "axes must be an Axis or a sequence of Axis objects",
+                f"got {spec!r}",
+                "Use e.g. (ax.Axis('N', 8), ax.Axis('C', 3))",
+            )
+        ) from None
     for a in items:
         if not isinstance(a, Axis):
             raise AxesError(

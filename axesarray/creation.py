@@ -41,7 +41,17 @@ def _axes_for_data(axes, shape: tuple[int, ...]) -> Axes:
     elif isinstance(axes, Axis):
         items = [axes]
     else:
-        items = list(axes)
+        try:
+            items = list(axes)
+        except TypeError:
+            raise TypeError(
+                message(
+                    "tensor",
+                    "axes must be names ('N C H W') or a sequence of names or Axis objects",
+                    f"got {axes!r}",
+                    "Use e.g. ax.tensor(array, 'N C')",
+                )
+            ) from None
     if len(items) != len(shape):
         raise AxesError(
             message(

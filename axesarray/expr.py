@@ -89,10 +89,14 @@ def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
     if len(children) == 1:
         c = children[0]
         return _intern(head + (c.key,)), c.params
-    if len(children) == 2:
-        pa, pb = children[0].params, children[1].params
-        if len(pa) == 1 and len(pb) == 1 and pa[0] is not pb[0] or not pa or not pb:
-            return _intern(head + (children[0].key, children[1].key)), pa + pb
+    if len(children) == 2:  # the common case, straight-line: it runs for every operator
+        a, b = children
+        pa, pb = a.params, b.params
+        if len(pa) == 1 and len(pb) == 1:
+            if pa[0] is not pb[0]:
+                return _intern(head + (a.key, b.key)), pa + pb
+        elif set(map(id, pa)).isdisjoint(map(id, pb)):
+            return _intern(head + (a.key, b.key)), pa + pb
     params: list = []
     index: dict[int, int] = {}
     slots = []
@@ -491,6 +495,19 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
         hit = _LOOPS.get((op, (a.dtype,)))
         (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), opname)
         return Map(op, (a if a.dtype is la else cast(a, la),), out)
+    if len(args) == 2:
+        a, b = args
+        types = (
+            a.dtype if isinstance(a, Node) else type(a),
+            b.dtype if isinstance(b, Node) else type(b),
+        )
+        hit = _LOOPS.get((op, types))
+        (la, lb), out = hit if hit is not None else _loop_dtypes(op, types, opname)
+        a = _operand(a, la, shape, opname)
+        b = _operand(b, lb, shape, opname)
+        if type(a) is Const and type(b) is Const:
+            return _folded(op, [a, b], out, shape)
+        return Map(op, (a, b), out)
     types = tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
     hit = _LOOPS.get((op, types))
     loop, out = hit if hit is not None else _loop_dtypes(op, types, opname)

@@ -8,12 +8,14 @@ Imports ``tensor`` and below.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import engine
 from . import expr as ex
 from .axes import Axes, Axis, broadcast_axes, parse_names
-from .dtypes import ufunc_dtypes
+from .dtypes import can_assign, check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
 from .ops import OPS
 from .tensor import Tensor, align, checked_assignment, elementwise
@@ -60,7 +62,14 @@ __all__ = sorted(GENERATED) + [
 
 
 def round(x, decimals: int = 0):  # noqa: A001 - the numpy name
-    """Round half to even (numpy's ``np.round``); integers are unchanged."""
+    """Round half to even (numpy's ``np.round``); integers are unchanged.
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.round(ax.tensor(np.array([0.5, 1.5, 2.25]), "N"), 1).numpy()
+    array([0.5, 1.5, 2.2])
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(message("round", "expected a Tensor", type(x).__name__))
     return x.round(decimals)
 
 
@@ -102,6 +111,12 @@ def dot(a: Tensor, b: Tensor, over) -> Tensor:
     """
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(message("dot", "both operands must be tensors"))
+    if over is None:
+        raise TypeError(
+            message(
+                "dot", "name the axes to contract", "over=None", "Use e.g. ax.dot(a, b, over='K')"
+            )
+        )
     over_names = parse_names(over, "dot")
     for name in over_names:
         a.axes.index(name, "dot")
@@ -132,24 +147,61 @@ def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:
     >>> ax.pad(ax.ones((ax.Axis("W", 2),)), W=(1, 0)).numpy()
     array([0., 1., 1.])
     """
+    if not isinstance(x, Tensor):
+        raise TypeError(message("pad", "expected a Tensor", type(x).__name__))
+    if not (is_weak(value) or isinstance(value, np.generic)):
+        raise TypeError(
+            message("pad", "the pad value must be a scalar", f"got {value!r}", "Use e.g. value=0.0")
+        )
+    if not can_assign(value if is_weak(value) else np.asarray(value).dtype, x.dtype):
+        raise TypeError(
+            message(
+                "pad",
+                f"cannot pad {x.dtype} values with {value!r}",
+                None,
+                f"Use a value of kind {x.dtype.kind!r}, or convert with astype first",
+            )
+        )
+    if widths is not None and not isinstance(widths, dict):
+        raise TypeError(
+            message("pad", "widths are given per axis name", f"got {widths!r}", "Use e.g. H=(1, 1)")
+        )
     spec = dict(widths or {}, **kwargs)
     node = x._node
     new_axes = list(x.axes)
     for name, width in spec.items():
         d = x.axes.index(name, "pad")
-        before, after = (width, width) if isinstance(width, int) else tuple(width)
-        if before < 0 or after < 0:
-            raise AxesError(
-                message(
-                    "pad",
-                    f"pad widths must be non-negative for axis {name!r}",
-                    f"got ({before}, {after})",
-                    "Slice with isel to crop",
-                )
-            )
-        node = ex.Pad(node, d, int(before), int(after), value)
+        before, after = _pad_widths(name, width)
+        check_weak_scalar(value, x.dtype, "pad")
+        node = ex.Pad(node, d, before, after, value)
         new_axes[d] = Axis(name, new_axes[d].length + before + after)
     return Tensor(Axes(new_axes), node)
+
+
+def _pad_widths(name: str, width) -> tuple[int, int]:
+    """``(before, after)`` from an int or a pair of ints, validated."""
+    pair = (width, width) if isinstance(width, (int, np.integer)) else width
+    try:
+        before, after = (operator.index(w) for w in pair)
+    except (TypeError, ValueError):
+        raise TypeError(
+            message(
+                "pad",
+                f"the width of axis {name!r} must be an integer or a pair of integers",
+                f"got {width!r}",
+                f"Use e.g. {name}=2 or {name}=(1, 0)",
+            )
+        ) from None
+    if before < 0 or after < 0:
+        raise AxesError(
+            message(
+                "pad",
+                f"pad widths must be non-negative for axis {name!r}",
+                f"got ({before}, {after})",
+                "Slice with isel to crop",
+            )
+        )
+    return before, after
 
 
 def concat(tensors, name: str) -> Tensor:
@@ -160,7 +212,16 @@ def concat(tensors, name: str) -> Tensor:
     >>> ax.concat([ax.zeros((C1,)), ax.ones((C2,))], "C").numpy()
     array([0., 1., 1.])
     """
-    items = list(tensors)
+    items = list(tensors) if isinstance(tensors, (list, tuple)) else None
+    if items is None or not all(isinstance(t, Tensor) for t in items):
+        raise TypeError(
+            message(
+                "concat",
+                "expects a list or tuple of tensors",
+                f"got {tensors!r}"[:80],
+                "Use e.g. ax.concat([a, b], 'C')",
+            )
+        )
     if not items:
         raise ValueError(message("concat", "needs at least one tensor"))
     first = items[0]
@@ -202,6 +263,10 @@ def explain(expr: Tensor, out: Tensor | None = None):
     >>> [k.kind for k in plan.kernels]
     ['reduction']
     """
+    if not isinstance(expr, Tensor):
+        raise TypeError(
+            message("explain", "expected a Tensor (an expression)", f"got {type(expr).__name__}")
+        )
     if out is None:
         node, dst = expr._node, None
     else:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .axes import Axes
 from .errors import AxesError, LayoutError, fmt_axes, message
-from .layout_views import allocate_leaf, layout_for_axes, wrap_physical_leaf
+from .layout_views import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
 from .layouts import Layout, bind
 from .tensor import Tensor, assign
 
@@ -58,7 +58,8 @@ def physical(t: Tensor) -> np.ndarray:
 def repack(t: Tensor, layout=None, *, out: Tensor | None = None, **roles) -> Tensor:
     """Copy ``t`` into ``layout`` (a new tensor), or into ``out`` (returned).
 
-    With ``out``, ``layout`` is optional and, when given, must be ``out``'s layout.
+    With ``out``, ``layout`` is optional and, when given, must be ``out``'s layout (an
+    untagged ``out`` whose strides are exactly that unblocked layout's counts as it).
     ``out`` must have the same axes (any order); its padding is left as it is.
 
     >>> import axesarray as ax, numpy as np
@@ -88,7 +89,7 @@ def repack(t: Tensor, layout=None, *, out: Tensor | None = None, **roles) -> Ten
         )
     if layout is not None:
         want = bind(Layout.parse(layout, **roles), out.axes, "repack")
-        if out.layout != want:
+        if out.layout != want and not (out.layout is None and stored_as(out._node, out.axes, want)):
             raise LayoutError(
                 message(
                     "repack",

@@ -25,7 +25,7 @@ from .layouts import Layout, bind, physical_dims
 from .storage import allocate, wrap_array
 from .strided import Block, View, contiguous_strides
 
-__all__ = ["allocate_leaf", "layout_for_axes", "wrap_physical_leaf", "LayoutMethods"]
+__all__ = ["allocate_leaf", "layout_for_axes", "stored_as", "wrap_physical_leaf", "LayoutMethods"]
 
 
 def _logical_view(layout: Layout, axes: Axes, pstrides, offset: int) -> View:
@@ -94,6 +94,20 @@ def allocate_leaf(axes: Axes, dtype, layout: Layout, device="cpu") -> ex.Leaf:
         data = device.upload(np.zeros(n, dtype)) if padded else device.empty(n, dtype)
     view = _logical_view(layout, axes, contiguous_strides(shape), 0)
     return ex.Leaf(data, view)
+
+
+def stored_as(leaf: ex.Leaf, axes: Axes, layout: Layout) -> bool:
+    """Whether an untagged leaf's memory is exactly ``layout`` (bound to ``axes``): the
+    strides a fresh allocation in that layout would have. Blocked layouts never match (a
+    plain view cannot hold their padding)."""
+    if layout.blocks or leaf.view.blocks is not None:
+        return False
+    shape = tuple(d.length for d in physical_dims(layout, axes))
+    want = _logical_view(layout, axes, contiguous_strides(shape), 0)
+    return all(
+        s == w or n <= 1
+        for s, w, n in zip(leaf.view.strides, want.strides, axes.shape, strict=True)
+    )
 
 
 def layout_for_axes(axes: Axes, layout) -> Layout:

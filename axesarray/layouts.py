@@ -284,7 +284,13 @@ def bind(layout: Layout, axes: Axes, op: str = "to_layout") -> Layout:
             parts.append("the tensor has no " + ", ".join(map(repr, extra)))
         if missing:
             parts.append("the layout does not place " + ", ".join(repr(a.name) for a in missing))
-        if extra and all(len(n) == 1 for n in extra):
+        if extra and not missing:
+            hint = (
+                f"The layout orders {len(layout.order)} axes and the tensor has {len(axes)}: "
+                "add the missing ones (expand_dims) or choose a layout without "
+                + ", ".join(map(repr, extra))
+            )
+        elif extra and all(len(n) == 1 for n in extra):
             letters = sorted(extra, key=lambda r: _ROLES.find(r) % 5)
             roles = ", ".join(f"{r}='{a.name}'" for r, a in zip(letters, missing, strict=False))
             hint = f"Map roles to axis names with keywords, e.g. {op}('{layout}', {roles})"

@@ -376,6 +376,10 @@ class Tensor(ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropM
 
     def round(self, decimals: int = 0) -> Tensor:
         """Round half to even, as ``np.round``; integers are returned unchanged."""
+        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+            raise TypeError(
+                message("round", "decimals must be an integer", f"got {decimals!r}", "e.g. 2")
+            )
         if self.dtype.kind in "iub":
             return self.astype(self.dtype)
         if decimals == 0:

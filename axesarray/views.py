@@ -140,6 +140,9 @@ class ViewMethods:
         """
         spec = names[0] if len(names) == 1 and not isinstance(names[0], Axis) else names
         wanted = list(parse_names(spec, "transpose"))
+        for item in (spec,) if isinstance(spec, Axis) else () if isinstance(spec, str) else spec:
+            if isinstance(item, Axis) and item.name in self._axes:
+                self._axes.index(item, "transpose")  # an Axis states a length: check it
         if "..." in wanted:
             listed = {n for n in wanted if n != "..."}
             rest = [n for n in self.names if n not in listed]

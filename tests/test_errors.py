@@ -440,3 +440,74 @@ def test_function_argument_errors(x):
         bool(x)
     with raises(TypeError, "__index__: only integer tensors are indices (float64)."):
         [0][x.sum()]
+
+
+def test_argument_errors_found_by_outside_testing(x):
+    """Each names its operation and says what it wanted, instead of Python's own text."""
+    with raises(
+        TypeError,
+        "pad: the width of axis 'C' must be an integer or a pair of integers (got (1,)). "
+        "Use e.g. C=2 or C=(1, 0).",
+    ):
+        ax.pad(x, C=(1,))
+    with raises(TypeError, "pad: the width of axis 'C' must be an integer or a pair"):
+        ax.pad(x, C=(1.5, 0))
+    with raises(TypeError, "pad: the pad value must be a scalar (got 'a'). Use e.g. value=0.0."):
+        ax.pad(x, C=1, value="a")
+    with raises(TypeError, "pad: cannot pad int8 values with 0.5."):
+        ax.pad(x.astype("int8"), C=1, value=0.5)
+    with raises(TypeError, "dot: name the axes to contract (over=None)."):
+        ax.dot(x, x, over=None)
+    with raises(TypeError, "sum: axis names must be a string or a sequence of names (got 3)."):
+        x.sum(3)
+    with raises(TypeError, "explain: expected a Tensor (an expression) (got int)."):
+        ax.explain(3)
+    with raises(ax.AxesError, "transpose: axis 'N' has length 2, not 5"):
+        x.transpose(ax.Axis("N", 5), "C")
+    with raises(ax.AxesError, "isel: axis 'N' has length 2, not 5"):
+        x.isel({ax.Axis("N", 5): 0})
+    with raises(
+        ax.LayoutError,
+        "to_layout: the tensor has no 'W' (layout NCHW4; axes: N=2, C=3, H=4). The layout "
+        "orders 4 axes and the tensor has 3: add the missing ones (expand_dims) or choose a "
+        "layout without 'W'.",
+    ):
+        ax.zeros((N, C, H)).to_layout("NCHW4")
+
+
+def test_an_untagged_out_with_the_layouts_strides_is_that_layout():
+    t = ax.tensor(np.arange(24.0).reshape(2, 3, 2, 2), "N C H W")
+    nhwc = t.to_layout("NHWC")
+    out = ax.zeros(t.axes)  # plain row-major N C H W: exactly NCHW
+    assert ax.repack(nhwc, "NCHW", out=out) is out
+    np.testing.assert_array_equal(out.numpy(), t.numpy())
+    with raises(ax.LayoutError, "repack: out is not stored in the requested layout"):
+        ax.repack(t, "NHWC", out=ax.zeros(t.axes))  # row-major is not NHWC
+    with raises(ax.LayoutError, "repack: out is not stored in the requested layout"):
+        ax.repack(t, "NCHW4", out=ax.zeros(t.axes))  # a plain view holds no padding
+
+
+_BAD_ARGUMENTS = [None, 3, "Q", 1.5, np.zeros(3), [1, 2], {"a": 1}, object()]
+
+
+def test_every_public_function_names_itself_on_bad_arguments(x):
+    """The class behind the outside reports: whatever a user passes by mistake, the error
+    starts with the operation's name (Python's own arity errors aside), never a bare
+    'object is not iterable' or numpy's text."""
+    leaks = []
+    skip = {"set_options", "get_option", "warmup", "load", "save", "random", "Device"}
+    for name in ax.__all__:
+        fn = getattr(ax, name)
+        if not callable(fn) or isinstance(fn, type) or name in skip:
+            continue
+        for bad in _BAD_ARGUMENTS:
+            for args in [(bad,), (x, bad), (bad, x)]:
+                try:
+                    fn(*args)
+                except TypeError as e:
+                    if "positional argument" not in str(e) and not re.match(r"^[\w.]+: ", str(e)):
+                        leaks.append(f"{name}{args!r:.40}: {e}")
+                except Exception as e:  # noqa: BLE001 - every type is checked the same way
+                    if not re.match(r"^[\w.]+: ", str(e)):
+                        leaks.append(f"{name}{args!r:.40}: {type(e).__name__}: {e}")
+    assert not leaks, "\n".join(leaks[:20])

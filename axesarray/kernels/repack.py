@@ -23,9 +23,9 @@ from numba import njit
 
 from ..devices import device_of
 from ..expr import Leaf
+from ..numba_private import NO_NRT
 from ..strided import has_internal_overlap, span
 from . import repack_simd as simd
-from ..numba_private import NO_NRT
 from .repack_cuda import try_repack_cuda
 from .repack_plan import VECTOR_BYTES, RepackPlan, plans
 
