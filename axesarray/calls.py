@@ -10,6 +10,7 @@ axes) and ``ax.apply`` build their nodes from the classes below.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Self
 
@@ -129,6 +130,7 @@ class Apply:
     perms: tuple  # per input: the transpose putting loop dims (result order) then core
     shapes: tuple  # per input: the shape with length-1 dims for the loop dims it lacks
     loop: tuple[int, ...]  # the loop shape
+    kwargs: object = ()  # sorted (name, value) pairs, or Same(dict) when unhashable
     signature: str | None = None
     otype: str | None = None
 
@@ -138,6 +140,9 @@ class Apply:
             b = a.transpose(perm).reshape(shape)
             laid.append(np.broadcast_to(b, self.loop + shape[len(self.loop) :]))
         fn = self.fn.obj
+        kwargs = self.kwargs.obj if type(self.kwargs) is Same else dict(self.kwargs)
+        if kwargs:
+            fn = functools.partial(fn, **kwargs)
         if self.signature is not None:
             fn = np.vectorize(fn, signature=self.signature, otypes=[self.otype])
         return fn(*laid)

@@ -14,6 +14,7 @@ import numpy as np
 from . import expr as ex
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .calls import Apply, Same
+from .dtypes import as_dtype
 from .errors import AxesError, fmt_axes, message
 from .functions import clip, concat, dot, where
 from .interop import axis_names, implements, write_out
@@ -23,6 +24,10 @@ __all__ = ["stack", "einsum", "apply"]
 
 
 def _tensors(items, op: str) -> list[Tensor]:
+    if isinstance(items, Tensor) or not hasattr(items, "__iter__"):
+        raise TypeError(
+            message(op, "expects a sequence of tensors", type(items).__name__, "Pass a list")
+        )
     ts = list(items)
     if not ts:
         raise ValueError(message(op, "needs at least one tensor"))
@@ -172,7 +177,9 @@ def _core_specs(tensors: list[Tensor], core) -> list[tuple[str, ...]]:
     return [parse_names(c, "apply") for c in core]
 
 
-def apply(fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = False):
+def apply(
+    fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = False, kwargs=None
+):
     """Run a positional numpy function over named core axes (xarray's ``apply_ufunc``).
 
     Each tensor's ``core`` axes (names, the same for every tensor, or a list with one
@@ -182,14 +189,16 @@ def apply(fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = 
     ``loop + out``. ``out_axes`` names those trailing output dims: names of core axes
     keep their lengths, a new axis must be an ``Axis``. By default the result has the
     first tensor's core axes. ``dtype`` is the result's (default: numpy's result type of
-    the inputs); ``vectorize=True`` loops a function of 1-D core arrays with
-    ``np.vectorize``. The result is lazy: ``fn`` runs when it is evaluated.
+    the inputs); ``kwargs`` are passed to ``fn``; ``vectorize=True`` loops a function of
+    core arrays with ``np.vectorize``. The result is lazy: ``fn`` runs when it is
+    evaluated, and its plan is reused while ``fn`` is the same object.
 
     >>> import axesarray as ax, numpy as np
     >>> x = ax.tensor(np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]]), "N T")
-    >>> ax.apply(np.median, x, core="T", out_axes=()).numpy()
+    >>> ax.apply(np.median, x, core="T", out_axes=(), kwargs={"axis": -1}).numpy()
     array([2., 4.])
-    >>> ax.apply(np.fft.rfft, x, core="T", out_axes=ax.Axis("F", 2), dtype="complex128").names
+    >>> spectrum = lambda a: np.abs(np.fft.rfft(a))
+    >>> ax.apply(spectrum, x, core="T", out_axes=ax.Axis("F", 2)).names
     ('N', 'F')
     """
     ts = _tensors(tensors, "apply")
@@ -216,7 +225,7 @@ def apply(fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = 
             )
     out = _out_axes(ts, cores, out_axes, loop)
     result = as_axes(tuple(loop) + tuple(out), "apply")
-    dt = np.result_type(*(t.dtype for t in ts)) if dtype is None else np.dtype(dtype)
+    dt = np.result_type(*(t.dtype for t in ts)) if dtype is None else as_dtype(dtype, "apply")
     perms, shapes, arg_dims = [], [], []
     for t, spec in zip(ts, cores, strict=True):
         present = [a.name for a in loop if a.name in t.axes]
@@ -232,9 +241,13 @@ def apply(fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = 
     if vectorize:
         ins = ",".join("(" + ",".join(spec) + ")" for spec in cores)
         signature = f"{ins}->({','.join(a.name for a in out)})"
-    fn_call = Apply(
-        Same(fn), tuple(perms), tuple(shapes), loop.shape, signature, dt.char if vectorize else None
-    )
+    kw = tuple(sorted((kwargs or {}).items()))
+    try:
+        hash(kw)
+    except TypeError:  # unhashable values: compared by identity (no plan reuse)
+        kw = Same(dict(kwargs))
+    otype = dt.char if vectorize else None
+    fn_call = Apply(Same(fn), tuple(perms), tuple(shapes), loop.shape, kw, signature, otype)
     name = getattr(fn, "__name__", type(fn).__name__)
     node = ex.Call(fn_call, [t._node for t in ts], result.shape, dt, name, tuple(arg_dims))
     return Tensor(result, node)

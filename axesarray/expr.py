@@ -367,28 +367,18 @@ class Dot(Node):
 
 
 class Call(Node):
-    """A positional numpy function over materialized children: ``fn(*arrays)``.
-
-    Each child is handed over as a read-only numpy array in its own dim order; ``fn``
-    returns an array of ``shape`` (cast to ``dtype``). This is the node for work the fused
-    kernels do not express (scans, sorts, gathers, ``ax.apply``): both engines evaluate it
-    with numpy, the planner gives it its own step (operands and result in temporaries), and
-    fused code around it still fuses. ``fn`` is part of the key: it must be hashable, and
-    equal only to functions computing the same thing (a frozen value object, see
-    ``calls``). ``name`` labels it in formulas and plans; ``arg_dims`` (display only) says,
-    per child, which result dim each child dim is (-1: none).
-    """
+    """``fn(*children as read-only numpy arrays)``: an array of ``shape`` and ``dtype``. For
+    work kernels do not express (scans, sorts, gathers, ``ax.apply``); both engines run it
+    with numpy and fused code around it still fuses. ``fn`` is part of the key (hashable,
+    equal only to functions computing the same: see ``calls``); ``arg_dims`` (display
+    only) gives per child the result dim of each child dim (-1: none)."""
 
     __slots__ = ("fn", "name", "arg_dims")
     kind = "call"
 
     def __init__(self, fn, args, shape, dtype, name: str, arg_dims=None):
-        self.fn = fn
-        self.name = name
-        self.children = tuple(args)
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
-        self.arg_dims = arg_dims
+        self.fn, self.name, self.arg_dims = fn, name, arg_dims
+        self.children, self.shape, self.dtype = tuple(args), tuple(shape), np.dtype(dtype)
         self.key, self.params = _combine(("F", fn, name, self.shape, self.dtype.char), args)
 
     def rebuild(self, children):

@@ -155,6 +155,18 @@ class InteropMethods:
 
     __array_function__ = _TypeOnly(_array_function)
 
+    def __len__(self) -> int:
+        # A length "along the first axis" would make the logical order a positional
+        # contract; tensors are not sequences (iteration is refused too).
+        raise TypeError(
+            message(
+                "len",
+                "a tensor has no length by position",
+                fmt_axes(self.axes),
+                "Ask an axis: t.axes['N'].length, or t.size for the element count",
+            )
+        )
+
     @property
     def dims(self) -> tuple[str, ...]:
         """The axis names (xarray's word): ``xr.DataArray(t)`` takes its dims from here."""
