@@ -13,7 +13,7 @@ $(PY):
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[test,bench,plot]"
+	$(PY) -m pip install --quiet -e ".[test,bench,plot,interop]"
 	touch $(STAMP)
 
 install: $(STAMP)

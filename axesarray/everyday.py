@@ -177,9 +177,7 @@ def _core_specs(tensors: list[Tensor], core) -> list[tuple[str, ...]]:
     return [parse_names(c, "apply") for c in core]
 
 
-def apply(
-    fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = False, kwargs=None
-):
+def apply(fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = False, kwargs=None):
     """Run a positional numpy function over named core axes (xarray's ``apply_ufunc``).
 
     Each tensor's ``core`` axes (names, the same for every tensor, or a list with one
