@@ -133,7 +133,14 @@ class _TypeOnly:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self.fn
-        raise AttributeError("__array_function__ is looked up on the type")
+        raise AttributeError(
+            message(
+                "__array_function__",
+                "numpy finds it on the type; instances do not offer it",
+                None,
+                "Call the numpy function on the tensor: np.sum(t, axis='C')",
+            )
+        )
 
 
 def cuda_interface(pointer: int, view, dtype: np.dtype, readonly: bool) -> dict:

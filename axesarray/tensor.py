@@ -259,7 +259,18 @@ class Tensor(ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropM
     # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 
     def __setitem__(self, key, value) -> None:
-        assign(self[key], value)
+        target = self[key]
+        if self.is_lvalue and not target.is_lvalue:  # a gather (list, mask, index tensor)
+            raise TypeError(
+                message(
+                    "setitem",
+                    "an integer list, a mask or an index tensor selects a copy, which cannot "
+                    "be written",
+                    f"key {key!r}",
+                    "Write through a mask with where: x[...] = x.where(~mask, value)",
+                )
+            )
+        assign(target, value)
 
     # --- evaluation ------------------------------------------------------------------------
 

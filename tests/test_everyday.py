@@ -393,6 +393,8 @@ def test_isel_gathers_on_the_fused_engine_and_mixes_with_slices():
             np.arange(2)[:, None, None], np.array([[2, 0], [-1, 1]]), np.arange(2)
         ]
         assert_close(r, expected)
+        transposed = ax.tensor(np.array([[2, 0], [-1, 1]]).T.copy(), "H K")  # same, H first
+        assert_close(x.isel(C=transposed, H=slice(0, 2)), expected)
         assert_close((x.isel(C=[0, 2, 2]) * 2).sum("N"), (arr[:, [0, 2, 2]] * 2).sum(0))
         outer = x.isel(C=[1, 0], H=[3])  # two lists: orthogonal indexing, as xarray's
         assert_close(outer, arr[:, [1, 0]][:, :, [3]])
@@ -427,9 +429,23 @@ def test_isel_errors_leave_the_destination_unchanged(engine):
 # --- where -----------------------------------------------------------------------------------
 
 
+def test_gathers_cannot_be_written_but_masks_go_through_where():
+    x, arr = sample()
+    with raises(TypeError, "setitem: an integer list, a mask or an index tensor selects a copy"):
+        x[{"C": [0, 2]}] = 1.0
+    mask = ax.tensor(np.array([True, False, True]), "C")
+    x[...] = x.where(~mask, 0.0)  # numpy's a[:, mask] = 0
+    arr[:, [True, False, True]] = 0.0
+    assert_close(x, arr)
+
+
 def test_where_method(engine):
     x, arr = sample()
     assert_close(x.where(x > 0), np.where(arr > 0, arr, np.nan))
+    for n in (0, 1):
+        a = np.arange(float(n))
+        t = ax.tensor(a, "N")
+        assert_close(t.where(t > 0, -1.0), np.where(a > 0, a, -1.0))
     ints = ax.tensor(np.arange(4), "N")
     assert_close(ints.where(ints > 1, -1), np.where(np.arange(4) > 1, np.arange(4), -1))
     assert_close(ints.where(ints > 1), np.where(np.arange(4) > 1, np.arange(4), np.nan))
@@ -464,10 +480,10 @@ def test_apply_broadcasts_loop_axes_and_vectorizes(engine):
         lambda u, k: u.max() - k.min(), x, z, core=[("C",), ("K",)], out_axes=(), vectorize=True
     )
     assert_close(r, a.max(axis=1) - z.numpy().min())
-    assert_close(
-        ax.apply(np.cumsum, ax.tensor(np.zeros((0, 2)), "N C"), core="C", kwargs={"axis": -1}),
-        np.zeros((0, 2)),
-    )
+    for shape in [(0, 2), (2, 0), (1, 1)]:
+        a = np.ones(shape)
+        r = ax.apply(np.cumsum, ax.tensor(a, "N C"), core="C", kwargs={"axis": -1})
+        assert_close(r, np.cumsum(a, axis=-1))
 
 
 def test_apply_plans_are_reused_for_the_same_function():

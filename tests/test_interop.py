@@ -372,6 +372,8 @@ def test_numpy_functions_with_a_named_meaning(engine):
 
 def test_numpy_function_errors():
     x, _ = sample()
+    with raises(AttributeError, "__array_function__: numpy finds it on the type"):
+        x.__array_function__  # noqa: B018
     with raises(TypeError, "numpy.median: has no named meaning for tensors. Use ax.apply(fn"):
         np.median(x)
     with raises(TypeError, "numpy.linalg.inv: has no named meaning for tensors"):
