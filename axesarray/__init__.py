@@ -62,6 +62,10 @@ from .npyio import load, save
 
 __all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]
 
+from .zarr_io import from_dask, open_zarr, to_zarr
+
+__all__ += ["from_dask", "open_zarr", "to_zarr"]
+
 from .pictures import show_layout
 
 __all__ += ["show_layout"]

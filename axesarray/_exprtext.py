@@ -27,7 +27,7 @@ class InputInfo:
     """One input of an expression: its plan number, label and description."""
 
     label: str  # "t0"
-    kind: str  # "tensor", "constant" or "pad value"
+    kind: str  # "tensor", "constant", "pad value" or "chunked"
     dtype: str
     axes: str  # the dims it really has, "N=8, C=64" (broadcast dims left out)
     notes: tuple[str, ...]  # "broadcast over N", "same storage as t0", "blocked C/4"...
@@ -103,14 +103,20 @@ def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
     labels: dict = {}
     infos = []
     storage: dict = {}
-    counts = {"leaf": 0, "const": 0, "pad": 0}
+    counts = {"leaf": 0, "const": 0, "pad": 0, "chunked": 0}
+    letters = {"leaf": "t", "const": "c", "pad": "p", "chunked": "z"}
     for node in ex.walk(root):
         if node.kind not in counts:
             continue
-        label = f"{'tcp'[['leaf', 'const', 'pad'].index(node.kind)]}{counts[node.kind]}"
+        label = f"{letters[node.kind]}{counts[node.kind]}"
         counts[node.kind] += 1
         labels[id(node)] = label
-        if node.kind == "leaf":
+        if node.kind == "chunked":
+            chunks = ", ".join(
+                f"{d}={len(c)}" for d, c in zip(dims[id(node)], node.chunks, strict=True)
+            )
+            infos.append(InputInfo(label, "chunked", str(node.dtype), "", (f"blocks {chunks}",)))
+        elif node.kind == "leaf":
             infos.append(_leaf_info(node, label, dims[id(node)], storage))
         elif node.kind == "const":
             infos.append(
@@ -181,6 +187,7 @@ def _const_formula(n) -> tuple[str, int]:
 # Per node kind: (node, go, inputs, wrap) -> (text, precedence of its outermost operator).
 _FORMULA = {
     "leaf": lambda n, go, inp, wrap: (inp.labels[id(n)], _ATOM),
+    "chunked": lambda n, go, inp, wrap: (inp.labels[id(n)], _ATOM),
     "const": lambda n, go, inp, wrap: _const_formula(n),
     "map": _map_formula,
     "cast": lambda n, go, inp, wrap: (f"{n.dtype}({go(n.arg)[0]})", _ATOM),
@@ -250,6 +257,7 @@ def remap_kind(n: ex.Remap, inp: Inputs) -> str:
 # Per node kind: (node, inputs) -> its line in the tree.
 _NODE_TEXT = {
     "leaf": lambda n, inp: inp.labels[id(n)],
+    "chunked": lambda n, inp: f"{inp.labels[id(n)]} (chunked)",
     "const": lambda n, inp: f"{n.value.item()!r} ({n.dtype})",
     "map": lambda n, inp: f"{n.op} ({OPS[n.op].symbol})" if OPS[n.op].symbol else n.op,
     "cast": lambda n, inp: f"astype {n.dtype}",

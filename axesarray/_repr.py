@@ -21,6 +21,7 @@ from . import expr as ex
 from ._exprtext import formula, inputs, tree_lines, work
 from .devices import device_of
 from .errors import fmt_axes
+from .expr_chunked import has_chunked
 from .layouts import physical_dims
 from .options import get_option, set_options
 from .pictures import layout_svg
@@ -197,6 +198,8 @@ def _preview(t) -> tuple[str | None, str]:
     lists, summarize = _indices(t.shape, t.size)
     if t.is_lvalue:
         sub = _gather(t._node, lists)
+    elif has_chunked(t._node):
+        return None, "chunked (dask), not computed: .compute() or .numpy() computes it"
     else:
         cost = work(t._node)
         if t.size > PREVIEW_ELEMENTS or cost > PREVIEW_WORK:
@@ -449,7 +452,8 @@ def tensor_html(t, plan=None) -> str:
         parts.append(_facts_html(t))
         parts.append(_expression_html(t))
         if plan is not None:
-            parts.append(_details("plan", plan_html(plan, boxed=False)))
+            shown = plan_html(plan, boxed=False) if hasattr(plan, "kernels") else plan._repr_html_()
+            parts.append(_details("plan", shown))
     parts.append(_values_html(t))
     parts.append("</div>")
     return "".join(parts)

@@ -1,8 +1,9 @@
-"""The ``axesarray`` command: convert .npy files between layouts, and describe them.
+"""The ``axesarray`` command: convert .npy files (and Zarr stores) between layouts.
 
     axesarray convert IN.npy OUT.npy --axes "N C H W" --from NCHW --to NCHW32
     axesarray convert OUT.npy BACK.npy            # the sidecar knows the axes and layout
     axesarray info FILE.npy
+    axesarray convert IN.zarr OUT.zarr --to NCHW32   # dask does the work (zarr_io)
 
 The input is memory-mapped and converted in chunks of the output's outermost dims, each
 written with ordinary I/O (so a full disk is an error, not a crash) and the input pages it
@@ -37,6 +38,7 @@ from .npyio import (
     sidecar_path,
     sidecar_text,
 )
+from .zarr_io import is_zarr
 
 __all__ = ["main", "convert", "info", "plan_chunks"]
 
@@ -364,7 +366,33 @@ def convert(
     (1, 1, 1, 2, 4)
     """
     with renamed_errors("convert"):
+        if is_zarr(src_path) or is_zarr(dst_path):
+            _convert_zarr(src_path, dst_path, axes, from_layout, to_layout, roles, progress)
+            return
         _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress)
+
+
+def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> None:
+    """A Zarr store converts through dask (``zarr_io.convert``), chunk by chunk."""
+    from .zarr_io import convert as convert_zarr
+
+    if from_layout is not None:
+        raise LayoutError(
+            message("convert", "--from is for .npy input", str(src), "A Zarr store records it")
+        )
+    roles = _roles(roles) if isinstance(roles, str) or roles is None else dict(roles)
+    names = None if axes is None else _names(_axes_spec(axes))
+    bars: list = []
+
+    def start(total: int):
+        bars.append(Progress(total, _show(progress)))
+        return bars[-1].update
+
+    try:
+        convert_zarr(src, dst, names, to_layout, roles, start)
+    finally:
+        for bar in bars:
+            bar.close()
 
 
 def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress):

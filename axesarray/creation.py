@@ -275,7 +275,8 @@ def from_dlpack(obj, axes) -> Tensor:
 
 def from_xarray(da) -> Tensor:
     """A tensor over an ``xarray.DataArray``'s values, named by its dims (zero-copy for
-    numpy-backed data; other backends such as dask are computed).
+    numpy-backed data; dask-backed data gives a chunked tensor; other backends are read
+    with ``np.asarray``).
 
     Coordinates, the name and attrs are not kept (tensors have no coordinates); reattach
     them on the way back: ``t.to_xarray(coords=da.coords)``.
@@ -307,6 +308,8 @@ def from_xarray(da) -> Tensor:
                 )
             )
     data = da.data
+    if hasattr(data, "__dask_graph__"):  # dask-backed: a chunked tensor, still lazy
+        return Tensor.from_dask(data, tuple(da.dims))
     if not isinstance(data, (np.ndarray, Tensor)):
         data = np.asarray(da)
     return tensor(data, tuple(da.dims))

@@ -15,7 +15,7 @@ import numpy as np
 from . import engine
 from . import expr as ex
 from .axes import Axes, Axis, broadcast_axes, parse_names
-from .dtypes import can_assign, check_weak_scalar, is_weak, ufunc_dtypes
+from .dtypes import check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
 from .ops import OPS
 from .tensor import Tensor, align, checked_assignment, elementwise
@@ -58,6 +58,7 @@ __all__ = sorted(GENERATED) + [
     "pad",
     "concat",
     "explain",
+    "precompile",
 ]
 
 
@@ -152,15 +153,6 @@ def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:
     if not (is_weak(value) or isinstance(value, np.generic)):
         raise TypeError(
             message("pad", "the pad value must be a scalar", f"got {value!r}", "Use e.g. value=0.0")
-        )
-    if not can_assign(value if is_weak(value) else np.asarray(value).dtype, x.dtype):
-        raise TypeError(
-            message(
-                "pad",
-                f"cannot pad {x.dtype} values with {value!r}",
-                None,
-                f"Use a value of kind {x.dtype.kind!r}, or convert with astype first",
-            )
         )
     if widths is not None and not isinstance(widths, dict):
         raise TypeError(
@@ -263,13 +255,29 @@ def explain(expr: Tensor, out: Tensor | None = None):
     >>> [k.kind for k in plan.kernels]
     ['reduction']
     """
+    return engine.explain(*_planned("explain", expr, out))
+
+
+def precompile(expr: Tensor, out: Tensor | None = None):
+    """Compile (or load from the disk cache) the kernels of ``expr.eval()`` (or of
+    ``out[...] = expr``) now, so the first run neither waits nor takes the numpy tier.
+    Returns the plan, as ``explain``.
+
+    >>> import axesarray as ax
+    >>> a = ax.ones((ax.Axis("N", 8),))
+    >>> ax.precompile(a * 2 + 1).tier
+    'kernels'
+    """
+    return engine.precompile(*_planned("precompile", expr, out))
+
+
+def _planned(op: str, expr, out) -> tuple:
+    """(node, destination leaf or None, result names) of ``out[...] = expr``, validated."""
     if not isinstance(expr, Tensor):
         raise TypeError(
-            message("explain", "expected a Tensor (an expression)", f"got {type(expr).__name__}")
+            message(op, "expected a Tensor (an expression)", f"got {type(expr).__name__}")
         )
     if out is None:
-        node, dst = expr._node, None
-    else:
-        dst, node = checked_assignment(out, expr)
-    names = (out if out is not None else expr).names
-    return engine.explain(node, dst, names)
+        return expr._node, None, expr.names
+    dst, node = checked_assignment(out, expr)
+    return node, dst, out.names

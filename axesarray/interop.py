@@ -296,8 +296,9 @@ class InteropMethods:
     def to_xarray(self, coords=None, name=None, attrs=None):
         """An ``xarray.DataArray`` with dims = axis names, sharing memory when the tensor is
         a plain view of host memory (a blocked layout converts to logical order; an
-        r-tensor is computed). Coordinates are not kept by tensors: pass ``coords`` (and
-        ``name``, ``attrs``) to attach them.
+        r-tensor is computed; a chunked tensor gives a lazy dask-backed DataArray).
+        Coordinates are not kept by tensors: pass ``coords`` (and ``name``, ``attrs``) to
+        attach them.
 
         >>> import axesarray as ax, numpy as np
         >>> da = ax.tensor(np.zeros((2, 3)), "N C").to_xarray()
@@ -306,6 +307,10 @@ class InteropMethods:
         """
         import xarray as xr
 
+        if self.chunks is not None:  # a chunked tensor stays lazy: a dask-backed DataArray
+            return xr.DataArray(
+                self.to_dask(), dims=self.names, coords=coords, name=name, attrs=attrs
+            )
         return xr.DataArray(
             self._host("to_xarray", None), dims=self.names, coords=coords, name=name, attrs=attrs
         )

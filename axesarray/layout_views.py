@@ -65,21 +65,6 @@ def _zero_padding(phys: np.ndarray, layout: Layout, axes: Axes) -> None:
         phys[tuple(index)] = 0
 
 
-def _zero_padding(phys: np.ndarray, layout: Layout, axes: Axes) -> None:
-    dims = physical_dims(layout, axes)
-    for k, d in enumerate(dims):
-        if d.kind != "outer":
-            continue
-        tail = axes[d.axis].length % d.block
-        if tail == 0:
-            continue
-        inner = next(i for i, e in enumerate(dims) if e.kind == "inner" and e.axis == d.axis)
-        index = [slice(None)] * len(dims)
-        index[k] = -1
-        index[inner] = slice(tail, None)
-        phys[tuple(index)] = 0
-
-
 def allocate_leaf(axes: Axes, dtype, layout: Layout, device="cpu") -> ex.Leaf:
     """New storage for ``axes`` in ``layout`` (already bound): padding zero, rest empty."""
     dtype = np.dtype(dtype)

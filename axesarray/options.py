@@ -20,6 +20,8 @@ _SPEC = {
     "broadcast": ("union", ("union", "subset")),
     # Elements below which the CPU kernels run their serial variant.
     "serial_threshold": (100_000, lambda v: isinstance(v, int) and v >= 0),
+    # Answer new cheap expressions with numpy while their kernels compile (engine.tiers).
+    "tiered": (True, lambda v: isinstance(v, bool)),
     # How many values a repr prints per axis before eliding with '...'.
     "display_edgeitems": (3, lambda v: isinstance(v, int) and v >= 1),
 }

@@ -16,6 +16,7 @@ from typing import Self
 import numpy as np
 
 from . import expr as ex
+from . import expr_views
 from .axes import Axes, Axis, parse_names
 from .calls import ArgFlat
 from .errors import AxesError, fmt_axes, message
@@ -69,7 +70,7 @@ class ReductionMethods:
             if d in dims:
                 items.append(Axis(_KEEP + a.name, 1))
         axes = Axes._trusted(tuple(items))
-        return type(self)(axes, ex.remap(self._node, axes.shape, tuple(maps)))
+        return type(self)(axes, expr_views.remap(self._node, axes.shape, tuple(maps)))
 
     def _placeholders_named(self) -> Self:
         items = tuple(

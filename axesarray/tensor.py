@@ -19,9 +19,11 @@ from . import expr as ex
 from ._repr import tensor_html, tensor_repr
 from .axes import Axes, broadcast_axes
 from .calls import CallMethods
+from .chunked import ChunkedMethods
 from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
+from .expr_chunked import Chunked, has_chunked
 from .interop import InteropMethods, array_ufunc
 from .layout_views import LayoutMethods, allocate_leaf, layout_for_axes
 from .ops import OPS
@@ -146,7 +148,9 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
 
 
-class Tensor(ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropMethods):
+class Tensor(
+    ChunkedMethods, ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropMethods
+):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
     Build one with ``ax.tensor``, ``ax.zeros`` and friends; arithmetic gives r-tensors.
@@ -278,14 +282,16 @@ class Tensor(ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropM
         """Compute an r-tensor into a new l-tensor (an l-tensor returns itself).
 
         The result is laid out like the dominant input: its layout when it has one, else
-        its memory order.
+        its memory order. A chunked tensor stays chunked (a lazy dask result).
         """
-        if isinstance(self._node, ex.Leaf):
+        if isinstance(self._node, (ex.Leaf, Chunked)):
             return self
         return self.copy()
 
     def copy(self) -> Tensor:
         """A new l-tensor holding the values, in this tensor's layout or memory order."""
+        if self._layout is not None and has_chunked(self._node):
+            return self.to_layout(layout_for_axes(self._axes, self._layout))
         if self._layout is not None:
             layout = layout_for_axes(self._axes, self._layout)
             leaf = allocate_leaf(self._axes, self.dtype, layout, self.device)

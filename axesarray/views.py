@@ -16,6 +16,7 @@ from typing import Self
 import numpy as np
 
 from . import expr as ex
+from . import expr_views
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .calls import Gather
 from .errors import AxesError, fmt_axes, message
@@ -44,7 +45,7 @@ def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
     if t._axes == axes:
         return t._node
     maps = tuple((axes.index(a.name, op), 0, 1) for a in t._axes)
-    return ex.remap(t._node, axes.shape, maps)
+    return expr_views.remap(t._node, axes.shape, maps)
 
 
 def _is_basic(key) -> bool:
@@ -128,7 +129,7 @@ class ViewMethods:
     __slots__ = ()
 
     def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Self:
-        return type(self)(axes, ex.remap(self._node, axes.shape, maps), layout)
+        return type(self)(axes, expr_views.remap(self._node, axes.shape, maps), layout)
 
     def transpose(self, *names) -> Self:
         """Reorder axes by name (a view). ``...`` stands for the other axes in order.
@@ -416,7 +417,7 @@ class ViewMethods:
     def _reshaped(self, target: Axes, step: tuple, copy, op: str, dims) -> Self:
         """Reshape every leaf by ``step`` (see ``expr.transform_views``); copy when it
         cannot be a view."""
-        node = None if copy else ex.transform_views(self._node, target.shape, step)
+        node = None if copy else expr_views.transform_views(self._node, target.shape, step)
         if node is not None:
             return type(self)(target, node)
         if copy is False:
@@ -436,4 +437,4 @@ class ViewMethods:
         order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
         out = type(self)(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
         out[...] = self
-        return type(self)(target, ex.transform_views(out._node, target.shape, step))
+        return type(self)(target, expr_views.transform_views(out._node, target.shape, step))

@@ -14,6 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fused  # noqa: E402
 import bench_layouts  # noqa: E402
 
+try:  # the dask extra (pip install 'axesarray[dask]')
+    import bench_dask  # noqa: E402
+except ImportError:
+    bench_dask = None
+
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
@@ -21,6 +26,9 @@ def main(argv=None) -> None:
     bench_fused.main(quick)
     print()
     bench_layouts.main(quick)
+    if bench_dask is not None:
+        print()
+        bench_dask.main(quick)
 
 
 if __name__ == "__main__":

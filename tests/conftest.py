@@ -22,6 +22,11 @@ from axesarray.testing import TOL, assert_close
 
 __all__ = ["TOL", "assert_close"]
 
+# The suite tests the fused kernels: the numpy tier (which answers new cheap expressions
+# while their kernels compile) would answer most of its small cases instead. The tier's
+# own tests (tests/test_tiers.py) turn it on.
+ax.set_options(tiered=False)
+
 # --- hypothesis profiles ------------------------------------------------------------------
 # deadline=None: the fused engine compiles a numba kernel on the first example of a new
 # expression structure, which takes seconds. The Makefile selects "ci".

@@ -27,6 +27,8 @@ def test_benchmarks_run_in_quick_mode():
         "sigmoid(a+b) f32 1e3",
         "first call, new process",
         "peak memory",
+        "axesarray NCHW -> NCHW32",
+        "plain dask.array",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

@@ -540,6 +540,16 @@ def test_call_nodes_agree_between_engines_and_alias_safely(engine):
     assert_close(x, np.sort(np.cumsum(arr, axis=1), axis=0))
 
 
+def test_call_nodes_on_chunked_tensors():
+    pytest.importorskip("dask")
+    arr = rng.standard_normal((4, 6))
+    x = ax.tensor(arr, "N C").chunk({"N": 2})
+    e = (x.cumsum("C") * 2).sum("N")
+    assert "numpy call" in str(ax.explain(e))
+    assert_close(e, (np.cumsum(arr, axis=1) * 2).sum(0))
+    assert_close(x.isel(C=[5, 0]), arr[:, [5, 0]])
+
+
 def test_reference_and_fused_values_of_a_call_graph():
     x, arr = sample()
     e = ax.exp(x.isel(C=[2, 0]).cumsum("H")) + x.sum("C").argsort("N")

@@ -361,16 +361,16 @@ def test_layout_follows_astype_and_reductions():
 
 
 def test_big_plain_copies_use_the_repack_kernels(monkeypatch):
-    from axesarray.engine import routes
+    from axesarray.kernels import repack
 
     calls = []
-    real = routes.try_repack
+    real = repack.try_repack
 
     def spy(dst, src):
         calls.append(src.shape)
         return real(dst, src)
 
-    monkeypatch.setattr(routes, "try_repack", spy)
+    monkeypatch.setattr(repack, "try_repack", spy)
     big, bign = t_((ax.Axis("A", 400), ax.Axis("B", 200)), "float32")  # 320 KB
     out = ax.zeros((ax.Axis("B", 200), ax.Axis("A", 400)), "float32")
     out[...] = big

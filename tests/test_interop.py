@@ -256,6 +256,18 @@ def test_xarray_wraps_a_tensor_by_name():
     assert_close(da.isel(N=1).values, arr[1])
 
 
+def test_chunked_tensors_go_to_and_from_xarray_lazily():
+    pytest.importorskip("dask")
+    arr = rng.standard_normal((4, 3))
+    t = ax.tensor(arr, "N C").chunk({"N": 2})
+    da = (t * 2).to_xarray()
+    assert da.dims == ("N", "C") and da.chunks == ((2, 2), (3,))
+    assert_close(da.values, arr * 2)
+    back = ax.from_xarray(da)
+    assert back.chunks == {"N": (2, 2), "C": (3,)}
+    assert_close(back.sum("N"), (arr * 2).sum(0))
+
+
 def test_from_xarray_errors():
     with raises(TypeError, "from_xarray: a Dataset holds several arrays (a). Pick one"):
         ax.from_xarray(xr.Dataset({"a": ("x", [1.0])}))

@@ -1,8 +1,11 @@
 """Engines: evaluate a node into fresh storage, or assign it into an existing l-tensor.
 
 ``engine="numpy"`` runs the reference engine; ``engine="numba"`` the fused engine
-(``executor``, imported on first use because it imports numba). Both allocate results in
-the order ``order.result_order`` picks.
+(``executor``; numba itself is imported when a kernel is first compiled or loaded, on a
+background thread when the numpy tier answers meanwhile, see ``tiers``). Both allocate
+results in the order ``order.result_order`` picks. An expression reading
+chunked (dask) arrays goes to ``chunked`` (imported on first use: it imports dask),
+whatever the engine option; that option then picks the engine each chunk runs.
 """
 
 from __future__ import annotations
@@ -11,36 +14,42 @@ import numpy as np
 
 from ..devices import host_array
 from ..expr import Leaf, Node
+from ..expr_chunked import has_chunked
 from ..options import OPTIONS
-from ..storage import fresh
-from . import reference
-from .order import result_order
+from ..storage import wrap_array
+from . import executor, reference, tiers
+from .order import allocate_for, result_order
 
-__all__ = ["evaluate", "assign", "to_numpy", "explain", "result_order", "warmup"]
-
-
-_FUSED: list = []  # the executor module, imported on first use (it imports numba)
-
-
-def _executor():
-    if not _FUSED:
-        from . import executor
-
-        _FUSED.append(executor)
-    return _FUSED[0]
+__all__ = [
+    "evaluate",
+    "assign",
+    "to_numpy",
+    "explain",
+    "precompile",
+    "result_order",
+    "warmup",
+]
 
 
-def allocate_for(root: Node) -> Leaf:
-    """A fresh, writeable leaf shaped like ``root``, in its dominant input's memory order."""
-    order, _ = result_order(root)
-    data, view = fresh(root.shape, root.dtype, order)
-    return Leaf(data, view)
+_CHUNKED: list = []  # the dask lowering, imported on first use (it imports dask)
 
 
-def evaluate(root: Node) -> Leaf:
-    """Compute ``root`` into newly allocated storage."""
+def chunked_engine():
+    """The dask lowering module (``engine.chunked``)."""
+    if not _CHUNKED:
+        from . import chunked as module
+
+        _CHUNKED.append(module)
+    return _CHUNKED[0]
+
+
+def evaluate(root: Node) -> Node:
+    """Compute ``root`` into newly allocated storage (a ``Leaf``); for an expression over
+    chunked arrays, the lazy dask result (a ``Chunked`` node)."""
+    if has_chunked(root):
+        return chunked_engine().evaluate(root)
     if OPTIONS["engine"] == "numba":
-        return _executor().evaluate(root)
+        return executor.evaluate(root)
     out = allocate_for(root)
     reference.assign(out, root)
     return out
@@ -48,36 +57,59 @@ def evaluate(root: Node) -> Leaf:
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
+    if has_chunked(root):  # computed whole first: ``root`` may read ``dst``
+        data, view = wrap_array(np.ascontiguousarray(chunked_engine().compute(root)))
+        root = Leaf(data, view, False)
     if OPTIONS["engine"] == "numba":
-        _executor().assign(dst, root)
+        executor.assign(dst, root)
     else:
         reference.assign(dst, root)
 
 
 def explain(root: Node, dst: Leaf | None = None, names=None):
-    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given)."""
-    return _executor().explain(root, dst, names)
+    """The fused engine's public ``Plan`` for ``root`` (into ``dst`` when given); the
+    ``ChunkedPlan`` of an expression over chunked arrays."""
+    if has_chunked(root):
+        return chunked_engine().explain(root, names)
+    return executor.explain(root, dst, names)
 
 
 def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
     if isinstance(root, Leaf):
         return host_array(root.data, root.view, root.writeable)
+    if has_chunked(root):
+        return chunked_engine().compute(root)
     leaf = evaluate(root)
     return host_array(leaf.data, leaf.view)
 
 
-def warmup() -> None:
-    """Pay numba's one-time start-up now: import it and load its CPU target's registries.
+def warmup(background: bool = False) -> None:
+    """Pay numba's one-time start-up now: import it, load its CPU target's registries and
+    the math library (about half a second; later loads of cached kernels take milliseconds).
 
-    The first evaluation in a new process otherwise includes that (about a second here);
-    after it, loading a kernel compiled by an earlier process takes milliseconds. Useful in
-    a notebook's first cell or a server's start-up.
+    With ``background=True`` this runs on the compile thread and returns at once: useful
+    in a notebook's first cell or a server's start-up.
 
     >>> import axesarray as ax
     >>> ax.warmup()
     """
+    if background:
+        tiers.in_background(_warm)
+    else:
+        _warm()
+
+
+def _warm() -> None:
+    from ..kernels import cache, mathlib  # noqa: F401 - numba, the code cache, the math
     from ..numba_private import load_cpu_target
 
-    _executor()  # imports the code generator and the math library
     load_cpu_target()
+
+
+def precompile(root: Node, dst: Leaf | None = None, names=None):
+    """Compile (or load) every kernel of ``root``'s plan now; returns the public Plan."""
+    if dst is not None or type(root) is not Leaf:
+        plan, _ = executor.schedule_for(root, dst)
+        tiers.compile_schedule(plan, root.params, dst)
+    return executor.explain(root, dst, names)

@@ -2,7 +2,9 @@
 
 CPU variants: ``serial`` (below ``serial_threshold`` elements), ``parallel`` (prange) and
 ``stream`` (a big map kernel whose output rows are contiguous: streaming stores); CUDA
-has one. A variant is generated and compiled only when a run needs it.
+has one. A variant is generated and compiled only when a run needs it. numba itself is
+imported on the first compile or load (``kernels.cache``), not with this module: planning
+and the numpy tier run without it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ from pathlib import Path
 
 from .._version import __version__
 from ..devices import Device
-from ..kernels import cache as kcache
-from ..kernels import mathlib
 from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
 from ..options import OPTIONS
@@ -25,9 +25,10 @@ __all__ = ["variant", "source_for", "kernel_for", "run_kernel", "debug_level"]
 
 # Generated files name the hash of the code they inline (the math library and the SIMD
 # intrinsics), so editing it invalidates numba's disk cache of every kernel.
+_KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 _MATHLIB = hashlib.sha256(
     b"".join(
-        (Path(mathlib.__file__).parent / name).read_bytes()
+        (_KERNELS_DIR / name).read_bytes()
         for name in ("mathlib.py", "repack_simd.py", "repack_plan.py")
     )
 ).hexdigest()[:12]
@@ -88,7 +89,9 @@ def kernel_for(step: KernelStep, device: Device, kind: str):
         source, entry = source_for(step, device, kind)
         if debug_level() >= 3:
             print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
-        fn = kernels[(device.kind, kind)] = kcache.get_kernel(source, entry)
+        from ..kernels.cache import get_kernel  # imports numba: the first compile pays it
+
+        fn = kernels[(device.kind, kind)] = get_kernel(source, entry)
     return fn
 
 
@@ -102,6 +105,6 @@ def run_kernel(step: KernelStep, params, temps: dict, dst, device: Device) -> No
     fn = kernels.get((device.kind, kind))
     if fn is None:
         fn = kernel_for(step, device, kind)
-    elif type(fn) is kcache.Kernel and fn.ready:
+    elif getattr(fn, "ready", False):
         kernels[(device.kind, kind)] = fn = fn.fn  # compiled and checked: call numba directly
     fn(*args)

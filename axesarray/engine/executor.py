@@ -16,13 +16,16 @@ import numpy as np
 from ..devices import CPU, device_of
 from ..errors import message
 from ..expr import Leaf, Node
+from . import reference
 from .alias import overlaps, via_temp
 from .dispatch import debug_level, run_kernel
+from .order import allocate_for
 from .plan import debug_print, describe
 from .planner import build_schedule
-from .rewrite import rewrite
+from .rewrite import CPU_RULES, RULES, rewrite
 from .routes import ROUTES, try_copy
 from .schedule import KernelStep, Schedule
+from .tiers import describe_tier, use_numpy
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
 
@@ -67,7 +70,8 @@ def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
     if len(found) > 1:
         raise _device_error(found)
     target = None if dst is None else (dst.view, dst.dtype)
-    plan = build_schedule(rewrite(root), params, target, device.has_blas)
+    rules = CPU_RULES if device.is_cpu else RULES
+    plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
     plan.device = device
     if debug_level() > 0:
         debug_print(plan)
@@ -95,6 +99,7 @@ def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
         and not overlaps(steps[0], params, dst)
     ):
         run_kernel(steps[0], params, _NO_TEMPS, dst, device)
+        plan.ready = True
         return _NO_TEMPS
     temps = {
         t: device.empty(math.prod(shape), dtype) for t, (shape, dtype, _) in enumerate(plan.temps)
@@ -110,6 +115,7 @@ def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
             run_kernel(copy, params, temps, dst, device)
         else:
             run_kernel(step, params, temps, dst, device)
+    plan.ready = True
     return temps
 
 
@@ -117,22 +123,45 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given); ``names``
     label the result's dims."""
     if dst is None and type(root) is Leaf:
-        return describe(None, True)  # already an l-tensor: nothing runs
+        return describe(None, True, tier="none")  # already an l-tensor: nothing runs
     plan, cached = schedule_for(root, dst)
-    return describe(plan, cached, names)
+    return describe(plan, cached, names, describe_tier(plan, root))
 
 
-def evaluate(root: Node) -> Leaf:
-    """Compute ``root`` into fresh storage laid out like its dominant input."""
+def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
+    """``dst[...] = root`` (or a fresh result) on the reference engine when the tiers say
+    so: the result leaf, or None when the kernels must run."""
+    if not use_numpy(plan, root, dst):
+        return None
+    out = allocate_for(root) if dst is None else dst
+    try:
+        reference.assign(out, root)  # computes everything before it writes
+    except (ValueError, TypeError, ArithmeticError):
+        # numpy refuses what a kernel computes (an integer to a negative power): give the
+        # kernels' answer, as every later call will.
+        plan.compiling.result()
+        return None
+    return out
+
+
+def evaluate(root: Node, tiered: bool = True) -> Leaf:
+    """Compute ``root`` into fresh storage laid out like its dominant input (``tiered``:
+    the numpy tier may answer while the kernels compile; the ``tiered`` option too)."""
     plan, _ = schedule_for(root, None)
+    if not plan.ready and tiered:
+        out = _numpy_tier(plan, root, None)
+        if out is not None:
+            return out
     temps = run_schedule(plan, root.params, None)
     res = plan.result
     return Leaf(temps[res.src[1]], res.view)
 
 
-def assign(dst: Leaf, root: Node) -> None:
+def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
     if root is dst or try_copy(dst, root):
         return
     plan, _ = schedule_for(root, dst)
+    if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
+        return
     run_schedule(plan, root.params, dst)

@@ -9,8 +9,9 @@ import math
 
 from ..expr import Leaf, Node
 from ..kernels.loops import nditer_order
+from ..storage import fresh
 
-__all__ = ["result_order"]
+__all__ = ["result_order", "allocate_for"]
 
 
 def _leaves_in_index_space(root: Node) -> list[tuple[Leaf, tuple[int | None, ...]]]:
@@ -56,3 +57,10 @@ def result_order(root: Node) -> tuple[tuple[int, ...], Leaf | None]:
         for leaf, dims in plain
     ]
     return tuple(nditer_order(list(range(n)), vectors)), plain[0][0]
+
+
+def allocate_for(root: Node) -> Leaf:
+    """A fresh, writeable leaf shaped like ``root``, in its dominant input's memory order."""
+    order, _ = result_order(root)
+    data, view = fresh(root.shape, root.dtype, order)
+    return Leaf(data, view)

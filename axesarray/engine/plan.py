@@ -14,7 +14,6 @@ import attrs
 import numpy as np
 
 from .._repr import plan_html
-from ..kernels import cache as kcache
 from ..kernels.ir import kernel_nodes
 from .dispatch import debug_level, source_for, variant
 from .schedule import CallStep, KernelStep, Schedule
@@ -56,6 +55,7 @@ class Plan:
     kernels: tuple[KernelInfo, ...]
     temporaries: tuple[tuple[int, tuple[int, ...], str, int], ...]  # (#, shape, dtype, bytes)
     cached: bool  # whether this plan was already in the plan cache
+    tier: str = "kernels"  # what the next run uses: "kernels", or numpy while they compile
 
     @property
     def temporary_bytes(self) -> int:
@@ -69,6 +69,8 @@ class Plan:
             f"Plan: {len(self.kernels)} kernel(s), {len(self.temporaries)} temporary(ies)"
             f" ({self.temporary_bytes} bytes); plan {'cached' if self.cached else 'new'}"
         ]
+        if self.kernels and self.tier != "kernels":
+            lines.append(f"  next run: {self.tier}")
         for i, k in enumerate(self.kernels):
             lines.append(f"  [{i}] {k}")
         for i, shape, dtype, nbytes in self.temporaries:
@@ -78,14 +80,16 @@ class Plan:
 
 def _cache_state(step: KernelStep, device) -> str:
     """Where the compiled code of the variant that would run is: memory, disk or nowhere."""
-    return kcache.state(source_for(step, device, variant(step, device))[0])
+    from ..kernels.cache import state  # imports numba (explain is not a hot path)
+
+    return state(source_for(step, device, variant(step, device))[0])
 
 
-def describe(schedule: Schedule | None, cached: bool, out_names=None) -> Plan:
+def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kernels") -> Plan:
     """The public ``Plan`` of a schedule (None: nothing to run); ``out_names`` label the
     result's dims."""
     if schedule is None:
-        return Plan((), (), cached)
+        return Plan((), (), cached, tier)
     kernels = []
     for step in schedule.steps:
         if type(step) is CallStep:
@@ -135,7 +139,7 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None) -> Plan:
         for t, (shape, dtype, _) in enumerate(schedule.temps)
         if result != ("temp", t)
     )
-    return Plan(tuple(kernels), temps, cached)
+    return Plan(tuple(kernels), temps, cached, tier)
 
 
 def _writes(src: tuple, schedule: Schedule) -> str:

@@ -51,16 +51,23 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, tuple]:
 
 
 def _heavy_nodes(root: Node) -> set[int]:
-    """Ids of computed nodes that are expensive to recompute."""
+    """Ids of computed nodes that are expensive to recompute. A reduction, a dot, or a
+    computed value read through a view is computed once into a temp anyway (or is its
+    kernel's own accumulator): reading it again costs a load, so it counts as a leaf (batch
+    norm's ``x - x.mean(r)`` is recomputed where needed, never written out in full)."""
     leaves: dict[int, int] = {}
     costly: dict[int, bool] = {}
     heavy: set[int] = set()
     for node in walk(root):
+        kind = node.kind
+        if kind in ("leaf", "remap", "reduce", "dot"):
+            leaves[id(node)], costly[id(node)] = 1, False
+            continue
         kids = node.children
-        leaves[id(node)] = 1 if node.kind == "leaf" else sum(leaves[id(c)] for c in kids)
-        own = node.kind == "map" and OPS[node.op].expensive
+        leaves[id(node)] = sum(leaves[id(c)] for c in kids)
+        own = kind == "map" and OPS[node.op].expensive
         costly[id(node)] = own or any(costly[id(c)] for c in kids)
-        elementwise = node.kind in ("map", "cast")
+        elementwise = kind in ("map", "cast")
         if elementwise and (costly[id(node)] or leaves[id(node)] > _HEAVY_LEAVES):
             heavy.add(id(node))
     return heavy

@@ -9,14 +9,21 @@ writes them as literals, they are not run-time parameters.
 - ``1 / (1 + exp(-x))`` (either order of the sum) is ``sigmoid(x)``: the math library
   evaluates the same formula with an exp specialized for it;
 - ``x ** 2``, ``** 0.5``, ``** -1``, ``** 1`` are square, sqrt, reciprocal and x, as
-  numpy's ``ndarray.__pow__`` computes them (``fast_scalar_power``).
+  numpy's ``ndarray.__pow__`` computes them (``fast_scalar_power``);
+- softmax, log-softmax and logsumexp written the stable way (``m = x.max(K)``, then
+  ``exp(x - m)`` and its sum) read ``x`` through one ``logsumexp`` reduction (one sweep:
+  the kernel finds each row's max and sums ``exp(x - max)`` while the row is in cache):
+  ``e / e.sum(K)`` is ``exp(x - lse)``, ``(x - m) - log(sum(exp(x - m)))`` is
+  ``x - lse``, ``m + log(sum(exp(x - m)))`` is ``lse``. Two passes over ``x`` for a
+  softmax instead of four kernels and a full-size temporary. CPU only (the CUDA
+  templates have no logsumexp reduction).
 """
 
 from __future__ import annotations
 
-from ..expr import Const, Map, Node, rebuild_dag
+from ..expr import Const, Map, Node, Reduce, Remap, rebuild_dag
 
-__all__ = ["rewrite", "RULES"]
+__all__ = ["rewrite", "RULES", "CPU_RULES"]
 
 
 def _is(node: Node, kind: str, op: str | None = None) -> bool:
@@ -59,19 +66,122 @@ def fast_power(node: Node, kids: tuple) -> Node | None:
     return None
 
 
-RULES = (sigmoid, fast_power)
+# --- logsumexp -----------------------------------------------------------------------------
 
 
-def _apply(node: Node, kids: tuple) -> Node | None:
-    if node.kind != "map":
-        return None
-    for rule in RULES:
-        out = rule(node, kids)
-        if out is not None:
-            return out
+def _max_of(node: Node):
+    """``(x, axes)`` when ``node`` is ``x.max(axes)`` (float)."""
+    if _is(node, "reduce") and node.op == "max" and node.dtype.kind == "f":
+        return node.arg, node.axes
     return None
 
 
-def rewrite(root: Node) -> Node:
+def _broadcast_back(node: Node, reduced: Node) -> bool:
+    """Whether ``node`` is ``reduced`` (a Reduce) broadcast back over its reduced axes:
+    each kept dim in place, the reduced ones spread."""
+    if not _is(node, "remap") or node.arg is not reduced:
+        return False
+    kept = [d for d in range(reduced.arg.ndim) if d not in reduced.axes]
+    return node.shape == reduced.arg.shape and node.maps == tuple((d, 0, 1) for d in kept)
+
+
+def _shifted(node: Node):
+    """``(x, max node)`` when ``node`` is ``x - x.max(axes)`` broadcast back."""
+    if not _is(node, "map", "sub"):
+        return None
+    x, back = node.children
+    if not _is(back, "remap"):
+        return None
+    found = _max_of(back.arg)
+    if found is None or found[0] is not x or not _broadcast_back(back, back.arg):
+        return None
+    return x, back.arg
+
+
+def _sum_exp_shifted(node: Node):
+    """``(x, max node, shifted node)`` when ``node`` is ``sum(exp(x - x.max(A)), A)``."""
+    if not (_is(node, "reduce") and node.op == "sum" and _is(node.arg, "map", "exp")):
+        return None
+    shifted = node.arg.children[0]
+    found = _shifted(shifted)
+    if found is None or found[1].axes != node.axes:
+        return None
+    return found[0], found[1], shifted
+
+
+def _lse(x: Node, axes: tuple, dtype) -> Node:
+    return Reduce("logsumexp", x, axes, dtype)
+
+
+def _lse_back(x: Node, mx: Node) -> Node:
+    """logsumexp over ``mx``'s axes, broadcast back like ``mx`` was."""
+    kept = [d for d in range(x.ndim) if d not in mx.axes]
+    return Remap(_lse(x, mx.axes, mx.dtype), x.shape, tuple((d, 0, 1) for d in kept))
+
+
+def softmax(node: Node, kids: tuple) -> Node | None:
+    """``e / e.sum(A)`` with ``e = exp(x - x.max(A))`` is ``exp(x - logsumexp(x, A))``."""
+    if node.op != "truediv":
+        return None
+    e, back = kids
+    if not (_is(e, "map", "exp") and _is(back, "remap")):
+        return None
+    found = _sum_exp_shifted(back.arg)
+    if found is None or back.arg.arg is not e or not _broadcast_back(back, back.arg):
+        return None
+    x, mx, _ = found
+    if mx.dtype != node.dtype:
+        return None
+    return Map("exp", (Map("sub", (x, _lse_back(x, mx)), node.dtype),), node.dtype)
+
+
+def log_softmax(node: Node, kids: tuple) -> Node | None:
+    """``(x - m) - log(sum(exp(x - m)))`` (the log broadcast back) is ``x - lse``."""
+    if node.op != "sub":
+        return None
+    d, back = kids
+    if not (_is(back, "remap") and _is(back.arg, "map", "log")):
+        return None
+    found = _shifted(d)
+    total = back.arg.children[0]
+    inner = _sum_exp_shifted(total)
+    if found is None or inner is None or inner[2] is not d:
+        return None
+    x, mx = found
+    kept = [k for k in range(x.ndim) if k not in mx.axes]
+    if back.maps != tuple((k, 0, 1) for k in kept) or mx.dtype != node.dtype:
+        return None
+    return Map("sub", (x, _lse_back(x, mx)), node.dtype)
+
+
+def logsumexp(node: Node, kids: tuple) -> Node | None:
+    """``m + log(sum(exp(x - m)))`` (either order) with ``m = x.max(A)`` is one
+    ``logsumexp`` reduction."""
+    if node.op != "add":
+        return None
+    for m, lg in (kids, kids[::-1]):
+        if _max_of(m) is None or not _is(lg, "map", "log"):
+            continue
+        inner = _sum_exp_shifted(lg.children[0])
+        if inner is not None and inner[1] is m and m.dtype == node.dtype:
+            return _lse(inner[0], m.axes, node.dtype)
+    return None
+
+
+RULES = (sigmoid, fast_power)
+CPU_RULES = RULES + (softmax, log_softmax, logsumexp)
+
+
+def rewrite(root: Node, rules: tuple = RULES) -> Node:
     """``root`` with every rule applied bottom-up (shared subtrees stay shared)."""
-    return rebuild_dag(root, _apply)
+
+    def apply(node: Node, kids: tuple) -> Node | None:
+        if node.kind != "map":
+            return None
+        for rule in rules:
+            out = rule(node, kids)
+            if out is not None:
+                return out
+        return None
+
+    return rebuild_dag(root, apply)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from ..devices import Device, host_array
 from ..expr import Leaf, Node
-from ..kernels.repack import try_repack
 from .binder import array_of
 from .reference import call_value
 from .schedule import CallStep, DotStep
@@ -46,9 +45,12 @@ ROUTES = {DotStep: run_dot, CallStep: run_call}
 def try_copy(dst: Leaf, root: Node) -> bool:
     """Run ``dst[...] = root`` on the repack kernels when it is a big plain copy; False
     (nothing written) when it is not one or they decline."""
-    return (
+    if not (
         type(root) is Leaf
         and root.dtype == dst.dtype
         and root.view.size * root.dtype.itemsize >= REPACK_MIN_BYTES
-        and try_repack(dst, root)
-    )
+    ):
+        return False
+    from ..kernels.repack import try_repack  # numba-compiled: imported when first needed
+
+    return try_repack(dst, root)

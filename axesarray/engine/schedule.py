@@ -84,3 +84,6 @@ class Schedule:
     steps: list
     result: KLeaf
     device: object = None  # devices.Device the plan runs on
+    ready: bool = False  # every kernel of the next run is compiled in this process
+    numpy_ok: bool | None = None  # cheap enough for the numpy tier (computed once)
+    compiling: object = None  # the background compile (a Future), once started

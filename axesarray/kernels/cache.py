@@ -402,10 +402,23 @@ class Kernel:
             return self.fn(*args)
         with _lock:
             result = self.fn(*args)
-            if not self.ready:
-                STATS["disk_hits" if cache_hits(self.fn) else "compiled"] += 1
-                self.ready = True
+            self._count()
             return result
+
+    def warm(self, args: tuple) -> None:
+        """Compile (or load from disk) the machine code for arguments like ``args`` without
+        running the kernel (only their types are read): for background compiles."""
+        if self.ready:
+            return
+        with _lock:
+            if not self.ready:
+                self.fn.compile(tuple(numba.typeof(a) for a in args))
+                self._count()
+
+    def _count(self) -> None:
+        if not self.ready:
+            STATS["disk_hits" if cache_hits(self.fn) else "compiled"] += 1
+            self.ready = True
 
 
 def state(source: str) -> str:

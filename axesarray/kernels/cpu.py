@@ -9,6 +9,8 @@ in order (deterministic). Floats accumulate in float64.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .lower import Lowered
 from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, type_name
 
@@ -186,7 +188,15 @@ _UNROLL = 4
 
 
 def _unrolled(
-    src: _Src, indent: int, d: int, bounds: tuple, accumulate, op: str, init: str, fl: bool
+    src: _Src,
+    indent: int,
+    d: int,
+    bounds: tuple,
+    accumulate,
+    op: str,
+    init: str,
+    fl: bool,
+    acc: str = "acc",
 ) -> None:
     """The innermost reduce loop with 4 independent accumulators, folded into ``acc``.
 
@@ -208,77 +218,83 @@ def _unrolled(
     accumulate(indent + 1, "acc0", "t")
     src.add(indent + 1, "j += 1")
     for u in range(_UNROLL):
-        for line in _combine(op, "acc", f"acc{u}", "0", fl):
+        for line in _combine(op, acc, f"acc{u}", "0", fl):
             src.add(indent, line)
 
 
-def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
+def _reduce_pass(
+    low: Lowered,
+    src: _Src,
+    indent: int,
+    base: dict,
+    ranges: dict,
+    op: str,
+    acc: str,
+    value=None,
+    acc_dt=None,
+) -> None:
+    """Loops over the reduce dims folding the reduction's child (through ``value``, a
+    source transform) into ``acc`` with ``op``; ``acc`` is initialized here."""
     red = low.reduce
-    nest = low.nest
-    n_out, rank = nest.n_out, nest.rank
-    acc_t = type_name(acc_dtype(red.op, red.dtype, red.child.dtype))
-    child_t = red.child.dtype
-    fl = child_t.kind == "f"
-    init = REDUCE_INIT(red.op, acc_dtype(red.op, red.dtype, red.child.dtype))
-    arg = red.op in ("argmax", "argmin")
+    n_out, rank = low.nest.n_out, low.nest.rank
+    acc_dt = acc_dt or acc_dtype(op, red.dtype, red.child.dtype)
+    acc_t = type_name(acc_dt)
+    init = REDUCE_INIT(op, acc_dt)
+    fl = red.child.dtype.kind == "f"
+    arg = op in ("argmax", "argmin")
     # the reduced index dim's loop index, for argmax/argmin (0 when the dim was dropped)
-    red_index = "0"
-    if arg and rank > n_out:
-        red_index = f"i{rank - 1}"
-    base = {k: f"o{k}" for k in range(len(low.operands))}
-    indent = 1
-    chunked = parallel and n_out == 0 and rank > 0
-    if n_out >= 1:
-        outer = list(range(n_out))
-        src.add(indent, f"for jo in {loop}({' * '.join(f'n{d}' for d in outer)}):")
-        indent += 1
-        _decompose(src, indent, "jo", outer)
-        base = _bases(src, low, indent, range(n_out), base, "o")
-    if chunked:
-        src.add(indent, f"nch = min(n{n_out}, {CHUNKS})")
-        src.add(indent, f"parts = np.empty(max(nch, 1), {acc_t})")
-        if arg:
-            src.add(indent, "pidx = np.zeros(max(nch, 1), np.int64)")
-        src.add(indent, f"for ch in {loop}(nch):")
-        indent += 1
-    src.add(indent, f"acc = {init}")
+    red_index = f"i{rank - 1}" if arg and rank > n_out else "0"
+    src.add(indent, f"{acc} = {init}")
     if arg:
         src.add(indent, "ai = 0")
     red_dims = list(range(n_out, rank))
     rbase = base
-    ranges = {d: ("0", f"n{d}") for d in red_dims}
-    if chunked:
-        d0 = red_dims[0]
-        ranges[d0] = (f"ch * n{d0} // nch", f"(ch + 1) * n{d0} // nch")
     for d in red_dims[:-1]:
         src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
         indent += 1
         rbase = _bases(src, low, indent, range(d, d + 1), rbase, f"r{d}")
     inner = range(rank - 1, rank) if red_dims else range(0)
-
     # Float sums and products vectorize through the reassociable intrinsics; the others
     # (max, min, any, all on any dtype; integer sums vectorize on their own) overlap
     # four accumulators instead.
-    reassoc = red.op in ("sum", "prod") and acc_t in ("np.float64", "np.float32")
+    reassoc = op in ("sum", "prod") and acc_t in ("np.float64", "np.float32")
 
-    def accumulate(indent: int, acc: str, prefix: str) -> None:
+    def accumulate(indent: int, a: str, prefix: str) -> None:
         body = _emit_body(low, rbase, inner, prefix=prefix)
         v = body.emit(red.child, indent, {})
         src.lines.extend(body.lines)
-        if red.op in ("sum", "prod"):
+        if op in ("sum", "prod"):
             v = f"{acc_t}({v})"
-        for line in _combine(red.op, acc, v, red_index, fl, reassoc):
+        if value is not None:
+            v = value(v)
+        for line in _combine(op, a, v, red_index, fl, reassoc):
             src.add(indent, line)
 
     if not red_dims:
-        accumulate(indent, "acc", "v")
-    elif arg or red.op in ("sum", "prod"):
+        accumulate(indent, acc, "v")
+    elif arg or op in ("sum", "prod"):
         d = red_dims[-1]
         src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
-        accumulate(indent + 1, "acc", "v")
+        accumulate(indent + 1, acc, "v")
     else:
-        _unrolled(src, indent, red_dims[-1], ranges[red_dims[-1]], accumulate, red.op, init, fl)
-    indent -= len(red_dims[:-1])
+        d = red_dims[-1]
+        _unrolled(src, indent, d, ranges[d], accumulate, op, init, fl, acc)
+
+
+def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
+    red = low.reduce
+    if red.op == "logsumexp":
+        return _logsumexp_kernel(low, src, loop, parallel)
+    acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
+    acc_t = type_name(acc_dt)
+    fl = red.child.dtype.kind == "f"
+    init = REDUCE_INIT(red.op, acc_dt)
+    arg = red.op in ("argmax", "argmin")
+    declare = [f"parts = np.empty(max(nch, 1), {acc_t})"]
+    if arg:
+        declare.append("pidx = np.zeros(max(nch, 1), np.int64)")
+    base, indent, ranges, chunked = _outer_loops(low, src, loop, parallel, declare)
+    _reduce_pass(low, src, indent, base, ranges, red.op, "acc")
     if chunked:
         src.add(indent, "parts[ch] = acc")
         if arg:
@@ -291,6 +307,60 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         for line in _combine(red.op, "acc", "parts[ch]", "pidx[ch]", fl):
             src.add(indent + 1, line)
     epilogue(low, src, indent, base, "ai" if arg else "acc")
+
+
+def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: list):
+    """The loop over output rows (a ``prange`` when parallel) or, for a parallel full
+    reduction, over ``nch`` chunks of the outermost reduce dim, preceded by the lines
+    ``declare`` (arrays for the chunks' partial results). Returns the operands' bases,
+    the body's indent, the reduce dims' ranges and whether it is chunked (then the chunk
+    loop is still open)."""
+    n_out, rank = low.nest.n_out, low.nest.rank
+    base = {k: f"o{k}" for k in range(len(low.operands))}
+    indent = 1
+    chunked = parallel and n_out == 0 and rank > 0
+    if n_out >= 1:
+        outer = list(range(n_out))
+        src.add(indent, f"for jo in {loop}({' * '.join(f'n{d}' for d in outer)}):")
+        indent += 1
+        _decompose(src, indent, "jo", outer)
+        base = _bases(src, low, indent, range(n_out), base, "o")
+    red_dims = list(range(n_out, rank))
+    ranges = {d: ("0", f"n{d}") for d in red_dims}
+    if chunked:
+        src.add(indent, f"nch = min(n{n_out}, {CHUNKS})")
+        for line in declare:
+            src.add(indent, line)
+        d0 = red_dims[0]
+        ranges[d0] = (f"ch * n{d0} // nch", f"(ch + 1) * n{d0} // nch")
+        src.add(indent, f"for ch in {loop}(nch):")
+        indent += 1
+    return base, indent, ranges, chunked
+
+
+def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
+    """``m + log(sum(exp(x - m)))`` with ``m = max(x)`` over the reduce dims, in one sweep
+    of memory: per output row, one loop finds ``m`` and a second sums ``exp(x - m)`` while
+    the row is still in cache (both vectorize). The formula's own special values: an all
+    -inf row gives nan (``-inf - -inf``), -inf entries add 0, NaN and +inf propagate.
+    Chunks of a parallel full reduction combine their ``(m, sum)`` pairs by rescaling."""
+    declare = ["pm = np.empty(max(nch, 1), np.float64)", "ps = np.empty(max(nch, 1), np.float64)"]
+    base, indent, ranges, chunked = _outer_loops(low, src, loop, parallel, declare)
+    f64 = np.dtype(np.float64)
+    _reduce_pass(low, src, indent, base, ranges, "max", "am", lambda v: f"np.float64({v})", f64)
+    _reduce_pass(low, src, indent, base, ranges, "sum", "acc", lambda v: f"exp_f64({v} - am)")
+    if chunked:
+        src.add(indent, "pm[ch] = am")
+        src.add(indent, "ps[ch] = acc if am != -np.inf else 0.0")  # an all -inf chunk adds 0
+        indent -= 1
+        src.add(indent, "am = -np.inf")
+        src.add(indent, "for ch in range(nch):")
+        src.add(indent + 1, "am = fmax_nan(am, pm[ch])")
+        src.add(indent, "acc = 0.0 if am != -np.inf else np.nan")
+        src.add(indent, "for ch in range(nch):")
+        src.add(indent + 1, "if pm[ch] != -np.inf:")
+        src.add(indent + 2, "acc += ps[ch] * exp_f64(pm[ch] - am)")
+    epilogue(low, src, indent, base, "am + log_f64(acc)")
 
 
 def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None:

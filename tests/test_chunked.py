@@ -1,0 +1,182 @@
+"""Chunked tensors (dask.array): the same names and results as in memory.
+
+Broad property tests run each chunk with the reference engine (their subject is the
+lowering to dask, not the kernels); a few fused-engine tests check that one assignment is
+one blockwise layer whose tasks each run one fused kernel.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import axesarray as ax
+from tests.conftest import assert_close
+
+N, C, H = ax.Axis("N", 6), ax.Axis("C", 5), ax.Axis("H", 4)
+
+
+@pytest.fixture(autouse=True)
+def _sync():
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+@st.composite
+def chunking(draw, axes):
+    """name -> chunk sizes (tuples, including length-1 chunks and uneven last chunks)."""
+    out = {}
+    for a in axes:
+        sizes, left = [], a.length
+        while left:
+            k = draw(st.integers(1, left))
+            sizes.append(k)
+            left -= k
+        out[a.name] = tuple(sizes) or (0,)
+    return out
+
+
+def _data(seed, shape, dtype="float64"):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+@given(ch=chunking((N, C, H)), seed=st.integers(0, 3))
+def test_elementwise_reductions_and_views_match_memory(ch, seed):
+    x = ax.tensor(_data(seed, (6, 5, 4)), "N C H")
+    b = ax.tensor(_data(seed + 1, (5,)), "C")
+    with ax.set_options(engine="numpy"):
+        c = x.chunk(ch)
+        assert c.chunks == ch
+        cases = [
+            lambda t: ax.sigmoid(t * 2 + b),
+            lambda t: (t - b).sum("N"),
+            lambda t: t.max(("N", "H")),
+            lambda t: (t * t).mean(),
+            lambda t: t.argmax("C"),
+            lambda t: t.argmin("N"),
+            lambda t: t.transpose("H ...").isel(C=slice(4, 0, -2), N=1) + 1,
+            lambda t: ax.where(t > 0, t, b),
+            lambda t: t.astype("float32").prod("H"),
+            lambda t: ax.pad(t, H=(1, 2), value=3.0),
+            lambda t: ax.concat([t, x.isel(N=slice(0, 2))], "N"),
+            lambda t: t.flatten(("C", "H"), "S"),
+            lambda t: (t > 0).any("C") & (t < 5).all("C"),
+        ]
+        for k, f in enumerate(cases):
+            assert_close(f(c).numpy(), f(x).numpy(), err_msg=f"case {k}")
+            assert f(c).names == f(x).names
+
+
+@given(ch=chunking((N, C)), seed=st.integers(0, 3))
+def test_dot_and_broadcasting_by_name(ch, seed):
+    a = ax.tensor(_data(seed, (6, 5)), "N C")
+    w = ax.tensor(_data(seed + 1, (5, 3)), "C K")
+    with ax.set_options(engine="numpy"):
+        c = a.chunk(ch)
+        assert_close(ax.dot(c, w, "C").numpy(), ax.dot(a, w, "C").numpy())
+        assert_close(
+            ax.dot(c, c.rename(N="M"), "C").numpy(), ax.dot(a, a.rename(N="M"), "C").numpy()
+        )
+        k = ax.tensor(_data(seed + 2, (3,)), "K")
+        assert_close((c + k).numpy(), (a + k).numpy())  # a new axis from an in-memory operand
+
+
+def test_chunks_to_dask_compute():
+    x = ax.tensor(np.arange(30.0).reshape(6, 5), "N C")
+    c = x.chunk({"N": 4})
+    assert c.chunks == {"N": (4, 2), "C": (5,)}
+    assert x.chunks is None
+    arr = (c * 2).to_dask()
+    assert isinstance(arr, da.Array) and arr.chunks == ((4, 2), (5,))
+    m = (c * 2).compute()
+    assert m.is_lvalue and m.names == ("N", "C")
+    assert_close(m, x.numpy() * 2)
+    t = ax.from_dask(da.from_array(x.numpy(), chunks=(1, 5)).T, "C N")
+    assert t.chunks == {"C": (5,), "N": (1,) * 6}
+    assert_close(t.sum("N"), x.numpy().sum(0))
+    assert (c + 1).eval().chunks == c.chunks  # eval of a chunked expression stays lazy
+    out = ax.zeros(x.axes)
+    out[...] = c + out  # assignment into memory reads the destination before writing
+    assert_close(out, x.numpy())
+
+
+def test_mixed_chunkings_are_rechunked_and_explained():
+    x = ax.tensor(np.ones((8, 6)), "N C")
+    a, b = x.chunk({"N": 4}), x.chunk({"N": 2, "C": 3}).rename(N="N")
+    with ax.set_options(engine="numpy"):
+        e = a + b.isel(N=slice(None))
+        assert_close(e, np.full((8, 6), 2.0))
+        text = str(ax.explain(e))
+    assert "rechunk: 0 task(s); operand 1 aligned along N: 4 x 2 -> 2 x 4" in text, text
+
+
+def test_one_blockwise_layer_of_fused_kernels():
+    """sigmoid(a * 2 + b) over 8 chunks is 8 kernel tasks plus dask's input tasks, and a
+    reduction's chunk step is the same fused kernel with the sum."""
+    rng = np.random.default_rng(0)
+    a = ax.tensor(rng.random((8, 16), "float32"), "N C")
+    b = ax.tensor(rng.random(16, "float32"), "C")
+    c = a.chunk({"N": 1})
+    e = ax.sigmoid(c * 2 + b)
+    plan = ax.explain(e)
+    assert [(s.kind, s.tasks) for s in plan.steps] == [("blockwise", 8)]
+    assert "elementwise kernel" in plan.steps[0].kernels[0]
+    graph = dict(e.to_dask().__dask_graph__())
+    ours = [k for k in graph if isinstance(k, tuple) and k[0].startswith("axesarray-region")]
+    assert len(ours) == 8
+    assert_close(e, 1 / (1 + np.exp(-(a.numpy() * 2 + b.numpy()))))
+    s = (c * 2 + b).sum("N")
+    steps = ax.explain(s).steps
+    assert steps[0].kind == "blockwise" and "reduction kernel" in steps[0].kernels[0]
+    assert steps[1].kind == "reduction"
+    assert_close(s, (a.numpy() * 2 + b.numpy()).sum(0))
+
+
+def test_layouts_on_chunks_hold_whole_blocks():
+    x = np.random.default_rng(1).random((2, 40, 3, 2), "float32")
+    t = ax.tensor(x, "N C H W").chunk({"C": 20, "H": 1})
+    y = t.to_layout("NCHW32")
+    assert y.layout == ax.Layout.parse("NCHW32") and y.chunks["C"] == (32, 8)
+    phys = y.physical
+    assert phys.chunks[1] == (1, 1) and phys.chunks[4] == (32,)
+    ref = ax.tensor(x, "N C H W").to_layout("NCHW32").physical
+    np.testing.assert_array_equal(phys.compute(), ref)  # padding included (zero)
+    assert_close(y.compute().physical, ref)
+    assert_close((y * 2).sum("C"), (x * 2).sum(1))
+    z = y.to_layout("CHWN4")
+    assert_close(z, x)
+    with pytest.raises(ax.AxesError, match=r"chunk: chunks of 'C' split the 32-element blocks"):
+        y.chunk({"C": 20})
+
+
+def test_chunk_errors():
+    x = ax.zeros((N, C))
+    with pytest.raises(ax.AxesError, match="chunk: the chunks of 'N' do not add up"):
+        x.chunk({"N": (2, 2)})
+    with pytest.raises(ax.AxesError, match="must be a positive integer"):
+        x.chunk({"C": 0})
+    with pytest.raises(ax.AxesError, match="chunk: .*'K'"):
+        x.chunk({"K": 2})
+    with pytest.raises(ax.AxesError, match="from_dask: the array has 2 dimensions but 1 axes"):
+        ax.from_dask(da.zeros((2, 3)), "N")
+    with pytest.raises(TypeError, match="from_dask: expected a dask array"):
+        ax.from_dask(np.zeros(3), "N")
+    arr = da.zeros(4)
+    with pytest.raises(ax.AxesError, match="unknown chunk sizes"):
+        ax.from_dask(arr[arr > 0], "N")
+    c = x.chunk({"N": 2})
+    with pytest.raises(TypeError, match="assign: the destination must be an l-tensor"):
+        c[...] = 1.0
+    with pytest.raises(ax.LayoutError, match="physical: a chunked tensor has a physical"):
+        c.physical  # noqa: B018
+
+
+def test_repr_does_not_compute():
+    c = ax.ones((N, C)).chunk({"N": 2})
+    text = repr(c + 1)
+    assert "z0: chunked float64" in text and "not computed" in text
+    assert "Chunked plan (dask)" in text

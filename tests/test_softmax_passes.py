@@ -1,0 +1,106 @@
+"""Softmax, log-softmax, logsumexp and batch norm written the usual way are planned as
+few passes over the data as possible (issue: multi-output reductions), with numpy's
+values, including rows of -inf, NaN and +inf and empty axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_close
+
+import axesarray as ax
+
+K = ax.Axis("K", 37)
+
+
+def _np_softmax(a, axis):
+    e = np.exp(a - a.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def _softmax(x, name):
+    e = ax.exp(x - x.max(name))
+    return e / e.sum(name)
+
+
+def _log_softmax(x, name):
+    d = x - x.max(name)
+    return d - ax.log(ax.exp(d).sum(name))
+
+
+def _logsumexp(x, name):
+    m = x.max(name)
+    return m + ax.log(ax.exp(x - m).sum(name))
+
+
+@pytest.fixture(params=["float32", "float64"])
+def data(request):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((5, K.length)) * 30).astype(request.param)
+    a[1] = -np.inf  # a row of -inf: softmax nan (numpy's), logsumexp -inf
+    a[2, 3] = np.nan
+    a[3, 4] = np.inf
+    return a
+
+
+def test_softmax_is_two_passes(engine, data):
+    x = ax.tensor(data, ("R", K))
+    with np.errstate(all="ignore"):
+        expected = _np_softmax(data, 1)
+    assert_close(_softmax(x, "K"), expected)
+    if engine == "numba":
+        plan = ax.explain(_softmax(x, "K"))
+        assert [k.kind for k in plan.kernels] == ["reduction", "elementwise"]
+        assert plan.temporary_bytes == 5 * data.itemsize  # one value per row, no full temp
+
+
+def test_log_softmax_and_logsumexp(engine, data):
+    x = ax.tensor(data, ("R", K))
+    with np.errstate(all="ignore"):
+        d = data - data.max(1, keepdims=True)
+        expected_ls = d - np.log(np.exp(d).sum(1, keepdims=True))
+        m = data.max(1)
+        expected_lse = m + np.log(np.exp(data - m[:, None]).sum(1))
+    assert_close(_log_softmax(x, "K"), expected_ls)
+    assert_close(_logsumexp(x, "K"), expected_lse)
+    if engine == "numba":
+        assert len(ax.explain(_log_softmax(x, "K")).kernels) == 2
+        assert len(ax.explain(_logsumexp(x, "K")).kernels) == 1
+
+
+@pytest.mark.parametrize("n", [1, 3, 250_001])
+def test_full_logsumexp_in_parallel_chunks(n):
+    """A full reduction big enough to run in parallel chunks combines (max, sum) pairs;
+    a chunk of -inf entries adds nothing."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(n).astype(np.float32) * 20
+    a[: n // 2] = -np.inf  # whole chunks of -inf when it runs in chunks
+    a[-1] = 1.0
+    x = ax.tensor(a, "L")
+    a64 = a.astype(np.float64)
+    expected = np.log(np.exp(a64 - a64.max()).sum()) + a64.max()
+    assert_close(_logsumexp(x, "L"), np.float32(expected))
+    all_minus_inf = ax.tensor(np.full(n, -np.inf, np.float32), "L")
+    assert_close(_logsumexp(all_minus_inf, "L"), np.float32(np.nan))  # the formula's nan
+
+
+def test_batch_norm_is_three_passes_without_a_full_temporary(engine):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 3, 5, 6)).astype(np.float32)
+    g, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    x = ax.tensor(a, "N C H W")
+    gt, bt = ax.tensor(g, "C"), ax.tensor(b, "C")
+    r = ("N", "H", "W")
+    d = x - x.mean(r)
+    e = d / ax.sqrt((d * d).mean(r) + 1e-5) * gt + bt
+    m = a.mean((0, 2, 3), keepdims=True)
+    dd = a - m
+    expected = dd / np.sqrt((dd * dd).mean((0, 2, 3), keepdims=True) + np.float32(1e-5))
+    expected = expected * g[:, None, None] + b[:, None, None]
+    out = ax.empty(x.axes, "float32")
+    out[...] = e
+    assert_close(out, expected)
+    if engine == "numba":
+        plan = ax.explain(e, out)
+        assert [k.kind for k in plan.kernels] == ["reduction", "reduction", "elementwise"]
+        assert plan.temporary_bytes == 2 * 3 * 4  # mean and scale per channel only

@@ -1,0 +1,123 @@
+"""Tiered execution: numpy answers a new cheap expression while its kernels compile.
+
+The suite runs with ``tiered=False`` (conftest); these tests turn it on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import assert_close
+
+import axesarray as ax
+from axesarray.engine import executor, tiers
+
+N = ax.Axis("N", 257)
+
+
+@pytest.fixture
+def tiered():
+    with ax.set_options(tiered=True):
+        yield
+
+
+def _plan(e):
+    return executor.schedule_for(e._node, None)[0]
+
+
+def _wait(e):
+    future = _plan(e).compiling
+    if future is not None:
+        future.result()
+
+
+def test_a_new_cheap_expression_is_answered_by_numpy_then_by_kernels(tiered):
+    xn = np.linspace(-3, 3, N.length).astype(np.float32)
+    x = ax.tensor(xn, (N,))
+    e = ax.tanh(x * 1.25 + 0.375) * x  # a structure no other test builds
+    assert ax.explain(e).tier.startswith("numpy reference")
+    first = e.numpy()
+    assert not _plan(e).ready  # the numpy tier ran
+    _wait(e)
+    assert ax.explain(e).tier == "kernels"
+    second = e.numpy()
+    expected = np.tanh(xn * np.float32(1.25) + np.float32(0.375)) * xn
+    assert_close(first, expected)  # the two tiers agree within the tolerance table
+    assert_close(second, expected)
+    assert_close(first, second)
+
+
+def test_assignments_take_the_numpy_tier_too(tiered):
+    x = ax.tensor(np.arange(12.0).reshape(3, 4), "A B")
+    out = ax.zeros(x.axes)
+    out[...] = ax.sqrt(x + 0.125) - 1  # new structure: numpy, then kernels
+    expected = np.sqrt(np.arange(12.0).reshape(3, 4) + 0.125) - 1
+    assert_close(out, expected)
+    out[...] = ax.sqrt(x + 0.125) - 1
+    assert_close(out, expected)
+
+
+def test_big_expressions_wait_for_their_kernels(tiered):
+    big = ax.zeros((ax.Axis("M", tiers.NUMPY_MAX_ELEMENTS + 1),), "float32")
+    e = big * 3 - 1
+    assert ax.explain(e).tier.startswith("kernels")
+    assert (e.numpy() == -1).all()
+    assert _plan(e).ready
+
+
+def test_tiered_false_gives_identical_bits_run_to_run():
+    x = ax.tensor(np.linspace(-4, 4, N.length), (N,))
+    e = ax.exp(ax.sin(x) * 0.3) / (1.5 + ax.cos(x))
+    runs = [e.numpy().tobytes() for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    assert _plan(e).ready
+
+
+def test_what_numpy_refuses_gets_the_kernels_answer(tiered):
+    x = ax.tensor(np.array([2, 3], np.int64), "N")
+    e = x ** ax.tensor(np.array([-1, -2], np.int64), "N")  # numpy raises for this
+    got = e.numpy()
+    with ax.set_options(tiered=False):
+        assert (got == e.numpy()).all()
+
+
+def test_precompile_makes_the_first_run_use_kernels(tiered):
+    x = ax.tensor(np.arange(5.0), "N")
+    e = ax.log1p(x * 0.5) + 0.25
+    plan = ax.precompile(e)
+    assert plan.tier == "kernels"
+    assert _plan(e).ready
+    assert_close(e, np.log1p(np.arange(5.0) * 0.5) + 0.25)
+
+
+def test_a_new_process_gets_its_first_result_without_numba(tmp_path):
+    """The first result of a small expression does not wait for numba's start-up: numba is
+    imported on the compile thread meanwhile (half a second of a new process otherwise)."""
+    script = textwrap.dedent(
+        """
+        import sys, time
+        import numpy as np, axesarray as ax
+        x = ax.tensor(np.arange(1000, dtype=np.float32), "N")
+        t = time.perf_counter()
+        r = ax.sigmoid(x * 2 + 1).numpy()
+        dt = time.perf_counter() - t
+        print(dt, float(r[3]))
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    dt, value = map(float, out.stdout.split())
+    assert_close(np.float32(value), np.float32(1 / (1 + np.exp(-7.0))))
+    assert dt < 0.25, f"first result took {dt:.3f} s"  # numba's start-up alone is ~0.5 s
+
+
+def test_option_is_validated():
+    with pytest.raises(ValueError, match=r"set_options: bad value for 'tiered' \(got 1\)"):
+        ax.set_options(tiered=1)
