@@ -13,7 +13,7 @@ $(PY):
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[test,bench,plot,dask]"
+	$(PY) -m pip install --quiet -e ".[test,bench,plot,dask,interop]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -31,15 +31,30 @@ from .tensor import Tensor, TensorDescription, assign
 
 __all__ += ["Tensor", "TensorDescription", "assign"]
 
-from .creation import arange, empty, full, ones, random, tensor, zeros
+from .creation import (
+    arange,
+    empty,
+    from_dlpack,
+    from_xarray,
+    full,
+    ones,
+    random,
+    tensor,
+    zeros,
+)
 
 __all__ += ["arange", "empty", "full", "ones", "random", "tensor", "zeros"]
+__all__ += ["from_dlpack", "from_xarray"]
 
 # The elementwise functions are generated from the op table (ops.OPS): one row per op.
 from . import functions as _functions
 
 globals().update({name: getattr(_functions, name) for name in _functions.__all__})
 __all__ += _functions.__all__
+
+from .everyday import apply, einsum, stack
+
+__all__ += ["apply", "einsum", "stack"]
 
 from .layout_ops import empty_like_layout, physical, repack, to_layout
 from .layouts import Layout

@@ -88,6 +88,12 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
             (node.a, tuple(by_label[lb] for lb in node.a_labels)),
             (node.b, tuple(by_label[lb] for lb in node.b_labels)),
         ]
+    if node.kind == "call":
+        dims = node.arg_dims or [(-1,) * c.ndim for c in node.children]
+        return [
+            (c, tuple(mine[d] if d >= 0 else fresh() for d in ds))
+            for c, ds in zip(node.children, dims, strict=True)
+        ]
     return [(c, mine) for c in node.children]
 
 
@@ -203,6 +209,7 @@ _FORMULA = {
         f"dot({go(n.a)[0]}, {go(n.b)[0]}, over={_over(_contracted(n, inp))})",
         _ATOM,
     ),
+    "call": lambda n, go, inp, wrap: (f"{n.name}({', '.join(go(a)[0] for a in n.args)})", _ATOM),
 }
 
 
@@ -261,6 +268,7 @@ _NODE_TEXT = {
     ),
     "concat": lambda n, inp: f"concat along {inp.dims[id(n)][n.dim]}",
     "dot": lambda n, inp: f"dot over {_over(_contracted(n, inp))}",
+    "call": lambda n, inp: f"{n.name} (numpy)",
 }
 
 

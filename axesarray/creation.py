@@ -1,4 +1,5 @@
-"""Creating tensors: ``tensor`` (zero-copy over numpy), ``zeros ones full empty arange random``.
+"""Creating tensors: ``tensor`` (zero-copy over numpy), ``zeros ones full empty arange random``,
+and from other libraries: ``from_dlpack``, ``from_xarray``.
 
 Imports ``tensor`` and below.
 """
@@ -18,7 +19,17 @@ from .storage import allocate, fresh, wrap_array
 from .strided import contiguous
 from .tensor import Tensor
 
-__all__ = ["tensor", "zeros", "ones", "full", "empty", "arange", "random"]
+__all__ = [
+    "tensor",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "arange",
+    "random",
+    "from_dlpack",
+    "from_xarray",
+]
 
 _PIECE = 1 << 16  # elements per piece when a fill goes through numpy temporaries
 
@@ -225,3 +236,80 @@ def random(axes, dtype="float64", seed=None) -> Tensor:
     else:
         rng.random(out=buf, dtype=dt)
     return tensor(buf.reshape(ax.shape), ax)
+
+
+def from_dlpack(obj, axes) -> Tensor:
+    """A tensor sharing the memory of any DLPack producer (torch, CuPy on the host, numpy,
+    JAX...): ``axes`` name its dims in order, as for ``ax.tensor``.
+
+    Only host (CPU) memory is read this way; a device tensor must first be moved to the
+    host by its library (``t.cpu()``).
+
+    >>> import axesarray as ax, numpy as np
+    >>> a = np.arange(6.0).reshape(2, 3)
+    >>> x = ax.from_dlpack(a.T, "C N")
+    >>> x.names, np.shares_memory(x.numpy(), a)
+    (('C', 'N'), True)
+    """
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(
+            message(
+                "from_dlpack",
+                "the object does not implement DLPack (__dlpack__)",
+                type(obj).__name__,
+                "Use ax.tensor for numpy arrays and sequences",
+            )
+        )
+    device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (1, 0)
+    if int(device[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost (pinned host memory)
+        raise BufferError(
+            message(
+                "from_dlpack",
+                "only host memory can be wrapped",
+                f"DLPack device {tuple(int(d) for d in device)}",
+                "Move it to the host first, e.g. t.cpu() in torch or a.get() in CuPy",
+            )
+        )
+    return tensor(np.from_dlpack(obj), axes)
+
+
+def from_xarray(da) -> Tensor:
+    """A tensor over an ``xarray.DataArray``'s values, named by its dims (zero-copy for
+    numpy-backed data; dask-backed data gives a chunked tensor; other backends are read
+    with ``np.asarray``).
+
+    Coordinates, the name and attrs are not kept (tensors have no coordinates); reattach
+    them on the way back: ``t.to_xarray(coords=da.coords)``.
+
+    >>> import axesarray as ax, numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((2, 3)), dims=("y", "x"))
+    >>> ax.from_xarray(da).axes
+    Axes(Axis('y', 2), Axis('x', 3))
+    """
+    if hasattr(da, "data_vars"):
+        raise TypeError(
+            message(
+                "from_xarray",
+                "a Dataset holds several arrays",
+                ", ".join(map(str, da.data_vars)),
+                "Pick one: ax.from_xarray(ds['name'])",
+            )
+        )
+    if not (hasattr(da, "dims") and hasattr(da, "variable")):
+        raise TypeError(message("from_xarray", "expected an xarray.DataArray", type(da).__name__))
+    for d in da.dims:
+        if not isinstance(d, str):
+            raise AxesError(
+                message(
+                    "from_xarray",
+                    "every dim must be a string to become an axis name",
+                    f"dims {da.dims}",
+                    "Rename the dims: da.rename({old: 'name'})",
+                )
+            )
+    data = da.data
+    if hasattr(data, "__dask_graph__"):  # dask-backed: a chunked tensor, still lazy
+        return Tensor.from_dask(data, tuple(da.dims))
+    if not isinstance(data, (np.ndarray, Tensor)):
+        data = np.asarray(da)
+    return tensor(data, tuple(da.dims))

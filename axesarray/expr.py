@@ -45,6 +45,7 @@ __all__ = [
     "Pad",
     "Concat",
     "Dot",
+    "Call",
     "map_op",
     "cast",
     "reduce",
@@ -385,6 +386,25 @@ class Dot(Node):
     def rebuild(self, children):
         a, b = children
         return Dot(a, b, self.a_labels, self.b_labels, self.out_labels, self.shape, self.dtype)
+
+
+class Call(Node):
+    """``fn(*children as read-only numpy arrays)``: an array of ``shape`` and ``dtype``. For
+    work kernels do not express (scans, sorts, gathers, ``ax.apply``); both engines run it
+    with numpy and fused code around it still fuses. ``fn`` is part of the key (hashable,
+    equal only to functions computing the same: see ``calls``); ``arg_dims`` (display
+    only) gives per child the result dim of each child dim (-1: none)."""
+
+    __slots__ = ("fn", "name", "arg_dims")
+    kind = "call"
+
+    def __init__(self, fn, args, shape, dtype, name: str, arg_dims=None):
+        self.fn, self.name, self.arg_dims = fn, name, arg_dims
+        self.children, self.shape, self.dtype = tuple(args), tuple(shape), np.dtype(dtype)
+        self.key, self.params = _combine(("F", fn, name, self.shape, self.dtype.char), args)
+
+    def rebuild(self, children):
+        return Call(self.fn, children, self.shape, self.dtype, self.name, self.arg_dims)
 
 
 # --- traversal -------------------------------------------------------------------------------

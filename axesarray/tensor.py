@@ -18,13 +18,15 @@ from . import engine
 from . import expr as ex
 from ._repr import tensor_html, tensor_repr
 from .axes import Axes, broadcast_axes
+from .calls import CallMethods
 from .chunked import ChunkedMethods
 from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
 from .expr_chunked import Chunked, has_chunked
+from .interop import InteropMethods, array_ufunc
 from .layout_views import LayoutMethods, allocate_leaf, layout_for_axes
-from .ops import OPS, UFUNCS
+from .ops import OPS
 from .reductions import ReductionMethods
 from .views import ViewMethods, align
 
@@ -146,7 +148,9 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
 
 
-class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
+class Tensor(
+    ChunkedMethods, ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropMethods
+):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
     Build one with ``ax.tensor``, ``ax.zeros`` and friends; arithmetic gives r-tensors.
@@ -259,7 +263,18 @@ class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
     # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 
     def __setitem__(self, key, value) -> None:
-        assign(self[key], value)
+        target = self[key]
+        if self.is_lvalue and not target.is_lvalue:  # a gather (list, mask, index tensor)
+            raise TypeError(
+                message(
+                    "setitem",
+                    "an integer list, a mask or an index tensor selects a copy, which cannot "
+                    "be written",
+                    f"key {key!r}",
+                    "Write through a mask with where: x[...] = x.where(~mask, value)",
+                )
+            )
+        assign(target, value)
 
     # --- evaluation ------------------------------------------------------------------------
 
@@ -308,16 +323,6 @@ class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
     def numpy(self) -> np.ndarray:
         """The values as a numpy array in axis order: a view for l-tensors when possible."""
         return engine.to_numpy(self._node)
-
-    def __array__(self, dtype=None, copy=None):
-        if copy is False and not isinstance(self._node, ex.Leaf):
-            raise ValueError(
-                message("__array__", "an r-tensor must be computed", None, "Allow a copy")
-            )
-        arr = self.numpy()
-        if dtype is not None:
-            arr = arr.astype(dtype, copy=False)
-        return arr.copy() if copy else arr
 
     def item(self):
         if self.size != 1:
@@ -418,6 +423,17 @@ class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
             out = elementwise("minimum", out, hi, name="clip")
         return out
 
+    def where(self, cond, other=np.nan) -> Tensor:
+        """This tensor where ``cond`` is true, else ``other`` (NaN by default, as xarray's
+        ``where``); broadcasts by name like ``ax.where(cond, self, other)``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.array([1.0, 2.0, 3.0]), "N")
+        >>> x.where(x > 1.5, 0.0).numpy()
+        array([0., 2., 3.])
+        """
+        return elementwise("where", cond, self, other, name="where")
+
     # --- operators -------------------------------------------------------------------------
 
     def _binary(self, other, op: str, reflected: bool = False) -> Tensor:
@@ -440,12 +456,7 @@ class Tensor(ChunkedMethods, ViewMethods, ReductionMethods, LayoutMethods):
         return self
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        op = UFUNCS.get(ufunc.__name__)
-        if op is None or method != "__call__" or kwargs:
-            return NotImplemented
-        if any(isinstance(v, np.ndarray) and v.ndim > 0 for v in inputs):
-            return NotImplemented
-        return elementwise(op, *inputs, name=ufunc.__name__)
+        return array_ufunc(elementwise, ufunc, method, inputs, kwargs)
 
 
 def _operators(cls) -> None:

@@ -2,8 +2,9 @@
 
 Every method returns a view (stride arithmetic, no copy) built with ``strided.remap_view``
 through ``expr.remap``, except ``split``/``flatten`` when strides cannot express the result
-(then a copy, or an error with ``copy=False``). A mixin of ``Tensor``; results are built
-with ``type(self)``, so this module does not import ``tensor``.
+(then a copy, or an error with ``copy=False``), and ``isel`` with integer lists, boolean
+masks or integer tensors (a gather: an r-tensor, see ``_gather``). A mixin of ``Tensor``;
+results are built with ``type(self)``, so this module does not import ``tensor``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import math
 import operator
 from typing import Self
 
+import numpy as np
+
 from . import expr as ex
 from . import expr_views
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
+from .calls import Gather
 from .errors import AxesError, fmt_axes, message
 from .layouts import isel_layout
 from .storage import fresh
+from .strided import contiguous
 
 __all__ = ["ViewMethods", "align", "resolve_names"]
 
@@ -41,6 +46,81 @@ def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
         return t._node
     maps = tuple((axes.index(a.name, op), 0, 1) for a in t._axes)
     return expr_views.remap(t._node, axes.shape, maps)
+
+
+def _is_basic(key) -> bool:
+    """A slice or a plain integer (a view); everything else is gathered."""
+    if isinstance(key, (ViewMethods, list, tuple)):
+        return False
+    # integers (and whatever isel's integer check then refuses); n-d arrays are gathered
+    return not (isinstance(key, np.ndarray) and key.ndim > 0)
+
+
+def _index_tensor(t, axis: Axis, key):
+    """An integer index tensor for ``key`` on ``axis``: an integer tensor as it is; a list,
+    a 1-D array or a boolean mask as a new 1-D tensor named like the axis (a mask is read
+    now: it decides the length)."""
+    if isinstance(key, ViewMethods):
+        kind = key.dtype.kind
+        if kind in "iu":
+            return key
+        if kind != "b":
+            raise TypeError(
+                message(
+                    "isel",
+                    f"the index tensor for axis {axis.name!r} must hold integers or booleans",
+                    str(key.dtype),
+                    "Convert it: idx.astype('int64')",
+                )
+            )
+        if key.names != (axis.name,) or key.shape != (axis.length,):
+            raise AxesError(
+                message(
+                    "isel",
+                    f"a boolean mask for axis {axis.name!r} must have exactly that axis",
+                    f"axis {axis}; mask: {fmt_axes(key._axes)}",
+                    f"Index with a mask over {axis.name!r} only",
+                )
+            )
+        arr = key.numpy()
+    else:
+        arr = np.asarray(key)
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+        if arr.dtype.kind not in "biu":
+            raise TypeError(
+                message(
+                    "isel",
+                    f"axis {axis.name!r} takes a slice, an integer, a list of integers, a "
+                    "boolean mask or an integer tensor",
+                    f"got {arr.dtype} values",
+                )
+            )
+        if arr.ndim != 1:
+            raise AxesError(
+                message(
+                    "isel",
+                    "a numpy index array has no axis names",
+                    f"shape {arr.shape}",
+                    "Wrap it to name its axes: ax.tensor(array, 'K L')",
+                )
+            )
+        if arr.dtype.kind == "b" and arr.shape != (axis.length,):
+            raise IndexError(
+                message(
+                    "isel",
+                    f"the boolean mask for axis {axis.name!r} has the wrong length",
+                    f"{axis}; mask length {arr.shape[0]}",
+                    f"Give {axis.length} booleans",
+                )
+            )
+    arr = np.flatnonzero(arr) if arr.dtype.kind == "b" else np.array(arr, dtype=np.int64)
+    Gather._check(arr, axis.length, axis.name)  # a list is checked now, a tensor when read
+    device = t.device
+    data = arr if device.is_cpu else device.upload(arr)
+    return type(t)(
+        Axes._trusted((Axis(axis.name, arr.size),)), ex.Leaf(data, contiguous(arr.shape))
+    )
 
 
 class ViewMethods:
@@ -96,10 +176,25 @@ class ViewMethods:
         >>> x = ax.arange(ax.Axis("C", 6))
         >>> x.isel(C=slice(None, None, -2)).numpy()
         array([5, 3, 1])
+
+        An integer list, a 1-D boolean mask or an integer tensor selects a copy (an
+        r-tensor). A list or mask keeps the axis name with its new length; an index
+        tensor's axes replace the indexed axis (vectorized indexing, as xarray's), and an
+        index axis named like another axis of ``x`` reads along it pointwise:
+
+        >>> x.isel(C=[4, 0, 0]).numpy()
+        array([4, 0, 0])
+        >>> idx = ax.tensor(np.array([[0, 5], [1, 2]]), "K L")
+        >>> x.isel(C=idx).names, x.isel(C=idx).numpy().tolist()
+        (('K', 'L'), [[0, 5], [1, 2]])
         """
         ind = dict(indexers or {}, **kwargs)
         for name in ind:
             self._axes.index(name, "isel")
+        advanced = {n: k for n, k in ind.items() if not _is_basic(k)}
+        if advanced:
+            basic = {n: k for n, k in ind.items() if n not in advanced}
+            return (self.isel(basic) if basic else self)._gather(advanced)
         maps = []
         new_axes = []
         for axis in self._axes:
@@ -141,6 +236,45 @@ class ViewMethods:
             # Integers drop their axis from the tag; a cut through blocks marks it partial.
             layout = isel_layout(layout, self._axes, ind)
         return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
+
+    def _gather(self, keys: dict) -> Self:
+        """Vectorized indexing: ``keys`` maps axis names to index tensors (or lists, masks).
+
+        The index tensors broadcast together by name; their axes take the place of the
+        first indexed axis, except those named like another axis of this tensor (same
+        length required), which are read pointwise along it.
+        """
+        indices = {n: _index_tensor(self, self._axes[n], k) for n, k in keys.items()}
+        joint = None
+        for t in indices.values():
+            joint = t._axes if joint is None else broadcast_axes(joint, t._axes, "isel", "union")
+        kept = [a for a in self._axes if a.name not in indices]
+        kept_names = {a.name for a in kept}
+        for a in joint:
+            if a.name in kept_names and a != self._axes[a.name]:
+                raise AxesError(
+                    message(
+                        "isel",
+                        f"index axis {a.name!r} has length {a.length}, but the tensor's "
+                        f"axis {a.name!r} has length {self._axes[a.name].length}",
+                        f"tensor: {fmt_axes(self._axes)}; index: {fmt_axes(joint)}",
+                        "Rename the index axis to add a new axis, or match the lengths",
+                    )
+                )
+        first = min(self._axes.index(n) for n in indices)
+        before = [a for a in kept if self._axes.index(a.name) < first]
+        after = [a for a in kept if self._axes.index(a.name) > first]
+        out = as_axes(before + [a for a in joint if a.name not in kept_names] + after, "isel")
+        order = list(indices)
+        sources = tuple(
+            ("index", order.index(a.name)) if a.name in indices else ("out", out.index(a.name))
+            for a in self._axes
+        )
+        index_dims = tuple(tuple(out.index(a.name) for a in indices[n]._axes) for n in order)
+        fn = Gather(sources, index_dims, out.shape, self.names)
+        arg_dims = (tuple(-1 if k == "index" else v for k, v in sources),) + index_dims
+        args = (self._node,) + tuple(indices[n]._node for n in order)
+        return type(self)(out, ex.Call(fn, args, out.shape, self.dtype, "isel", arg_dims))
 
     def __getitem__(self, key) -> Self:
         if key is Ellipsis:

@@ -1,7 +1,8 @@
 """Shared test configuration: hypothesis profiles, the tolerance table, the engine fixture.
 
-numpy is the oracle everywhere. ``assert_close`` is the one comparison helper: it checks
-the dtype first, then the values with the tolerance of that dtype (exact for ints/bool).
+numpy is the oracle everywhere. ``assert_close`` (from ``axesarray.testing``) is the one
+comparison helper: it checks the dtype first, then the values with the tolerance of that
+dtype (exact for ints/bool).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 if not os.path.exists("/dev/nvidia0"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
 import axesarray as ax
+from axesarray.testing import TOL, assert_close
+
+__all__ = ["TOL", "assert_close"]
 
 # The suite tests the fused kernels: the numpy tier (which answers new cheap expressions
 # while their kernels compile) would answer most of its small cases instead. The tier's
@@ -41,49 +44,10 @@ settings.register_profile("ci", max_examples=40, derandomize=True, **_COMMON)
 settings.register_profile("thorough", max_examples=500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-# --- one tolerance table --------------------------------------------------------------------
-# (rtol, atol) per float dtype; integers and bools compare exactly. Never loosen a tolerance
-# in a test: change it here, with a reason. float16 gets room for a fused engine that
-# computes in float32 and rounds once where numpy rounds at every step; float32 for sums
-# accumulated in a different order than numpy's pairwise sum.
-TOL = {
-    np.dtype("float16"): (1e-2, 1e-2),
-    np.dtype("float32"): (2e-5, 1e-5),
-    np.dtype("float64"): (1e-11, 1e-12),
-}
-
-
-def assert_close(actual, expected, *, dtype=True, scale: float = 1.0, err_msg: str = "") -> None:
-    """Assert ``actual`` (Tensor or array) equals numpy's ``expected``, dtype included.
-
-    ``scale`` multiplies atol for results whose rounding error grows with the inputs
-    (a sum's error is proportional to sum|x|, not to the result).
-    """
-    if isinstance(actual, ax.Tensor):
-        actual = actual.numpy()
-    actual = np.asarray(actual)
-    expected = np.asarray(expected)
-    if dtype:
-        assert actual.dtype == expected.dtype, (
-            f"dtype {actual.dtype} != numpy's {expected.dtype}. {err_msg}"
-        )
-    assert actual.shape == expected.shape, (
-        f"shape {actual.shape} != numpy's {expected.shape}. {err_msg}"
-    )
-    tol = TOL.get(expected.dtype)
-    if tol is None:
-        np.testing.assert_array_equal(actual, expected, err_msg=err_msg, strict=dtype)
-    else:
-        rtol, atol = tol
-        np.testing.assert_allclose(
-            actual.astype(np.float64),
-            expected.astype(np.float64),
-            rtol=rtol,
-            atol=atol * scale,
-            equal_nan=True,
-            err_msg=err_msg,
-        )
-
+# --- one tolerance table -------------------------------------------------------------------
+# ``TOL`` and ``assert_close`` live in ``axesarray.testing`` (users check their own code with
+# them); the table is the one place tolerances are set. Never loosen one in a test: change
+# the table, with a reason.
 
 # --- fixtures -----------------------------------------------------------------------------
 

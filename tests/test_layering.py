@@ -57,12 +57,15 @@ ORDER = [
     "engine.executor",
     "engine.chunked",
     "engine",
+    "calls",
     "views",
     "reductions",
     "layout_views",
+    "interop",
     "chunked",
     "tensor",
     "functions",
+    "everyday",
     "layout_ops",
     "creation",
     "npyio",
@@ -71,6 +74,11 @@ ORDER = [
     "__init__",
     "__main__",
     "demo",
+    "testing.asserts",
+    "testing.strategies",
+    "testing.programs",
+    "testing.expressions",
+    "testing",
 ]
 
 

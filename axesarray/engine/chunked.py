@@ -11,7 +11,8 @@ planning). How each part of an expression maps:
 - a **reduction** is one blockwise step (the region and the reduction fused per chunk,
   keeping the reduced dims as length 1: the partials) and one ``da.reduction`` whose
   combine and aggregate steps run our reduce kernels (argmax/argmin combine in numpy);
-- **dot** is ``da.einsum``; **pad** ``da.pad``; **concat** ``da.concatenate``; **views**
+- **dot** is ``da.einsum``; a numpy **call** is one task on its whole operands;
+  **pad** ``da.pad``; **concat** ``da.concatenate``; **views**
   are dask slicing (a view that only transposes or broadcasts is a blockwise index);
 - a subexpression with no chunked input is computed in memory first.
 
@@ -23,12 +24,14 @@ for every chunk of one shape, so all chunks hit one cached plan.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import string
 import threading
 
 import attrs
+import dask
 import dask.array as da
 import numpy as np
 
@@ -201,7 +204,7 @@ def _keep(x, axis, keepdims):
 class ChunkedStep:
     """One dask layer of a chunked plan."""
 
-    kind: str  # "blockwise", "reduction", "einsum", "pad", "concatenate", "view", "rechunk"
+    kind: str  # "blockwise", "reduction", "einsum", "numpy call", "pad", "concatenate", ...
     tasks: int  # tasks this layer adds to the graph
     per_chunk: str  # what each task runs
     kernels: tuple = ()  # the in-memory plan's kernel lines for one chunk
@@ -331,6 +334,15 @@ class _Lowering:
         self.steps.append(
             ChunkedStep("einsum", arr.npartitions, f"each runs numpy's einsum on blocks ({spec})")
         )
+        return arr, tuple(range(node.ndim))
+
+    def _call(self, node):
+        """A numpy call (scan, sort, gather, ``ax.apply``) needs its operands whole: one
+        task, on the operands gathered from their chunks."""
+        fn = functools.partial(reference.call_value, node.fn, node.name, node.shape, node.dtype)
+        value = dask.delayed(fn)([self.full(c) for c in node.children])
+        arr = da.from_delayed(value, node.shape, dtype=node.dtype)
+        self.steps.append(ChunkedStep("numpy call", 1, f"{node.name} on the whole operands"))
         return arr, tuple(range(node.ndim))
 
     def _in_memory(self, node):

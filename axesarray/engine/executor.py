@@ -26,7 +26,7 @@ from .order import allocate_for
 from .plan import debug_print, describe
 from .planner import build_schedule
 from .rewrite import CPU_RULES, RULES, rewrite
-from .routes import run_dot, try_copy
+from .routes import ROUTES, try_copy
 from .schedule import KernelStep, Schedule
 from .tiers import describe_tier, use_numpy
 
@@ -110,7 +110,7 @@ def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
     last = len(steps) - 1
     for i, step in enumerate(steps):
         if type(step) is not KernelStep:
-            run_dot(step, params, temps, dst, device)
+            ROUTES[type(step)](step, params, temps, dst, device)
         elif i == last and dst is not None and overlaps(step, params, dst):
             first, copy = via_temp(step)
             temps["alias"] = device.empty(first.out.view.size, first.out.dtype)

@@ -16,7 +16,7 @@ import numpy as np
 from .._repr import plan_html
 from ..kernels.ir import kernel_nodes
 from .dispatch import debug_level, source_for, variant
-from .schedule import KernelStep, Schedule
+from .schedule import CallStep, KernelStep, Schedule
 
 __all__ = ["Plan", "KernelInfo", "describe", "debug_print"]
 
@@ -25,13 +25,13 @@ __all__ = ["Plan", "KernelInfo", "describe", "debug_print"]
 class KernelInfo:
     """One step of a plan: a fused kernel or a BLAS call."""
 
-    kind: str  # "elementwise", "reduction" or "blas"
+    kind: str  # "elementwise", "reduction", "blas" or "numpy" (a numpy call)
     computes: str  # what it is for: the result, a temporary, an assignment...
     writes: str  # "destination", "result" or "temporary #i"
     loops: tuple  # ((length, label), ...) outermost first, after dropping and merging dims
     operands: int  # arrays read
     order_from: str | None  # which input ("t0", "t1"...) set a fresh output's memory order
-    cache: str  # "in memory", "on disk", "to compile" (the variant that would run) or "blas"
+    cache: str  # "in memory", "on disk", "to compile" (the variant that would run), "blas", "numpy"
 
     def __str__(self) -> str:
         loops = " x ".join(f"{n}[{label}]" for n, label in self.loops) or "scalar"
@@ -92,6 +92,13 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
         return Plan((), (), cached, tier)
     kernels = []
     for step in schedule.steps:
+        if type(step) is CallStep:
+            loops = tuple((n, f"d{d}") for d, n in enumerate(step.out.view.shape))
+            writes = _writes(step.out.src, schedule)
+            kernels.append(
+                KernelInfo("numpy", step.why, writes, loops, len(step.args), None, "numpy")
+            )
+            continue
         if type(step) is not KernelStep:
             nb, m, k, n = step.sizes
             loops = tuple(

@@ -33,7 +33,7 @@ from ..kernels.loops import LoopNest, build_loop_nest
 from ..ops import OPS
 from ..strided import View, contiguous, remap_view
 from .order import result_order
-from .schedule import DotStep, KernelStep, Schedule
+from .schedule import CallStep, DotStep, KernelStep, Schedule
 
 __all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
 
@@ -60,7 +60,7 @@ def _heavy_nodes(root: Node) -> set[int]:
     heavy: set[int] = set()
     for node in walk(root):
         kind = node.kind
-        if kind in ("leaf", "remap", "reduce", "dot"):
+        if kind in ("leaf", "remap", "reduce", "dot", "call"):
             leaves[id(node)], costly[id(node)] = 1, False
             continue
         kids = node.children
@@ -151,7 +151,9 @@ class _Builder:
         hit = self.realized.get(cid)
         if hit is not None:
             return hit
-        if node.kind == "dot" and self.blas:
+        if node.kind == "call":
+            leaf = self._call(node)
+        elif node.kind == "dot" and self.blas:
             leaf = self._dot(node)
         elif node.kind == "dot":
             leaf = self._dot_reduce(node)
@@ -259,6 +261,9 @@ class _Builder:
     def _fuse_dot(self, node, ctx):
         return self._leaf_of(self.realize(node))
 
+    def _fuse_call(self, node, ctx):
+        return self._leaf_of(self.realize(node))
+
     @staticmethod
     def _leaf_of(temp: KLeaf) -> KLeaf:
         return KLeaf(temp.view, temp.dtype, temp.src)
@@ -317,6 +322,23 @@ class _Builder:
         maps = tuple((order.index(d), 0, 1) for d in range(len(layout)))
         return KLeaf(remap_view(temp.view, node.shape, maps), temp.dtype, temp.src)
 
+    # --- call (a numpy function) -------------------------------------------------------------
+
+    def _call(self, node) -> KLeaf:
+        """A ``CallStep``: operands as leaves (a broadcast or transposed computed value is
+        read through its view of a temp, not spread into a bigger one), result a temp."""
+        args = []
+        for c in node.children:
+            if c.kind == "leaf" and c.view.blocks is None:
+                args.append(KLeaf(c.view, c.dtype, ("param", self.param_index[id(c)])))
+            elif c.kind == "remap":
+                args.append(self._fuse_remap(c, "epi"))
+            else:
+                args.append(self.realize(c))
+        temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
+        self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
+        return temp
+
 
 # Compile time grows with a kernel's body (numba's passes, then LLVM): about 3 ms per
 # arithmetic op and 10 ms per transcendental on the 2-core machine (benchmarks/
@@ -374,8 +396,8 @@ def build_schedule(
         b = _Builder(dag, params, canon, force, blas)
         for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
             b.realize(node)
-        if dst is None and dag.kind == "dot" and blas:
-            result = b.realize(dag)  # the BLAS output is the result: no copy
+        if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
+            result = b.realize(dag)  # the BLAS or numpy output is the result: no copy
         elif dst is None:
             order, dominant = result_order(dag)
             result = b.temp(dag.shape, dag.dtype, order)

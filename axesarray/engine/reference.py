@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import device_of, host_array
+from ..errors import AxesError, message
 from ..expr import Leaf, Node, walk
 from ..ops import REDUCERS, apply_map
 from ..storage import leaf_array, wrap_array
 from ..strided import addresses
 
-__all__ = ["evaluate_array", "assign", "remap_array"]
+__all__ = ["evaluate_array", "assign", "remap_array", "call_value"]
 
 
 def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndarray:
@@ -59,6 +60,37 @@ def _dot(node, a, b):
     return np.asarray(out, dtype=node.dtype)
 
 
+def call_value(fn, name: str, shape: tuple, dtype: np.dtype, arrays) -> np.ndarray:
+    """``fn(*arrays)`` checked against the declared shape and dtype (a ``Call`` node's value,
+    for both engines). The inputs are read-only views: a function cannot edit a tensor."""
+    frozen = []
+    for a in arrays:
+        a = a.view()
+        a.flags.writeable = False
+        frozen.append(a)
+    out = np.asarray(fn(*frozen))
+    if out.shape != tuple(shape):
+        raise AxesError(
+            message(
+                name,
+                "the function returned an array of the wrong shape",
+                f"expected {tuple(shape)}, got {out.shape}",
+                "Check out_axes: they name the function's trailing output dimensions",
+            )
+        )
+    if out.dtype != dtype and not np.can_cast(out.dtype, dtype, "same_kind"):
+        raise TypeError(
+            message(
+                name,
+                f"the function returned {out.dtype}, which does not cast to the declared "
+                f"{dtype} under the same_kind rule",
+                None,
+                f"Declare it: dtype='{out.dtype}'",
+            )
+        )
+    return out.astype(dtype, copy=False)
+
+
 # One numpy call per node kind, given the node and its children's values.
 EVAL = {
     "leaf": lambda node: host_array(node.data, node.view, node.writeable),
@@ -70,6 +102,7 @@ EVAL = {
     "pad": _pad,
     "concat": lambda node, *args: np.concatenate(args, axis=node.dim),
     "dot": _dot,
+    "call": lambda node, *args: call_value(node.fn, node.name, node.shape, node.dtype, args),
 }
 
 

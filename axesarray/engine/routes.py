@@ -1,4 +1,5 @@
-"""Work that does not run a generated kernel: BLAS for ``dot``, repack kernels for copies.
+"""Work that does not run a generated kernel: BLAS for ``dot``, numpy for ``call``, repack
+kernels for copies.
 
 ``run_dot`` hands a planned contraction to the device's matmul (numpy/BLAS on the CPU,
 CuPy/cuBLAS on a GPU). ``try_copy`` sends a big plain leaf-to-leaf copy to the
@@ -8,12 +9,13 @@ microseconds, so small copies stay with a fused copy kernel.
 
 from __future__ import annotations
 
-from ..devices import Device
+from ..devices import Device, host_array
 from ..expr import Leaf, Node
 from .binder import array_of
-from .schedule import DotStep
+from .reference import call_value
+from .schedule import CallStep, DotStep
 
-__all__ = ["run_dot", "try_copy", "REPACK_MIN_BYTES"]
+__all__ = ["run_dot", "run_call", "ROUTES", "try_copy", "REPACK_MIN_BYTES"]
 
 REPACK_MIN_BYTES = 1 << 18
 
@@ -25,6 +27,19 @@ def run_dot(step: DotStep, params, temps: dict, dst, device: Device) -> None:
     a3 = a.transpose(step.perm_a).reshape(nb, m, k)
     b3 = b.transpose(step.perm_b).reshape(nb, k, n)
     device.matmul(a3, b3, temps[step.out.src[1]].reshape(nb, m, n))
+
+
+def run_call(step: CallStep, params, temps: dict, dst, device: Device) -> None:
+    """Evaluate a numpy call on host arrays (device operands are copied to the host) and
+    write its C-order result into the step's temp."""
+    arrays = [host_array(array_of(a.src, params, temps, dst), a.view) for a in step.args]
+    out = step.out
+    value = call_value(step.fn, step.name, out.view.shape, out.dtype, arrays)
+    device.write_host(temps[out.src[1]], value.reshape(-1))
+
+
+# Steps that are not generated kernels, by type: how the executor runs each.
+ROUTES = {DotStep: run_dot, CallStep: run_call}
 
 
 def try_copy(dst: Leaf, root: Node) -> bool:

@@ -16,7 +16,7 @@ import attrs
 from ..kernels.ir import KLeaf, kernel_leaves
 from ..kernels.loops import LoopNest
 
-__all__ = ["Compiled", "KernelStep", "DotStep", "Schedule"]
+__all__ = ["Compiled", "KernelStep", "DotStep", "CallStep", "Schedule"]
 
 
 @attrs.define(eq=False)
@@ -63,6 +63,19 @@ class DotStep:
     perm_b: tuple[int, ...]
     sizes: tuple[int, int, int, int]  # batch, M, K, N
     why: str = "dot (BLAS)"
+
+
+@attrs.define(eq=False)
+class CallStep:
+    """``out[...] = fn(*args)`` run by numpy (an ``expr.Call`` node): each operand is a
+    leaf (a parameter or a temp) read as an array, the result a C-order temp. Holds no
+    node, so a cached plan keeps no tensor alive."""
+
+    fn: object
+    args: tuple  # KLeaf per operand
+    out: KLeaf
+    name: str
+    why: str = "numpy call"
 
 
 @attrs.define(eq=False)
