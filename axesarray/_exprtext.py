@@ -88,6 +88,12 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
             (node.a, tuple(by_label[lb] for lb in node.a_labels)),
             (node.b, tuple(by_label[lb] for lb in node.b_labels)),
         ]
+    if node.kind == "reshape":
+        kind, d, spec = node.step
+        if kind == "split":  # the child's dim is the split dims together
+            return [(node.arg, mine[:d] + ("*".join(mine[d : d + len(spec)]),) + mine[d + 1 :])]
+        rest = iter(mine[:spec] + mine[spec + 1 :])
+        return [(node.arg, tuple(fresh() if k in d else next(rest) for k in range(node.arg.ndim)))]
     return [(c, mine) for c in node.children]
 
 
@@ -196,7 +202,17 @@ _FORMULA = {
         f"dot({go(n.a)[0]}, {go(n.b)[0]}, over={_over(_contracted(n, inp))})",
         _ATOM,
     ),
+    "reshape": lambda n, go, inp, wrap: (f"{_reshape_text(n, inp)}({go(n.arg)[0]})", _ATOM),
 }
+
+
+def _reshape_text(n, inp: Inputs) -> str:
+    """``split[C->Co ci]`` or ``merge[H W->S]`` in the dims' names."""
+    kind, d, spec = n.step
+    mine, theirs = inp.dims[id(n)], inp.dims[id(n.arg)]
+    if kind == "split":
+        return f"split[{theirs[d]}->{' '.join(mine[d : d + len(spec)])}]"
+    return f"merge[{' '.join(theirs[k] for k in d)}->{mine[spec]}]"
 
 
 def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
@@ -253,6 +269,7 @@ _NODE_TEXT = {
     ),
     "concat": lambda n, inp: f"concat along {inp.dims[id(n)][n.dim]}",
     "dot": lambda n, inp: f"dot over {_over(_contracted(n, inp))}",
+    "reshape": _reshape_text,
 }
 
 

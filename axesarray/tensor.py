@@ -21,6 +21,7 @@ from .axes import Axes, broadcast_axes
 from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
+from .grads import GradMethods
 from .layout_views import LayoutMethods, allocate_leaf, layout_for_axes
 from .ops import OPS, UFUNCS
 from .reductions import ReductionMethods
@@ -144,7 +145,7 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
 
 
-class Tensor(ViewMethods, ReductionMethods, LayoutMethods):
+class Tensor(ViewMethods, ReductionMethods, LayoutMethods, GradMethods):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
     Build one with ``ax.tensor``, ``ax.zeros`` and friends; arithmetic gives r-tensors.
@@ -513,6 +514,15 @@ def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
             )
         )
     dst = out._node
+    if dst.tag is not None and dst.tag.kind in ("constant", "placeholder"):
+        raise TypeError(
+            message(
+                "assign",
+                f"the destination is the {dst.tag.label}, which cannot be written",
+                fmt_axes(out.axes),
+                "Constants are immutable and placeholders are bound at call time: copy() first",
+            )
+        )
     if not dst.writeable:
         raise ValueError(
             message(

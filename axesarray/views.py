@@ -13,9 +13,11 @@ import operator
 from typing import Self
 
 from . import expr as ex
+from .autograd import in_graph
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .errors import AxesError, fmt_axes, message
 from .layouts import isel_layout
+from .reshape import Reshape
 from .storage import fresh
 
 __all__ = ["ViewMethods", "align", "resolve_names"]
@@ -249,7 +251,8 @@ class ViewMethods:
     def flatten(self, names, new_name: str, copy: bool | None = None) -> Self:
         """Merge axes (major to minor, in the order given) into one axis named ``new_name``.
 
-        A view when the strides allow it, a copy otherwise; ``copy=False`` raises instead
+        A view when the strides allow it, a copy otherwise (for an r-tensor or a graph
+        tensor, a lazy reshape done when it is evaluated); ``copy=False`` raises instead
         of copying and ``copy=True`` always copies. The new axis takes the place of the
         first merged axis.
 
@@ -282,6 +285,10 @@ class ViewMethods:
         node = None if copy else ex.transform_views(self._node, target.shape, step)
         if node is not None:
             return type(self)(target, node)
+        if copy is None and (type(self._node) is not ex.Leaf or in_graph(self._node)):
+            # An r-tensor (or a declared graph tensor: placeholder, variable...) stays
+            # lazy: an eager copy would cut it off from later values and from autograd.
+            return type(self)(target, Reshape(self._node, step))
         if copy is False:
             involved = fmt_axes(self._axes[d] for d in dims)
             raise AxesError(

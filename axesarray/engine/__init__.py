@@ -7,16 +7,28 @@ the order ``order.result_order`` picks.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..devices import host_array
+from ..errors import fmt_axes, message
 from ..expr import Leaf, Node
 from ..options import OPTIONS
 from ..storage import fresh
 from . import reference
 from .order import result_order
 
-__all__ = ["evaluate", "assign", "to_numpy", "explain", "result_order", "warmup"]
+__all__ = [
+    "evaluate",
+    "assign",
+    "to_numpy",
+    "explain",
+    "result_order",
+    "warmup",
+    "UNBOUND",
+    "check_bound",
+]
 
 
 _FUSED: list = []  # the executor module, imported on first use (it imports numba)
@@ -37,8 +49,30 @@ def allocate_for(root: Node) -> Leaf:
     return Leaf(data, view)
 
 
+# Tags (``autograd.Kind``) of placeholders that have no value now: filled from above (a
+# placeholder is bound only during a call of its ``ax.function``). Reading one is an error.
+UNBOUND: weakref.WeakSet = weakref.WeakSet()
+
+
+def check_bound(root: Node, op: str = "evaluate") -> None:
+    """Refuse an expression reading a placeholder that has no value now."""
+    for p in root.params:
+        if type(p) is Leaf and p.tag is not None and p.tag in UNBOUND:
+            tag = p.tag
+            raise ValueError(
+                message(
+                    op,
+                    f"{tag.label} has no value outside a call of its function",
+                    fmt_axes(tag.axes),
+                    "Compile with f = ax.function(outputs, inputs=[...]) and call f(values)",
+                )
+            )
+
+
 def evaluate(root: Node) -> Leaf:
     """Compute ``root`` into newly allocated storage."""
+    if UNBOUND:
+        check_bound(root)
     if OPTIONS["engine"] == "numba":
         return _executor().evaluate(root)
     out = allocate_for(root)
@@ -48,6 +82,8 @@ def evaluate(root: Node) -> Leaf:
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
+    if UNBOUND:
+        check_bound(root, "assign")
     if OPTIONS["engine"] == "numba":
         _executor().assign(dst, root)
     else:
@@ -61,6 +97,8 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
 
 def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
+    if UNBOUND:
+        check_bound(root, "numpy")
     if isinstance(root, Leaf):
         return host_array(root.data, root.view, root.writeable)
     leaf = evaluate(root)

@@ -11,6 +11,7 @@ import numpy as np
 from ..devices import device_of, host_array
 from ..expr import Leaf, Node, walk
 from ..ops import REDUCERS, apply_map
+from ..reshape import merge_order
 from ..storage import leaf_array, wrap_array
 from ..strided import addresses
 
@@ -59,6 +60,12 @@ def _dot(node, a, b):
     return np.asarray(out, dtype=node.dtype)
 
 
+def _reshape(node, x):
+    if node.step[0] == "merge":  # merged dims adjacent and in order, then numpy's reshape
+        x = x.transpose(merge_order(x.ndim, *node.step[1:]))
+    return x.reshape(node.shape)
+
+
 # One numpy call per node kind, given the node and its children's values.
 EVAL = {
     "leaf": lambda node: host_array(node.data, node.view, node.writeable),
@@ -70,6 +77,7 @@ EVAL = {
     "pad": _pad,
     "concat": lambda node, *args: np.concatenate(args, axis=node.dim),
     "dot": _dot,
+    "reshape": _reshape,
 }
 
 
