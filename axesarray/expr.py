@@ -286,10 +286,11 @@ class Pad(Node):
     """Pad dim ``dim`` with ``before``/``after`` copies of ``value`` (a guarded read); the
     value is a run-time parameter (the Pad node itself is in ``params``)."""
 
-    __slots__ = ("dim", "before", "after", "value")
+    __slots__ = ("dim", "before", "after", "value", "source")
     kind = "pad"
 
-    def __init__(self, arg: Node, dim: int, before: int, after: int, value):
+    def __init__(self, arg: Node, dim: int, before: int, after: int, value, source=None):
+        self.source = source  # the Pad this was rebuilt from: its param (None: itself)
         self.children = (arg,)
         self.dim = dim
         self.before = before
@@ -303,10 +304,10 @@ class Pad(Node):
 
     @property
     def params(self):
-        return self.children[0].params + (self,)  # not stored: see Leaf.params
+        return self.children[0].params + (self.source or self,)  # not stored: Leaf.params
 
     def rebuild(self, children):
-        return Pad(children[0], self.dim, self.before, self.after, self.value)
+        return Pad(children[0], self.dim, self.before, self.after, self.value, self.source or self)
 
 
 class Concat(Node):

@@ -241,7 +241,8 @@ class _Builder:
         n = node.arg.shape[node.dim]
         child = self.fuse(node.arg, inner)
         child = _shifted(child, node.arg.shape, node.dim, node.before, node.shape[node.dim])
-        value = KConst(node.dtype, ("param", self.param_index[id(node)]))
+        # A pad rebuilt by a rewrite reads the value of the pad it was made from.
+        value = KConst(node.dtype, ("param", self.param_index[id(node.source or node)]))
         return KPad(child, node.dim, node.before, node.before + n, value)
 
     def _fuse_concat(self, node, ctx):
