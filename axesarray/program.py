@@ -31,7 +31,8 @@ __all__ = ["Program", "Stage", "StagePlan", "ProgramPlan", "root_leaf"]
 RUN_LOCK = threading.RLock()
 
 # Kinds whose value a plan computes on its own anyway (so sharing it across outputs saves
-# a whole kernel or BLAS call).
+# a whole kernel or BLAS call); so are the computed arguments of dots and of views of
+# computed values.
 _OWN_KERNEL = frozenset(("dot", "reduce"))
 
 
@@ -91,8 +92,8 @@ def _shared(outputs: list) -> list:
         for node in ex.walk(out):
             seen[id(node)] = seen.get(id(node), 0) + 1
             first.setdefault(id(node), node)
-            if node.kind in ("remap", "reshape") and node.arg.kind not in ("leaf", "const"):
-                realized.add(id(node.arg))
+            if node.kind in ("remap", "reshape", "dot"):  # the engine realizes these args
+                realized.update(id(c) for c in node.children if c.kind not in ("leaf", "const"))
     outs = {id(o) for o in outputs}
     picked = []
     for k, node in first.items():
