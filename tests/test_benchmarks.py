@@ -27,6 +27,9 @@ def test_benchmarks_run_in_quick_mode():
         "sigmoid(a+b) f32 1e3",
         "first call, new process",
         "peak memory",
+        "sum(tanh(x*w+b)**2)",
+        "forward+backward",
+        "3-kernel function",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out
