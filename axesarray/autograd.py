@@ -126,6 +126,8 @@ def _apply(op: str, *args) -> _V:
             return b
         if _is_one(b) and type(a) is _V and a.node.dtype == b.node.dtype:
             return a
+    if op == "pow" and _is_one(args[1]) and type(args[0]) is _V:  # x ** (2 - 1) is x
+        return args[0]
     shape = next(a.node.shape for a in args if type(a) is _V)
     return _V(ex.map_op(op, tuple(a.node if type(a) is _V else a for a in args), shape))
 

@@ -5,8 +5,9 @@ The engine plans one expression at a time. When several outputs share a value th
 computes as a kernel or a BLAS call of its own anyway (a dot, a reduction, the argument of
 a view of a computed value) or when one output is read by another (a forward value that
 the backward pass reuses), a ``Program`` computes it once into a slot and the outputs read
-the slot. Shared elementwise work is recomputed inside each kernel instead: reading its
-inputs again costs less than writing and reading a temporary.
+the slot. So is a shared expensive op (exp, tanh, division...), as the planner does with a
+heavy subexpression that ends up in several kernels; cheap shared elementwise work is
+recomputed inside each kernel (reading its inputs again costs less than a temporary).
 
 Each stage's expression is built and planned once; a run only sets storage: the *dynamic*
 leaves (placeholders and slots, and every view of them in the stages) get this run's data,
@@ -22,6 +23,7 @@ import attrs
 from . import engine
 from . import expr as ex
 from ._exprtext import formula, inputs
+from .ops import OPS
 from .reshape import reshape
 from .storage import allocate
 
@@ -99,13 +101,17 @@ def _shared(outputs: list) -> list:
     for k, node in first.items():
         if node.kind in ("leaf", "const"):
             continue
-        if (
-            k in outs
-            and seen[k] > 1
-            or (seen[k] > 1 and (node.kind in _OWN_KERNEL or k in realized))
+        if seen[k] > 1 and (
+            k in outs or node.kind in _OWN_KERNEL or k in realized or _expensive(node)
         ):
             picked.append(node)
     return picked
+
+
+def _expensive(node: ex.Node) -> bool:
+    """An expensive op (exp, tanh, division...): computed once and read, as the planner
+    does with a heavy subexpression that ends up in several kernels."""
+    return node.kind == "map" and OPS[node.op].expensive
 
 
 def _substitute(root: ex.Node, slots: dict) -> ex.Node:

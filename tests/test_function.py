@@ -137,3 +137,20 @@ def test_outputs_keep_a_layout_and_views_of_inputs_work():
     assert str(packed.layout) == "NCHW4" and packed.physical.shape == (4, 1, 2, 3, 4)
     assert_close(packed, a * 2)
     assert_close(picked, a[:, 1])
+
+
+def test_a_shared_expensive_value_is_computed_once():
+    """tanh(x * w + b) feeds the loss and both gradients: one kernel computes it (as the
+    planner materializes a heavy subexpression used by several kernels)."""
+    x = ax.tensor(rng.standard_normal((4, 3)).astype(np.float32), "N F")
+    w = ax.variable(np.ones(3, np.float32), "F", name="w")
+    b = ax.variable(np.zeros(3, np.float32), "F", name="b")
+    loss = (ax.tanh(x * w + b) ** 2).sum()
+    f = ax.function([loss, *ax.grad(loss, [w, b])])
+    plan = ax.explain(f)
+    assert [s.label for s in plan.stages] == ["shared #0 (map)", "output 0", "grad_w", "grad_b"]
+    assert [len(s.plan.kernels) for s in plan.stages] == [1, 1, 1, 1]
+    value, gw, gb = f()
+    t = np.tanh(x.numpy())
+    assert_close(gw, (2 * t * (1 - t * t) * x.numpy()).sum(0))
+    assert_close(gb, (2 * t * (1 - t * t)).sum(0))

@@ -115,3 +115,26 @@ def test_graph_tensors_stay_lazy_where_a_plain_tensor_would_copy():
     assert_close(g_pack, np.full(a.shape, 3.0))
     plain = ax.tensor(a, "N C H W")
     assert plain.to_layout("NCHW4").is_lvalue  # plain tensors keep the eager copy
+
+
+def test_every_name_of_the_contract_section_exists():
+    """DESIGN §8's names are all there."""
+    for name in (
+        "constant",
+        "placeholder",
+        "persistent_tensor",
+        "variable",
+        "variables",
+        "function",
+        "grad",
+        "stop_gradient",
+        "softmax",
+        "log_softmax",
+        "logsumexp",
+        "softmax_cross_entropy",
+        "optim",
+    ):
+        assert hasattr(ax, name) and name in ax.__all__, name
+    assert hasattr(ax.optim, "SGD") and hasattr(ax.optim, "Adam")
+    for member in ("kind", "trainable", "grad", "backward"):
+        assert hasattr(ax.Tensor, member), member
