@@ -45,10 +45,13 @@ TOL = {
     np.dtype("float16"): (1e-2, 1e-2),
     np.dtype("float32"): (2e-5, 1e-5),
     np.dtype("float64"): (1e-11, 1e-12),
-    # Gradients against float64 central differences (step 1e-6): truncation ~1e-12 and
-    # rounding ~1e-10 relative to the loss, so atol is scaled by the loss's magnitude.
+}
+# The same table's rows for gradients (float64), by what they are compared with.
+TOL_GRAD = {
+    # float64 central differences (step 1e-6): truncation ~1e-12 and rounding ~1e-10
+    # relative to the loss, so atol is scaled by the loss's magnitude.
     "gradcheck": (1e-5, 1e-6),
-    # Gradients against torch autograd (both float64, summed in different orders).
+    # torch autograd (both float64, summed in different orders).
     "torch": (1e-9, 1e-10),
 }
 
@@ -93,7 +96,7 @@ def assert_grad_close(
         actual = actual.numpy()
     actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}. {err_msg}"
-    rtol, atol = TOL[table]
+    rtol, atol = TOL_GRAD[table]
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol * scale, err_msg=err_msg)
 
 

@@ -138,3 +138,10 @@ def test_every_name_of_the_contract_section_exists():
     assert hasattr(ax.optim, "SGD") and hasattr(ax.optim, "Adam")
     for member in ("kind", "trainable", "grad", "backward"):
         assert hasattr(ax.Tensor, member), member
+
+
+def test_reprs_of_placeholders_do_not_evaluate():
+    x = ax.placeholder((K,), "float32", name="x")
+    for t in (x, x * 2):
+        assert "no value: a placeholder has one only during a call" in repr(t)
+        assert "no value" in t._repr_html_()
