@@ -143,10 +143,11 @@ def test_random_trees_match_central_differences(case):
         check(lambda: run(steps, vs), [vs[k] for k in SHAPES], bufs)
 
 
-@settings(max_examples=40)
+@settings(max_examples=30)
 @given(trees())
 def test_random_trees_match_torch(case):
     torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)  # tiny tensors: threads only contend with the test workers
     steps, inputs = case
     with ax.set_options(engine="numpy"):
         vs, _ = _variables(inputs)
@@ -157,12 +158,13 @@ def test_random_trees_match_torch(case):
         got = ax.grad(loss, [vs[k] for k in SHAPES])
     leaves = {k: torch.tensor(inputs[k], requires_grad=True) for k in SHAPES}
     t_loss = run_torch(torch, steps, leaves, pool)
-    assert_grad_close(float(loss), float(t_loss.detach()), table="torch", scale=1 + abs(float(loss)))
+    scale = 1 + abs(float(loss))
+    assert_grad_close(float(loss), float(t_loss.detach()), table="torch", scale=scale)
     t_loss.backward()
     for k, g in zip(SHAPES, got, strict=True):
         want = leaves[k].grad
         want = np.zeros(inputs[k].shape) if want is None else want.numpy()
-        assert_grad_close(g, want, table="torch", scale=1 + abs(float(loss)), err_msg=k)
+        assert_grad_close(g, want, table="torch", scale=scale, err_msg=k)
 
 
 # --- the rules in detail -----------------------------------------------------------------------
