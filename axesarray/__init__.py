@@ -66,6 +66,34 @@ from .zarr_io import from_dask, open_zarr, to_zarr
 
 __all__ += ["from_dask", "open_zarr", "to_zarr"]
 
+from . import optim
+from .graph import (  # graph.explain also takes lists and functions (it replaces functions')
+    constant,
+    explain,  # noqa: F401 - already in __all__
+    function,
+    grad,
+    persistent_tensor,
+    placeholder,
+    variable,
+    variables,
+)
+from .nn import log_softmax, logsumexp, softmax, softmax_cross_entropy
+
+__all__ += [
+    "constant",
+    "function",
+    "grad",
+    "log_softmax",
+    "logsumexp",
+    "optim",
+    "persistent_tensor",
+    "placeholder",
+    "softmax",
+    "softmax_cross_entropy",
+    "variable",
+    "variables",
+]
+
 from .pictures import show_layout
 
 __all__ += ["show_layout"]

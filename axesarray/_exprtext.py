@@ -94,6 +94,12 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
             (c, tuple(mine[d] if d >= 0 else fresh() for d in ds))
             for c, ds in zip(node.children, dims, strict=True)
         ]
+    if node.kind == "reshape":
+        kind, d, spec = node.step
+        if kind == "split":  # the child's dim is the split dims together
+            return [(node.arg, mine[:d] + ("*".join(mine[d : d + len(spec)]),) + mine[d + 1 :])]
+        rest = iter(mine[:spec] + mine[spec + 1 :])
+        return [(node.arg, tuple(fresh() if k in d else next(rest) for k in range(node.arg.ndim)))]
     return [(c, mine) for c in node.children]
 
 
@@ -210,7 +216,17 @@ _FORMULA = {
         _ATOM,
     ),
     "call": lambda n, go, inp, wrap: (f"{n.name}({', '.join(go(a)[0] for a in n.args)})", _ATOM),
+    "reshape": lambda n, go, inp, wrap: (f"{_reshape_text(n, inp)}({go(n.arg)[0]})", _ATOM),
 }
+
+
+def _reshape_text(n, inp: Inputs) -> str:
+    """``split[C->Co ci]`` or ``merge[H W->S]`` in the dims' names."""
+    kind, d, spec = n.step
+    mine, theirs = inp.dims[id(n)], inp.dims[id(n.arg)]
+    if kind == "split":
+        return f"split[{theirs[d]}->{' '.join(mine[d : d + len(spec)])}]"
+    return f"merge[{' '.join(theirs[k] for k in d)}->{mine[spec]}]"
 
 
 def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
@@ -269,6 +285,7 @@ _NODE_TEXT = {
     "concat": lambda n, inp: f"concat along {inp.dims[id(n)][n.dim]}",
     "dot": lambda n, inp: f"dot over {_over(_contracted(n, inp))}",
     "call": lambda n, inp: f"{n.name} (numpy)",
+    "reshape": _reshape_text,
 }
 
 

@@ -196,6 +196,11 @@ def _gather(leaf: ex.Leaf, lists: list) -> np.ndarray:
 def _preview(t) -> tuple[str | None, str]:
     """(values text or None, why not) with numpy's layout and summarization."""
     lists, summarize = _indices(t.shape, t.size)
+    if any(
+        type(p) is ex.Leaf and p.tag is not None and p.tag.kind == "placeholder"
+        for p in t._node.params
+    ):
+        return None, "no value: a placeholder has one only during a call of its function"
     if t.is_lvalue:
         sub = _gather(t._node, lists)
     elif has_chunked(t._node):

@@ -30,8 +30,7 @@ import threading
 
 import numpy as np
 
-from . import dtypes
-from .ops import COMPARISONS, OPS, SPECIAL_CONSTANTS, apply_map
+from .ops import SPECIAL_CONSTANTS
 from .strided import View
 
 __all__ = [
@@ -46,9 +45,6 @@ __all__ = [
     "Concat",
     "Dot",
     "Call",
-    "map_op",
-    "cast",
-    "reduce",
     "walk",
     "rebuild_dag",
     "leaf_roots",
@@ -313,10 +309,11 @@ class Pad(Node):
     """Pad dim ``dim`` with ``before``/``after`` copies of ``value`` (a guarded read); the
     value is a run-time parameter (the Pad node itself is in ``params``)."""
 
-    __slots__ = ("dim", "before", "after", "value")
+    __slots__ = ("dim", "before", "after", "value", "source")
     kind = "pad"
 
-    def __init__(self, arg: Node, dim: int, before: int, after: int, value):
+    def __init__(self, arg: Node, dim: int, before: int, after: int, value, source=None):
+        self.source = source  # the Pad this was rebuilt from: its param (None: itself)
         self.children = (arg,)
         self.dim = dim
         self.before = before
@@ -330,10 +327,10 @@ class Pad(Node):
 
     @property
     def params(self):
-        return self.children[0].params + (self,)  # not stored: see Leaf.params
+        return self.children[0].params + (self.source or self,)  # not stored: Leaf.params
 
     def rebuild(self, children):
-        return Pad(children[0], self.dim, self.before, self.after, self.value)
+        return Pad(children[0], self.dim, self.before, self.after, self.value, self.source or self)
 
 
 class Concat(Node):
@@ -443,186 +440,3 @@ def rebuild_dag(root: Node, fn) -> Node:
             new = node.rebuild(kids) if changed else node
         done[id(node)] = new
     return done[id(root)]
-
-
-# --- constructors: dtype inference and simplification ------------------------------------
-
-
-def cast(node: Node, dtype: np.dtype) -> Node:
-    """Cast ``node`` to ``dtype``; a no-op when it already has it; folds into constants."""
-    if node.dtype == dtype:
-        return node
-    if type(node) is Const:
-        with np.errstate(all="ignore"):
-            return Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
-    return Cast(node, dtype)
-
-
-# (op, operand types) -> (loop dtypes, result dtype); types are dtypes or weak Python types.
-_LOOPS: dict = {}
-
-
-def _loop_dtypes(op: str, types: tuple, opname: str) -> tuple:
-    hit = _LOOPS.get((op, types))
-    if hit is not None:
-        return hit
-    if op == "where":
-        out = np.result_type(*(t if isinstance(t, np.dtype) else t(0) for t in types[1:]))
-        hit = ((np.dtype(bool), out, out), out)
-    else:
-        info = OPS[op]
-        resolved = dtypes.ufunc_dtypes(info.dtype_rule, types, opname)
-        hit = (resolved[: info.arity], resolved[-1])
-    _LOOPS[(op, types)] = hit
-    return hit
-
-
-# The same Python scalar in an expression gives the same Const node (immutable, so sharing
-# is invisible): an expression rebuilt in a loop makes fewer nodes. Bounded.
-_CONSTS: dict = {}
-_MEMO_MAX = 4096
-
-
-def _const(a, dt: np.dtype, shape: tuple) -> Const:
-    """A Python scalar as a (shared) Const; zeros are told apart by repr (-0.0, False)."""
-    k = (dt, shape, a, type(a)) if a != 0 else (dt, shape, repr(a))
-    hit = _CONSTS.get(k)
-    if hit is None:
-        if len(_CONSTS) >= _MEMO_MAX:
-            _CONSTS.clear()
-        hit = _CONSTS[k] = Const(a, dt, shape)
-    return hit
-
-
-_LOOPS2: dict = {}  # (op, dtype, dtype) -> (loop dtype, loop dtype, result dtype)
-
-
-def map2(op: str, a: Node, b: Node) -> Node:
-    """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
-    operator users write most (a tensor op a tensor with the same axes)."""
-    hit = _LOOPS2.get((op, a.dtype, b.dtype))
-    if hit is None:
-        (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
-        hit = _LOOPS2[(op, a.dtype, b.dtype)] = (la, lb, out)
-    la, lb, out = hit
-    if a.dtype is not la:
-        a = cast(a, la)
-    if b.dtype is not lb:
-        b = cast(b, lb)
-    if type(a) is Const and type(b) is Const:
-        return _folded(op, [a, b], out, a.shape)
-    return Map(op, (a, b), out)
-
-
-def map1(op: str, a: Node) -> Node:
-    """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
-    hit = _LOOPS.get((op, (a.dtype,)))
-    (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
-    if type(a) is Const:
-        return _folded(op, [cast(a, la)], out, a.shape)
-    return Map(op, (a if a.dtype is la else cast(a, la),), out)
-
-
-def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
-    """``op(a, value)`` (or ``op(value, a)``) for a node and a Python scalar: the next most
-    common operator (``x * 2``, ``1 + x``)."""
-    t = type(value)
-    types = (t, a.dtype) if reflected else (a.dtype, t)
-    hit = _LOOPS.get((op, types))
-    loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
-    if op in COMPARISONS and t is int:
-        folded = _compare_out_of_range(op, (value, a) if reflected else (a, value), a.shape)
-        if folded is not None:
-            return folded
-    la, lc = (loops[1], loops[0]) if reflected else loops
-    if t is int and lc.kind in "iu":
-        dtypes.check_weak_scalar(value, lc, op)
-    c = _const(value, lc, a.shape)
-    if a.dtype is not la:
-        a = cast(a, la)
-    if type(a) is Const:
-        return _folded(op, [c, a] if reflected else [a, c], out, a.shape)
-    return Map(op, (c, a) if reflected else (a, c), out)
-
-
-def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:
-    if isinstance(a, Node):
-        return a if a.dtype is dt or a.dtype == dt else cast(a, dt)
-    if type(a) is int and dt.kind in "iu":
-        dtypes.check_weak_scalar(a, dt, opname)
-    return _const(a, dt, shape)
-
-
-def _folded(op: str, nodes: list, out: np.dtype, shape) -> Node:
-    with np.errstate(all="ignore"):
-        value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
-    return Const(value[()], out, shape)
-
-
-def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = None) -> Node:
-    """Build ``op(*args)`` where args are nodes of ``shape`` or weak Python scalars.
-
-    Inputs are cast to numpy's loop dtypes, so each Map computes in one dtype. This runs
-    for every operator a user writes, so it avoids all work a cache can do.
-    """
-    opname = opname or op
-    if op in COMPARISONS:
-        folded = _compare_out_of_range(op, args, shape)
-        if folded is not None:
-            return folded
-    if len(args) == 1 and isinstance(args[0], Node) and type(args[0]) is not Const:
-        a = args[0]
-        hit = _LOOPS.get((op, (a.dtype,)))
-        (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), opname)
-        return Map(op, (a if a.dtype is la else cast(a, la),), out)
-    if len(args) == 2:
-        a, b = args
-        types = (
-            a.dtype if isinstance(a, Node) else type(a),
-            b.dtype if isinstance(b, Node) else type(b),
-        )
-        hit = _LOOPS.get((op, types))
-        (la, lb), out = hit if hit is not None else _loop_dtypes(op, types, opname)
-        a = _operand(a, la, shape, opname)
-        b = _operand(b, lb, shape, opname)
-        if type(a) is Const and type(b) is Const:
-            return _folded(op, [a, b], out, shape)
-        return Map(op, (a, b), out)
-    types = tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
-    hit = _LOOPS.get((op, types))
-    loop, out = hit if hit is not None else _loop_dtypes(op, types, opname)
-    nodes = [_operand(a, dt, shape, opname) for a, dt in zip(args, loop, strict=True)]
-    if all(type(n) is Const for n in nodes):
-        return _folded(op, nodes, out, shape)
-    return Map(op, tuple(nodes), out)
-
-
-_MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
-
-
-def _compare_out_of_range(op: str, args: tuple, shape: tuple[int, ...]) -> Node | None:
-    """numpy compares a Python int exactly with an integer array, even one its dtype
-    cannot hold (``uint8 < 300`` is all True): then the answer is the same everywhere."""
-    a, b = args
-    if isinstance(a, Node) and type(b) is int:
-        node, value = a, b
-    elif isinstance(b, Node) and type(a) is int:
-        node, value, op = b, a, _MIRROR[op]  # ``v < x`` is ``x > v``
-    else:
-        return None
-    if node.dtype.kind not in "iu":
-        return None
-    info = np.iinfo(node.dtype)
-    if info.min <= value <= info.max:
-        return None
-    below = value > info.max  # every element is below the value
-    result = {"eq": False, "ne": True, "lt": below, "le": below, "gt": not below, "ge": not below}
-    return Const(result[op], np.dtype(bool), shape)
-
-
-def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
-    """``op`` over ``axes`` (positions) with numpy's result dtype (sum of int8 is int64)."""
-    out = dtypes.reduce_dtype(op, node.dtype)
-    if op in ("sum", "prod"):
-        node = cast(node, out)
-    return Reduce(op, node, tuple(sorted(axes)), out)

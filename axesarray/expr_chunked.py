@@ -2,7 +2,7 @@
 
 A node kind of its own (``"chunked"``), separate from ``expr`` only to keep modules short.
 ``engine.chunked`` evaluates every expression that reads one; the fused planner never sees
-them. ``expr.transform_views`` reshapes one through its ``reshaped`` method.
+them. ``expr_views.transform_views`` reshapes one through its ``reshaped`` method.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from . import engine
+from . import engine, expr_ops
 from . import expr as ex
 from .axes import Axes, Axis, broadcast_axes, parse_names
 from .dtypes import check_weak_scalar, is_weak, ufunc_dtypes
@@ -28,7 +28,7 @@ def _elementwise_function(row):
 
         def fn(x):
             if type(x) is Tensor and x._layout is None:  # the common case, without detours
-                return Tensor(x._axes, ex.map1(op, x._node))
+                return Tensor(x._axes, expr_ops.map1(op, x._node))
             return elementwise(op, x)
 
     else:
@@ -130,8 +130,8 @@ def dot(a: Tensor, b: Tensor, over) -> Tensor:
     label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
     loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), "dot")
     node = ex.Dot(
-        ex.cast(a._node, loop[0]),
-        ex.cast(b._node, loop[1]),
+        expr_ops.cast(a._node, loop[0]),
+        expr_ops.cast(b._node, loop[1]),
         tuple(label[n] for n in a.names),
         tuple(label[n] for n in b.names),
         tuple(label[x.name] for x in out_axes),
@@ -235,7 +235,7 @@ def concat(tensors, name: str) -> Tensor:
     nodes = []
     for t in items:
         target = Axes([a if a.name != name else t.axes[name] for a in first.axes])
-        nodes.append(ex.cast(align(t, target, "concat"), dtype))
+        nodes.append(expr_ops.cast(align(t, target, "concat"), dtype))
     d = first.axes.index(name)
     total = sum(t.axes[name].length for t in items)
     axes = Axes([a if a.name != name else Axis(name, total) for a in first.axes])

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import engine
 from . import expr as ex
+from .autograd import in_graph
 from .axes import Axes, Axis, parse_names
 from .devices import as_device, device_of
 from .errors import AxesError, LayoutError, fmt_axes, message
@@ -300,7 +301,9 @@ class LayoutMethods:
 
         ``layout`` is a standard name (``"NCHW"``, ``"NHWC"``, ``"NCHW4"``, ``"NCHW32"``,
         ``"NCHWx"`` for any x, ``"CHWN4"``) or an ``ax.Layout``; keywords map role letters
-        to axis names. Always a copy, even when the tensor already has that layout.
+        to axis names. Always a copy, even when the tensor already has that layout; lazy
+        (an r-tensor laid out by ``eval()``) for a graph tensor: one that reads a constant,
+        placeholder, persistent tensor or variable, so functions and autograd see it.
 
         >>> import axesarray as ax, numpy as np
         >>> x = ax.tensor(np.arange(6.0).reshape(1, 3, 1, 2), "N C H W")
@@ -311,6 +314,13 @@ class LayoutMethods:
         (1, 3, 1, 2)
         """
         lay = bind(Layout.parse(layout, **roles), self.axes, "to_layout")
+        node = self._node
+        if in_graph(node):
+            # A graph tensor (one reading a placeholder, variable...) stays lazy: the
+            # layout is where eval() puts it, and autograd sees an identity.
+            if type(node) is ex.Leaf:
+                node = ex.Cast(node, node.dtype)  # an r-tensor reading it as it is
+            return type(self)(self.axes, node, lay)
         leaf = allocate_leaf(self.axes, self.dtype, lay, self.device)
         engine.assign(leaf, self._node)  # big plain copies run the repack kernels
         return type(self)(self.axes, leaf, lay)

@@ -9,10 +9,12 @@ table come: the public functions and ``__all__`` (``functions``), the ``Tensor``
 reference engine's values (``apply_map``) and autograd's rules. Adding an op is one row
 here plus its row in the tests (``tests/test_ops_table.py``).
 
-``grad(F, args, out, g)`` returns one gradient per argument (None where there is none):
-``args`` and ``out`` are the op's inputs and result and ``g`` the incoming gradient, all
-tensors; ``F`` is the namespace of public functions (``ax`` itself). Rules are written for
-the op's own loop dtype: autograd differentiates float ops only.
+``grad(F, args, out, g)`` returns one gradient per argument (None where there is none,
+e.g. piecewise-constant ops): ``args`` and ``out`` are the op's inputs and result and ``g``
+the incoming gradient, all values supporting Python arithmetic (``autograd`` wraps nodes);
+``F`` has ``where`` and one function per row with a public name (``F.log``, ``F.sign``...).
+Rules keep the op's loop dtype (write ``where(c, g, 0.0)``, not a new array). A row without
+``grad`` is not differentiable (its results are bool or integer).
 
 Imports nothing from the package.
 """
@@ -250,7 +252,7 @@ _ROWS = [
         ufunc="sign", public="sign",
         doc=_doc("Elementwise sign (-1, 0 or 1; nan stays nan).", "sign", "[-1.5, 0.0, 2.0]",
                  "array([-1.,  0.,  1.])"),
-        grad=lambda F, a, out, g: (g * 0,),
+        grad=lambda F, a, out, g: (None,),
     ),
     _op(
         "exp", 1, "exp", _math("exp"), ufunc="exp", expensive=True, public="exp",
@@ -308,16 +310,16 @@ _ROWS = [
     _op(
         "floor", 1, "floor", Code("{0}", f="np.floor({0})"), ufunc="floor", public="floor",
         doc=_doc("Elementwise floor.", "floor", "[-1.5, 2.5]", "array([-2.,  2.])"),
-        grad=lambda F, a, out, g: (g * 0,),
+        grad=lambda F, a, out, g: (None,),
     ),
     _op(
         "ceil", 1, "ceil", Code("{0}", f="np.ceil({0})"), ufunc="ceil", public="ceil",
         doc=_doc("Elementwise ceiling.", "ceil", "[-1.5, 2.5]", "array([-1.,  3.])"),
-        grad=lambda F, a, out, g: (g * 0,),
+        grad=lambda F, a, out, g: (None,),
     ),
     # round half to even: numpy's np.round for floats (``ax.round`` adds ``decimals``)
     _op("rint", 1, "rint", Code("{0}", f="np.rint({0})"), ufunc="rint",
-        grad=lambda F, a, out, g: (g * 0,)),
+        grad=lambda F, a, out, g: (None,)),
     _op(
         "isnan", 1, "isnan", Code("False", f="({0} != {0})", wrap=False), ufunc="isnan",
         public="isnan", doc=_doc("Elementwise test for NaN.", "isnan", "[np.nan, 1.0]",
@@ -340,6 +342,14 @@ _ROWS = [
         public="logical_not",
         doc=_doc("Elementwise logical not.", "logical_not", "[0.0, 1.0]",
                  "array([ True, False])"),
+    ),
+    # The value of its argument, with no gradient: autograd stops here (``ax.stop_gradient``).
+    _op(
+        "stop_gradient", 1, "positive", "{0}", public="stop_gradient",
+        doc=_doc("The same values, but autograd treats them as a constant (no gradient).",
+                 "stop_gradient", "[1.5, -2.0]", "array([ 1.5, -2. ])"),
+        grad=lambda F, a, out, g: (None,),
+        reference=lambda x: x,
     ),
     # --- ternary --------------------------------------------------------------------------
     _op(

@@ -16,7 +16,7 @@ from typing import Self
 import numpy as np
 
 from . import expr as ex
-from . import expr_views
+from . import expr_ops, expr_views
 from .axes import Axes, Axis, parse_names
 from .calls import ArgFlat
 from .errors import AxesError, fmt_axes, message
@@ -39,7 +39,7 @@ class ReductionMethods:
         if keepdims:
             reduced = [self._axes[d].name for d in dims]
             return self._with_placeholders(dims)._reduce(op, reduced)._placeholders_named()
-        node = ex.reduce(op, self._node, tuple(dims))
+        node = expr_ops.reduce(op, self._node, tuple(dims))
         axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
         layout = self._layout
         if layout is not None:  # the result is laid out like the input, minus reduced axes

@@ -14,7 +14,7 @@ import math
 import attrs
 import numpy as np
 
-from . import engine
+from . import engine, expr_ops
 from . import expr as ex
 from ._repr import tensor_html, tensor_repr
 from .axes import Axes, broadcast_axes
@@ -24,10 +24,12 @@ from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
 from .expr_chunked import Chunked, has_chunked
+from .grads import GradMethods
 from .interop import InteropMethods, array_ufunc
 from .layout_views import LayoutMethods, allocate_leaf, layout_for_axes
 from .ops import OPS
 from .reductions import ReductionMethods
+from .scalars import ScalarMethods
 from .views import ViewMethods, align
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
@@ -95,7 +97,7 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
     a = operands[0]
     if len(operands) == 1:
         if type(a) is Tensor and a._layout is None:
-            return Tensor(a._axes, ex.map_op(op, (a._node,), a._node.shape, name))
+            return Tensor(a._axes, expr_ops.map_op(op, (a._node,), a._node.shape, name))
         return None
     b = operands[1]
     if type(a) is Tensor:
@@ -103,13 +105,13 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
             return None
         if type(b) is Tensor:
             if b._layout is None and (a._axes is b._axes or a._axes == b._axes):
-                return Tensor(a._axes, ex.map_op(op, (a._node, b._node), a._node.shape, name))
+                return Tensor(a._axes, expr_ops.map_op(op, (a._node, b._node), a._node.shape, name))
             return None
         if type(b) in _WEAK_TYPES:
-            return Tensor(a._axes, ex.map_op(op, (a._node, b), a._node.shape, name))
+            return Tensor(a._axes, expr_ops.map_op(op, (a._node, b), a._node.shape, name))
         return None
     if type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
-        return Tensor(b._axes, ex.map_op(op, (a, b._node), b._node.shape, name))
+        return Tensor(b._axes, expr_ops.map_op(op, (a, b._node), b._node.shape, name))
     return None
 
 
@@ -145,11 +147,18 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
         for v in operands
     )
     layout = _preferred_layout(operands) if laid_out else None
-    return Tensor(axes, ex.map_op(op, nodes, shape, name), layout)
+    return Tensor(axes, expr_ops.map_op(op, nodes, shape, name), layout)
 
 
 class Tensor(
-    ChunkedMethods, ViewMethods, ReductionMethods, CallMethods, LayoutMethods, InteropMethods
+    ScalarMethods,
+    ChunkedMethods,
+    ViewMethods,
+    ReductionMethods,
+    CallMethods,
+    LayoutMethods,
+    InteropMethods,
+    GradMethods,
 ):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
@@ -324,50 +333,6 @@ class Tensor(
         """The values as a numpy array in axis order: a view for l-tensors when possible."""
         return engine.to_numpy(self._node)
 
-    def item(self):
-        if self.size != 1:
-            raise AxesError(
-                message(
-                    "item",
-                    "only a tensor of one element converts to a Python scalar",
-                    fmt_axes(self._axes),
-                    "Reduce or select first",
-                )
-            )
-        return self.numpy().reshape(()).item()
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __index__(self) -> int:
-        if self.dtype.kind not in "iub":
-            raise TypeError(
-                message("__index__", "only integer tensors are indices", str(self.dtype))
-            )
-        return int(self.item())
-
-    def __bool__(self) -> bool:
-        if self.size != 1:
-            raise ValueError(
-                message(
-                    "bool",
-                    "the truth value of a tensor with several elements is ambiguous",
-                    fmt_axes(self._axes),
-                    "Use (x).any() or (x).all()",
-                )
-            )
-        return bool(self.item())
-
-    def __iter__(self):
-        raise TypeError(
-            message(
-                "iter", "tensors are not iterable by position", None, "Select by name: x.isel(C=i)"
-            )
-        )
-
     def _plan(self):
         """The engine's plan for an r-tensor (shown by repr, never run); None otherwise."""
         if isinstance(self._node, ex.Leaf):
@@ -471,7 +436,7 @@ def _operators(cls) -> None:
 
             def unary(self, op=op):
                 if self._layout is None:
-                    return Tensor(self._axes, ex.map1(op, self._node))
+                    return Tensor(self._axes, expr_ops.map1(op, self._node))
                 return elementwise(op, self)
 
             setattr(cls, f"__{name}__", unary)
@@ -484,9 +449,9 @@ def _operators(cls) -> None:
                 and self._layout is None
                 and o._layout is None
             ):
-                return Tensor(self._axes, ex.map2(op, self._node, o._node))
+                return Tensor(self._axes, expr_ops.map2(op, self._node, o._node))
             if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, ex.map_scalar(op, self._node, o, False))
+                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, False))
             return self._binary(o, op)
 
         setattr(cls, f"__{name}__", forward)
@@ -495,7 +460,7 @@ def _operators(cls) -> None:
 
         def reflected(self, o, op=op):
             if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, ex.map_scalar(op, self._node, o, True))
+                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, True))
             return self._binary(o, op, True)
 
         def inplace(self, o, op=op):
@@ -548,6 +513,15 @@ def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
             )
         )
     dst = out._node
+    if dst.tag is not None and dst.tag.kind in ("constant", "placeholder"):
+        raise TypeError(
+            message(
+                "assign",
+                f"the destination is the {dst.tag.label}, which cannot be written",
+                fmt_axes(out.axes),
+                "Constants are immutable and placeholders are bound at call time: copy() first",
+            )
+        )
     if not dst.writeable:
         raise ValueError(
             message(

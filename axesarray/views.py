@@ -17,10 +17,12 @@ import numpy as np
 
 from . import expr as ex
 from . import expr_views
+from .autograd import in_graph
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .calls import Gather
 from .errors import AxesError, fmt_axes, message
 from .layouts import isel_layout
+from .reshape import Reshape
 from .storage import fresh
 from .strided import contiguous
 
@@ -387,7 +389,8 @@ class ViewMethods:
     def flatten(self, names, new_name: str, copy: bool | None = None) -> Self:
         """Merge axes (major to minor, in the order given) into one axis named ``new_name``.
 
-        A view when the strides allow it, a copy otherwise; ``copy=False`` raises instead
+        A view when the strides allow it, a copy otherwise (for an r-tensor or a graph
+        tensor, a lazy reshape done when it is evaluated); ``copy=False`` raises instead
         of copying and ``copy=True`` always copies. The new axis takes the place of the
         first merged axis.
 
@@ -415,11 +418,15 @@ class ViewMethods:
         return self._reshaped(target, ("merge", tuple(dims), pos), copy, "flatten", tuple(dims))
 
     def _reshaped(self, target: Axes, step: tuple, copy, op: str, dims) -> Self:
-        """Reshape every leaf by ``step`` (see ``expr.transform_views``); copy when it
+        """Reshape every leaf by ``step`` (see ``expr_views.transform_views``); copy when it
         cannot be a view."""
         node = None if copy else expr_views.transform_views(self._node, target.shape, step)
         if node is not None:
             return type(self)(target, node)
+        if copy is None and (type(self._node) is not ex.Leaf or in_graph(self._node)):
+            # An r-tensor (or a declared graph tensor: placeholder, variable...) stays
+            # lazy: an eager copy would cut it off from later values and from autograd.
+            return type(self)(target, Reshape(self._node, step))
         if copy is False:
             involved = fmt_axes(self._axes[d] for d in dims)
             raise AxesError(

@@ -1,4 +1,4 @@
-"""All benchmarks (``make bench``): the fused engine, then the layout repacks.
+"""All benchmarks (``make bench``): the fused engine, the layout repacks, autograd.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_autograd  # noqa: E402
 import bench_fused  # noqa: E402
 import bench_layouts  # noqa: E402
 
@@ -29,6 +30,8 @@ def main(argv=None) -> None:
     if bench_dask is not None:
         print()
         bench_dask.main(quick)
+    print()
+    bench_autograd.main(quick)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 if not os.path.exists("/dev/nvidia0"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -48,6 +49,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # ``TOL`` and ``assert_close`` live in ``axesarray.testing`` (users check their own code with
 # them); the table is the one place tolerances are set. Never loosen one in a test: change
 # the table, with a reason.
+# The same table's rows for gradients (float64), by what they are compared with.
+TOL_GRAD = {
+    # float64 central differences (step 1e-6): truncation ~1e-12 and rounding ~1e-10
+    # relative to the loss, so atol is scaled by the loss's magnitude.
+    "gradcheck": (1e-5, 1e-6),
+    # torch autograd (both float64, summed in different orders).
+    "torch": (1e-9, 1e-10),
+}
+
+
+def assert_grad_close(
+    actual, expected, *, table: str = "gradcheck", scale: float = 1.0, err_msg: str = ""
+) -> None:
+    """Assert a gradient equals a reference (central differences or torch), same shape."""
+    if isinstance(actual, ax.Tensor):
+        actual = actual.numpy()
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}. {err_msg}"
+    rtol, atol = TOL_GRAD[table]
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol * scale, err_msg=err_msg)
+
 
 # --- fixtures -----------------------------------------------------------------------------
 

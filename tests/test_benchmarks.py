@@ -29,6 +29,9 @@ def test_benchmarks_run_in_quick_mode():
         "peak memory",
         "axesarray NCHW -> NCHW32",
         "plain dask.array",
+        "sum(tanh(x*w+b)**2)",
+        "forward+backward",
+        "3-kernel function",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

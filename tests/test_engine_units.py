@@ -197,7 +197,8 @@ def test_golden_source_of_a_fused_reduction_into_out():
 
 
 @pytest.mark.parametrize(
-    "kind", ["leaf", "const", "map", "cast", "reduce", "remap", "pad", "concat", "dot", "call"]
+    "kind",
+    ["leaf", "const", "map", "cast", "reduce", "remap", "pad", "concat", "dot", "call", "reshape"],
 )
 def test_every_node_kind_has_a_planner_and_reference_rule(kind):
     from axesarray.engine.planner import _Builder

@@ -460,7 +460,7 @@ def test_argument_errors_found_by_outside_testing(x):
         ax.dot(x, x, over=None)
     with raises(TypeError, "sum: axis names must be a string or a sequence of names (got 3)."):
         x.sum(3)
-    with raises(TypeError, "explain: expected a Tensor (an expression) (got int)."):
+    with raises(TypeError, "explain: expected a Tensor, a list of tensors or a function (int)."):
         ax.explain(3)
     with raises(ax.AxesError, "transpose: axis 'N' has length 2, not 5"):
         x.transpose(ax.Axis("N", 5), "C")

@@ -62,6 +62,7 @@ CASES = {
     "isinf": (ax.isinf, np.isinf, "any"),
     "isfinite": (ax.isfinite, np.isfinite, "any"),
     "logical_not": (ax.logical_not, np.logical_not, "any"),
+    "stop_gradient": (ax.stop_gradient, lambda x: x.copy(), "any"),
     "where": (lambda c, a, b: ax.where(c > 0, a, b), lambda c, a, b: np.where(c > 0, a, b), "any"),
 }
 

@@ -10,9 +10,12 @@ whatever the engine option; that option then picks the engine each chunk runs.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..devices import host_array
+from ..errors import fmt_axes, message
 from ..expr import Leaf, Node
 from ..expr_chunked import has_chunked
 from ..options import OPTIONS
@@ -28,6 +31,8 @@ __all__ = [
     "precompile",
     "result_order",
     "warmup",
+    "UNBOUND",
+    "check_bound",
 ]
 
 
@@ -43,9 +48,31 @@ def chunked_engine():
     return _CHUNKED[0]
 
 
+# Tags (``autograd.Kind``) of placeholders that have no value now: filled from above (a
+# placeholder is bound only during a call of its ``ax.function``). Reading one is an error.
+UNBOUND: weakref.WeakSet = weakref.WeakSet()
+
+
+def check_bound(root: Node, op: str = "evaluate") -> None:
+    """Refuse an expression reading a placeholder that has no value now."""
+    for p in root.params:
+        if type(p) is Leaf and p.tag is not None and p.tag in UNBOUND:
+            tag = p.tag
+            raise ValueError(
+                message(
+                    op,
+                    f"{tag.label} has no value outside a call of its function",
+                    fmt_axes(tag.axes),
+                    "Compile with f = ax.function(outputs, inputs=[...]) and call f(values)",
+                )
+            )
+
+
 def evaluate(root: Node) -> Node:
     """Compute ``root`` into newly allocated storage (a ``Leaf``); for an expression over
     chunked arrays, the lazy dask result (a ``Chunked`` node)."""
+    if UNBOUND:
+        check_bound(root)
     if has_chunked(root):
         return chunked_engine().evaluate(root)
     if OPTIONS["engine"] == "numba":
@@ -57,6 +84,8 @@ def evaluate(root: Node) -> Node:
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
+    if UNBOUND:
+        check_bound(root, "assign")
     if has_chunked(root):  # computed whole first: ``root`` may read ``dst``
         data, view = wrap_array(np.ascontiguousarray(chunked_engine().compute(root)))
         root = Leaf(data, view, False)
@@ -76,6 +105,8 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
 
 def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
+    if UNBOUND:
+        check_bound(root, "numpy")
     if isinstance(root, Leaf):
         return host_array(root.data, root.view, root.writeable)
     if has_chunked(root):

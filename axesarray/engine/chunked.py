@@ -37,8 +37,8 @@ import numpy as np
 
 from ..devices import host_array
 from ..expr import Cast, Const, Leaf, Map, Node, Reduce
-from ..expr import reduce as reduce_node
 from ..expr_chunked import Chunked, has_chunked
+from ..expr_ops import reduce as reduce_node
 from ..options import OPTIONS
 from ..storage import wrap_array
 from ..strided import remap_view

@@ -31,7 +31,8 @@ from ..expr import Leaf, Node, walk
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
 from ..ops import OPS
-from ..strided import View, contiguous, remap_view
+from ..reshape import merge_order
+from ..strided import View, contiguous, merge_dims, remap_view, split_dim
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
@@ -145,23 +146,27 @@ class _Builder:
         self.temps.append((tuple(shape), np.dtype(dtype), tuple(order)))
         return KLeaf(fresh_view(tuple(shape), tuple(order)), np.dtype(dtype), ("temp", t))
 
-    def realize(self, node: Node) -> KLeaf:
-        """A temp holding ``node``'s value (computed by new steps), once per node."""
+    def realize(self, node: Node, order: tuple[int, ...] | None = None) -> KLeaf:
+        """A temp holding ``node``'s value (computed by new steps), once per node; in
+        memory ``order`` when given (else its dominant input's)."""
         cid = self.canon[id(node)]
-        hit = self.realized.get(cid)
+        key = cid if order is None else (cid, order)
+        hit = self.realized.get(key)
         if hit is not None:
             return hit
-        if node.kind == "call":
+        if node.kind == "call" and order is None:
             leaf = self._call(node)
-        elif node.kind == "dot" and self.blas:
+        elif node.kind == "dot" and self.blas and order is None:
             leaf = self._dot(node)
-        elif node.kind == "dot":
+        elif node.kind == "dot" and order is None:
             leaf = self._dot_reduce(node)
         else:
-            order, dominant = result_order(node)
+            dominant = None
+            if order is None:
+                order, dominant = result_order(node)
             leaf = self.temp(node.shape, node.dtype, order)
             self.kernel(leaf, node, "temporary", self.ordinal(dominant))
-        self.realized[cid] = leaf
+        self.realized[key] = leaf
         return leaf
 
     def ordinal(self, leaf: Leaf | None) -> int | None:
@@ -245,7 +250,8 @@ class _Builder:
         n = node.arg.shape[node.dim]
         child = self.fuse(node.arg, inner)
         child = _shifted(child, node.arg.shape, node.dim, node.before, node.shape[node.dim])
-        value = KConst(node.dtype, ("param", self.param_index[id(node)]))
+        # A pad rebuilt by a rewrite reads the value of the pad it was made from.
+        value = KConst(node.dtype, ("param", self.param_index[id(node.source or node)]))
         return KPad(child, node.dim, node.before, node.before + n, value)
 
     def _fuse_concat(self, node, ctx):
@@ -263,6 +269,26 @@ class _Builder:
 
     def _fuse_call(self, node, ctx):
         return self._leaf_of(self.realize(node))
+
+    def _fuse_reshape(self, node, ctx):
+        """A reshape of a computed value reads a temp through the reshaped view; a merge
+        needs the merged dims adjacent and in order, so that temp is laid out for it."""
+        if node.step[0] == "split":
+            base = self.realize(node.arg)
+            return KLeaf(split_dim(base.view, *node.step[1:]), base.dtype, base.src)
+        _, dims, pos = node.step
+        arg = node.arg
+        order = None
+        if arg.kind != "dot":  # (a dot's BLAS result has its own layout: try it as it is)
+            usual, _ = result_order(arg)
+            if merge_dims(fresh_view(arg.shape, usual), dims, pos) is None:
+                order = merge_order(arg.ndim, dims, pos)
+        base = self.realize(arg, order)
+        view = merge_dims(base.view, dims, pos)
+        if view is None:
+            base = self.realize(arg, merge_order(arg.ndim, dims, pos))
+            view = merge_dims(base.view, dims, pos)
+        return KLeaf(view, base.dtype, base.src)
 
     @staticmethod
     def _leaf_of(temp: KLeaf) -> KLeaf:

@@ -12,6 +12,7 @@ from ..devices import device_of, host_array
 from ..errors import AxesError, message
 from ..expr import Leaf, Node, walk
 from ..ops import REDUCERS, apply_map
+from ..reshape import merge_order
 from ..storage import leaf_array, wrap_array
 from ..strided import addresses
 
@@ -91,6 +92,12 @@ def call_value(fn, name: str, shape: tuple, dtype: np.dtype, arrays) -> np.ndarr
     return out.astype(dtype, copy=False)
 
 
+def _reshape(node, x):
+    if node.step[0] == "merge":  # merged dims adjacent and in order, then numpy's reshape
+        x = x.transpose(merge_order(x.ndim, *node.step[1:]))
+    return x.reshape(node.shape)
+
+
 # One numpy call per node kind, given the node and its children's values.
 EVAL = {
     "leaf": lambda node: host_array(node.data, node.view, node.writeable),
@@ -103,6 +110,7 @@ EVAL = {
     "concat": lambda node, *args: np.concatenate(args, axis=node.dim),
     "dot": _dot,
     "call": lambda node, *args: call_value(node.fn, node.name, node.shape, node.dtype, args),
+    "reshape": _reshape,
 }
 
 
