@@ -381,11 +381,16 @@ class Tensor(
         """
         if lo is None and hi is None:
             raise ValueError(message("clip", "give lo, hi or both"))
+        # numpy's rule, not maximum/minimum's: a NaN x stays NaN, a NaN bound gives NaN,
+        # and on a tie (-0.0 against 0.0) a scalar bound keeps x, a tensor bound wins (numpy
+        # clips with scalars and arrays by two different loops).
         out = self
-        if lo is not None:
-            out = elementwise("maximum", out, lo, name="clip")
-        if hi is not None:
-            out = elementwise("minimum", out, hi, name="clip")
+        for bound, scalar_op, tensor_op in ((lo, "ge", "gt"), (hi, "le", "lt")):
+            if bound is None:
+                continue
+            cmp = tensor_op if isinstance(bound, Tensor) else scalar_op
+            keep = elementwise(cmp, out, bound, name="clip") | elementwise("isnan", out)
+            out = elementwise("where", keep, out, bound, name="clip")
         return out
 
     def where(self, cond, other=np.nan) -> Tensor:

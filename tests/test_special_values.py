@@ -273,3 +273,22 @@ def test_binary_drawn_values(op, case):
     with np.errstate(all="ignore"):
         got = _eval_binary(op, a, b)
     check(op, [a, b], got, dtype, edges=False)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clip_keeps_x_on_ties_and_propagates_nan_as_numpy(dtype):
+    """np.clip keeps x on a tie (clip(-0.0, 0, 1) is -0.0, where maximum gives 0.0), and
+    a NaN in x or in a bound gives NaN."""
+    values = np.array([-0.0, 0.0, -1.0, 2.0, np.nan, np.inf, -np.inf, 0.5], dtype)
+    x = ax.tensor(values, "N")
+    for lo, hi in [(0.0, 1.0), (-0.0, 0.0), (0.0, -0.0), (np.nan, 1.0), (0.0, np.nan)]:
+        expected = np.clip(values, lo, hi)
+        got = x.clip(lo, hi).numpy()
+        assert got.dtype == expected.dtype
+        same = (got == expected) & (np.signbit(got) == np.signbit(expected))
+        assert (same | (np.isnan(got) & np.isnan(expected))).all(), (lo, hi, got, expected)
+    bounds = ax.tensor(np.array([0.0, -0.0, np.nan, 1.0, 0.0, 0.0, 0.0, 0.0], dtype), "N")
+    expected = np.clip(values, bounds.numpy(), 1.0)
+    got = x.clip(bounds, 1.0).numpy()
+    assert ((got == expected) | (np.isnan(got) & np.isnan(expected))).all()
+    assert (np.signbit(got) == np.signbit(expected))[~np.isnan(expected)].all()
