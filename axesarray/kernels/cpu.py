@@ -285,6 +285,8 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
     if red.op == "logsumexp":
         return _logsumexp_kernel(low, src, loop, parallel)
+    if _rows_first(low):
+        return _rows_kernel(low, src, loop)
     acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
     acc_t = type_name(acc_dt)
     fl = red.child.dtype.kind == "f"
@@ -307,6 +309,99 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         for line in _combine(red.op, "acc", "parts[ch]", "pidx[ch]", fl):
             src.add(indent + 1, line)
     epilogue(low, src, indent, base, "ai" if arg else "acc")
+
+
+ROW_BLOCK = 512  # output elements accumulated together by the rows-first template
+
+
+def _rows_first(low: Lowered) -> bool:
+    """Whether to reduce rows-first: inputs read the innermost output dim contiguously and
+    the innermost reduce dim with a stride (``x.sum("N")`` of a row-major ``N F``). Then a
+    block of outputs accumulates together, the inner loop running along memory; the usual
+    template would walk a column per output element, one cache line per value."""
+    nest, red = low.nest, low.reduce
+    n_out, rank = nest.n_out, nest.rank
+    if n_out == 0 or rank == n_out or red.op in ("argmax", "argmin"):
+        return False
+    last, inner = n_out - 1, rank - 1
+    inputs = range(1, len(low.operands))
+    along_out = any(low.terms[k][last] == f"i{last}" for k in inputs)
+    along_red = any(low.terms[k][inner] == f"i{inner}" for k in inputs)
+    return along_out and not along_red
+
+
+def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
+    """The rows-first reduction (see ``_rows_first``): tasks are a block of up to
+    ``ROW_BLOCK`` elements of the innermost output dim (times the outer output rows); each
+    keeps one accumulator per element and runs the reduce loops outside the block loop,
+    which walks memory contiguously and vectorizes (each lane adds only into its own
+    accumulator, so no reordering is needed). Then the epilogue and the store per element."""
+    red, nest = low.reduce, low.nest
+    n_out, rank = nest.n_out, nest.rank
+    last = n_out - 1
+    acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
+    acc_t = type_name(acc_dt)
+    init = REDUCE_INIT(red.op, acc_dt)
+    fl = red.child.dtype.kind == "f"
+    outer = list(range(last))
+    rows = " * ".join([f"n{d}" for d in outer] + [f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"])
+    src.add(1, f"for jo in {loop}({rows}):")
+    src.add(2, f"blk = jo % ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
+    src.add(2, f"qr = jo // ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
+    base = {k: f"o{k}" for k in range(len(low.operands))}
+    if outer:
+        _decompose(src, 2, "qr", outer)
+        base = _bases(src, low, 2, range(last), base, "o")
+    src.add(2, f"j0 = blk * {ROW_BLOCK}")
+    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    src.add(2, f"acc = np.empty({ROW_BLOCK}, {acc_t})")
+    src.add(2, "for k in range(m):")
+    src.add(3, f"acc[k] = {init}")
+    indent, rbase = 2, base
+    for d in range(n_out, rank - 1):
+        src.add(indent, f"for i{d} in range(n{d}):")
+        indent += 1
+        rbase = _bases(src, low, indent, range(d, d + 1), rbase, f"r{d}")
+    inner = rank - 1
+
+    def accumulate(indent: int, unroll: int) -> None:
+        """``unroll`` consecutive rows of the innermost reduce dim into the block's
+        accumulators (sums add the rows pairwise first: fewer loads and stores of acc)."""
+        bases = []
+        for u in range(unroll):
+            src.add(indent, f"i{inner} = j + {u}" if u else f"i{inner} = j")
+            bases.append(_bases(src, low, indent, range(inner, inner + 1), rbase, f"u{u}"))
+        src.add(indent, "for k in range(m):")
+        src.add(indent + 1, f"i{last} = j0 + k")
+        values = []
+        for u, b in enumerate(bases):
+            body = _emit_body(low, b, range(last, last + 1), prefix=f"u{u}_")
+            v = body.emit(red.child, indent + 1, {})
+            src.lines.extend(body.lines)
+            values.append(f"{acc_t}({v})" if red.op in ("sum", "prod") else v)
+        if unroll == 4:
+            v = f"({values[0]} + {values[1]}) + ({values[2]} + {values[3]})"
+            src.add(indent + 1, f"acc[k] += {v}")
+            return
+        for line in _combine(red.op, "acc[k]", values[0], "0", fl):
+            src.add(indent + 1, line)
+
+    src.add(indent, "j = 0")
+    if red.op == "sum":
+        src.add(indent, f"while j + 4 <= n{inner}:")
+        accumulate(indent + 1, 4)
+        src.add(indent + 1, "j += 4")
+    src.add(indent, f"while j < n{inner}:")
+    accumulate(indent + 1, 1)
+    src.add(indent + 1, "j += 1")
+    src.add(2, "for k in range(m):")
+    src.add(3, f"i{last} = j0 + k")
+    result = "acc[k]" if red.dtype.kind == "b" else f"{type_name(red.dtype)}(acc[k])"
+    src.add(3, f"r = {result}")
+    body = _emit_body(low, base, range(last, last + 1), reduce_value="r", prefix="e")
+    value = body.emit(low.tree, 3, {})
+    src.lines.extend(body.lines)
+    src.add(3, _store(low, value, low.tree.dtype, base[0], range(last, last + 1)))
 
 
 def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: list):
