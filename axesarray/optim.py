@@ -66,7 +66,7 @@ class Optimizer:
         return persistent_tensor(z.to_layout(p.layout) if p.layout is not None else z)
 
     def _program(self) -> Program | None:
-        outputs, dsts, labels = [], [], []
+        outputs, dsts, labels, fuse = [], [], [], []
         for i, p in enumerate(self.params):
             g = p.grad
             if g is None:
@@ -76,7 +76,8 @@ class Optimizer:
                 outputs.append(value._node if value.axes == dst.axes else _aligned(value, dst))
                 dsts.append(dst._node)
                 labels.append(f"{what} of {name}")
-        return Program(outputs, dsts, labels=labels) if outputs else None
+                fuse.append(i)  # a parameter's updates: one multi-output kernel
+        return Program(outputs, dsts, labels=labels, fuse=fuse) if outputs else None
 
     def step(self) -> None:
         """Update every parameter that has a gradient, in place."""

@@ -150,8 +150,11 @@ class Program:
     leaf, a function making a new leaf per run, or None for a fresh result. ``inputs`` are
     root leaves whose storage ``run`` sets."""
 
-    def __init__(self, outputs: list, dsts: list | None = None, inputs=(), labels=None):
+    def __init__(self, outputs: list, dsts: list | None = None, inputs=(), labels=None, fuse=None):
         n = len(outputs)
+        # ``fuse``: per output, a group; consecutive stages of one group writing fixed
+        # destinations run as one multi-output kernel when they can (an optimizer step).
+        self.fuse = list(fuse) if fuse is not None else [None] * n
         dsts = list(dsts) if dsts is not None else [None] * n
         labels = list(labels) if labels is not None else [f"output {i}" for i in range(n)]
         self.inputs = list(inputs)
@@ -207,11 +210,39 @@ class Program:
                     for leaf, root in st.dynamic:
                         leaf.data = root.data
 
+    def _groups(self) -> list[list[int]]:
+        """Stage indices in runs: the stages of one ``fuse`` group writing fixed
+        destinations go to the engine together (one multi-output kernel when they fuse: an
+        optimizer step). Groups are independent of each other, so a group's stages may be
+        gathered across another group's; never across an ungrouped stage."""
+        groups: list[list[int]] = []
+        open_: dict = {}  # fuse group -> its list in ``groups``, until another stage runs
+        for k, st in enumerate(self.stages):
+            fixed = st.make is None and st.slot is not None and st.output is not None
+            group = self.fuse[st.output] if fixed else None
+            if group is None:
+                open_.clear()  # stages of a group never move across an unrelated stage
+                groups.append([k])
+            elif group in open_:
+                open_[group].append(k)
+            else:
+                open_[group] = [k]
+                groups.append(open_[group])
+        return groups
+
     def _run(self) -> list:
         values: list = [None] * len(self.stages)
-        for k, st in enumerate(self.stages):
-            for leaf, root in st.dynamic:
-                leaf.data = root.data
+        for group in self._groups():
+            for k in group:
+                for leaf, root in self.stages[k].dynamic:
+                    leaf.data = root.data
+            if len(group) > 1:
+                engine.assign_many([(self.stages[k].slot, self.stages[k].node) for k in group])
+                for k in group:
+                    values[k] = self.stages[k].slot
+                continue
+            (k,) = group
+            st = self.stages[k]
             node, slot = st.node, st.slot
             if st.make is not None:
                 new = st.make()
@@ -230,14 +261,26 @@ class Program:
         return [values[k] for k in self._results]
 
     def explain(self, names: list | None = None) -> ProgramPlan:
-        """Each stage's plan (nothing runs). ``names`` label each output's dims."""
+        """Each stage's plan (nothing runs); stages fused into one kernel share a plan.
+        ``names`` label each output's dims."""
         plans = []
-        for st in self.stages:
-            dims = None
-            if st.output is not None and names is not None:
-                dims = names[st.output]
+        for group in self._groups():
+            texts = []
+            for k in group:
+                st = self.stages[k]
+                dims = None
+                if st.output is not None and names is not None:
+                    dims = names[st.output]
+                dim_names = dims or tuple(f"d{d}" for d in range(st.node.ndim))
+                texts.append((st.label, formula(st.node, inputs(st.node, tuple(dim_names)))))
+            if len(group) > 1:
+                pairs = [(self.stages[k].slot, self.stages[k].node) for k in group]
+                plan = engine.explain_many(pairs)
+                label = " + ".join(t[0] for t in texts)
+                plans.append(StagePlan(label, "; ".join(t[1] for t in texts), plan))
+                continue
+            st = self.stages[group[0]]
+            dims = names[st.output] if st.output is not None and names is not None else None
             plan = engine.explain(st.node, st.slot, dims)
-            dim_names = dims or tuple(f"d{d}" for d in range(st.node.ndim))
-            text = formula(st.node, inputs(st.node, tuple(dim_names)))
-            plans.append(StagePlan(st.label, text, plan))
+            plans.append(StagePlan(st.label, texts[0][1], plan))
         return ProgramPlan(tuple(plans))

@@ -57,6 +57,7 @@ ORDER = [
     "engine.routes",
     "engine.tiers",
     "engine.executor",
+    "engine.multi",
     "engine.chunked",
     "engine",
     "autograd",

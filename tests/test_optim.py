@@ -65,14 +65,15 @@ def test_plain_sgd_is_one_kernel_per_parameter():
 
 
 def test_momentum_step_kernels():
-    """Each parameter: its velocity, then the parameter (one elementwise kernel each)."""
+    """Each parameter: its velocity and the parameter in ONE multi-output kernel."""
     w, b, loss, _ = _problem("float32")
     opt = ax.optim.SGD([w, b], lr=0.1, momentum=0.5)
     loss().backward()
     plan = ax.explain(opt)
     labels = sorted(s.label for s in plan.stages)
-    assert labels == ["update of b", "update of w", "velocity of b", "velocity of w"]
+    assert labels == ["velocity of b + update of b", "velocity of w + update of w"]
     assert all(len(s.plan.kernels) == 1 for s in plan.stages)
+    assert all(k.writes == "2 destinations" for k in plan.kernels)
 
 
 def test_adam_matches_numpy():

@@ -20,7 +20,7 @@ from ..expr import Leaf, Node
 from ..expr_chunked import has_chunked
 from ..options import OPTIONS
 from ..storage import wrap_array
-from . import executor, reference, tiers
+from . import executor, multi, reference, tiers
 from .order import allocate_for, result_order
 
 __all__ = [
@@ -28,6 +28,8 @@ __all__ = [
     "assign",
     "to_numpy",
     "explain",
+    "assign_many",
+    "explain_many",
     "precompile",
     "result_order",
     "warmup",
@@ -93,6 +95,25 @@ def assign(dst: Leaf, root: Node) -> None:
         executor.assign(dst, root)
     else:
         reference.assign(dst, root)
+
+
+def assign_many(pairs: list) -> None:
+    """``dst[...] = root`` for each ``(dst, root)`` in order, as one multi-output kernel
+    when they fuse (an optimizer's step: see ``multi``), else one after the other."""
+    plain = OPTIONS["engine"] == "numba" and not any(has_chunked(r) for _, r in pairs)
+    if UNBOUND:
+        for _, root in pairs:
+            check_bound(root, "assign")
+    if plain and len(pairs) > 1:
+        multi.assign_many(pairs, executor.assign)
+    else:
+        for dst, root in pairs:
+            assign(dst, root)
+
+
+def explain_many(pairs: list):
+    """The public ``Plan`` of ``assign_many(pairs)``."""
+    return multi.explain_many(pairs, lambda dst, root: explain(root, dst))
 
 
 def explain(root: Node, dst: Leaf | None = None, names=None):

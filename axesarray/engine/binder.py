@@ -23,7 +23,7 @@ def lowered(step: KernelStep) -> Lowered:
     """The step's argument layout and address terms (computed once per step)."""
     c = step.compiled
     if c.lowered is None:
-        c.lowered = Lowered(step.out, step.tree, step.nest)
+        c.lowered = Lowered(step.out, step.tree, step.nest, step.extra)
     return c.lowered
 
 

@@ -126,7 +126,9 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
             KernelInfo(
                 "reduction" if red else "elementwise",
                 step.why,
-                _writes(step.out.src, schedule),
+                _writes(step.out.src, schedule)
+                if not step.extra
+                else f"{1 + len(step.extra)} destinations",
                 tuple(labels),
                 len(step.leaves()),
                 None if step.order_from is None else f"input t{step.order_from}",
@@ -145,6 +147,8 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
 def _writes(src: tuple, schedule: Schedule) -> str:
     if src == ("dst",):
         return "destination"
+    if src[0] == "param":  # a multi-output kernel writes its destinations (engine.multi)
+        return "destinations"
     if src == schedule.result.src:
         return "result"
     return f"temporary #{src[1]}"

@@ -42,6 +42,7 @@ class KernelStep:
     why: str  # what this kernel computes, for explain
     order_from: int | None = None  # input (leaf ordinal) that set a fresh output's order
     compiled: Compiled = attrs.field(factory=Compiled)
+    extra: tuple = ()  # more (output, tree) pairs: a multi-output map kernel (executor)
     size: int = attrs.field(init=False)  # elements of the loop nest (read on every run)
 
     def __attrs_post_init__(self) -> None:

@@ -54,16 +54,16 @@ def _read(low: Lowered, base: dict, inner: range):
     return read
 
 
-def _stored(low: Lowered, value: str, value_dtype) -> str:
-    """The value as it is written to the output (cast, float16 as its bits)."""
-    out = low.operands[0]
+def _stored(low: Lowered, value: str, value_dtype, k: int = 0) -> str:
+    """The value as it is written to output operand ``k`` (cast, float16 as its bits)."""
+    out = low.operands[k]
     v = cast_source(value_dtype, out.dtype, value) if value_dtype != out.dtype else value
-    return f"f32_to_f16({v})" if low.is_f16(0) else v
+    return f"f32_to_f16({v})" if low.is_f16(k) else v
 
 
-def _store(low: Lowered, value: str, value_dtype, base: str, inner: range) -> str:
-    v = _stored(low, value, value_dtype)
-    return f"A0[np.uint64({low.address(0, base, inner)})] = {v}"
+def _store(low: Lowered, value: str, value_dtype, base: str, inner: range, k: int = 0) -> str:
+    v = _stored(low, value, value_dtype, k)
+    return f"A{k}[np.uint64({low.address(k, base, inner)})] = {v}"
 
 
 def can_stream(low: Lowered) -> bool:
@@ -72,6 +72,7 @@ def can_stream(low: Lowered) -> bool:
     rank = low.nest.rank
     return (
         low.reduce is None
+        and not low.extra
         and rank >= 1
         and low.terms[0][rank - 1] == f"i{rank - 1}"
         and low.operands[0].dtype.itemsize in (1, 2, 4, 8)
@@ -159,10 +160,13 @@ def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
         src.add(indent, f"for i0 in {loop}(n0):")
         indent += 1
     inner = range(rank - 1, rank) if rank else range(0)
-    body = _emit_body(low, base, inner)
-    value = body.emit(low.tree, indent, {})
-    src.lines.extend(body.lines)
-    src.add(indent, _store(low, value, low.tree.dtype, base[0], inner))
+    # Each output in turn: a later tree reads an earlier output at the same index after
+    # its store (the planner allows only such reads), so each tree emits its own reads.
+    for k, tree in enumerate([low.tree] + [t for _, t in low.extra]):
+        body = _emit_body(low, base, inner, prefix=f"v{k}_" if k else "v")
+        value = body.emit(tree, indent, {})
+        src.lines.extend(body.lines)
+        src.add(indent, _store(low, value, tree.dtype, base[k], inner, k))
 
 
 def _combine(op: str, acc: str, v: str, index: str, fl: bool, reassoc: bool = False) -> list[str]:

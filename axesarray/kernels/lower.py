@@ -27,13 +27,17 @@ class Lowered:
     node)`` for a run-time scalar, or ``("int", value)`` for a plan-time integer.
     """
 
-    def __init__(self, out: KLeaf, tree, nest: LoopNest):
+    def __init__(self, out: KLeaf, tree, nest: LoopNest, extra: tuple = ()):
         self.out = out
         self.tree = tree
         self.nest = nest
+        self.extra = extra  # more (output, tree) pairs of a multi-output map kernel
         nodes = kernel_nodes(tree)
+        for _, t in extra:
+            nodes += [n for n in kernel_nodes(t) if all(n is not m for m in nodes)]
         self.reduce = next((n for n in nodes if n.kind == "reduce"), None)
-        self.operands: list[KLeaf] = [out] + [n for n in nodes if n.kind == "leaf"]
+        outs = [out] + [o for o, _ in extra]
+        self.operands: list[KLeaf] = outs + [n for n in nodes if n.kind == "leaf"]
         self.index_of = {id(op): k for k, op in enumerate(self.operands)}
         self.names: list[str] = []
         self.recipe: list[tuple] = []
@@ -133,5 +137,5 @@ class Lowered:
         return any(self.terms[k][g] is not None for g in dims)
 
 
-def lower(out: KLeaf, tree, nest: LoopNest) -> Lowered:
-    return Lowered(out, tree, nest)
+def lower(out: KLeaf, tree, nest: LoopNest, extra: tuple = ()) -> Lowered:
+    return Lowered(out, tree, nest, extra)
