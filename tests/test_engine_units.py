@@ -206,3 +206,20 @@ def test_every_node_kind_has_a_planner_and_reference_rule(kind):
 
     assert kind in EVAL and hasattr(_Builder, f"_fuse_{kind}")
     assert len(kernel_nodes(KMap("neg", (KLeaf(contiguous((1,)), F32, ("param", 0)),), F32))) == 2
+
+
+def test_a_small_input_read_across_the_output_rows_is_staged():
+    """``a(N,C,H,W) + b(W,H)``: b is copied in the output's order first (a small kernel),
+    so the main kernel reads it contiguously and merges H W into one loop."""
+    n, c, h, w = 4, 32, 32, 24
+    rng = np.random.default_rng(0)
+    an, bn = rng.random((n, c, h, w)), rng.random((w, h))
+    a, b = ax.tensor(an, "N C H W"), ax.tensor(bn, "W H")
+    out = ax.empty(a.axes)
+    plan = _schedule(a + b, out)
+    assert [s.why for s in plan.steps] == ["staged broadcast input", "assignment"]
+    assert plan.steps[1].nest.lengths == (n * c, h * w)
+    out[...] = a + b
+    np.testing.assert_array_equal(out.numpy(), an + bn.T)
+    small = ax.tensor(rng.random((2, 3, 4, 5)), "N C H W")  # below the size that pays
+    assert len(_schedule(small + ax.tensor(rng.random((5, 4)), "W H")).steps) == 1

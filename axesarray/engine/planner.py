@@ -39,6 +39,9 @@ from .schedule import CallStep, DotStep, KernelStep, Schedule
 __all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
 
 _HEAVY_LEAVES = 4
+# ``_stage_it``: outputs at least this big, inputs at most this big (elements), 1/16 of it.
+_STAGE_MIN_OUTPUT = 1 << 16
+_STAGE_MAX_INPUT = 1 << 18
 
 
 def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, tuple]:
@@ -138,6 +141,7 @@ class _Builder:
         self._reduce_free = True
         self._memo: dict = {}
         self._same: set = set()
+        self._out: KLeaf | None = None  # the output of the kernel being fused
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -178,6 +182,7 @@ class _Builder:
     def kernel(self, out: KLeaf, node: Node, why: str, order_from: int | None = None) -> None:
         """Append the kernel computing ``node`` into ``out`` (after the kernels it needs)."""
         with self._context(node):
+            self._out = out
             tree = self.fuse(node, "epi")
             self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
 
@@ -185,6 +190,7 @@ class _Builder:
     def _context(self, node: Node):
         """Fusion state of one kernel; kernels realized while fusing get their own."""
         saved = (self._kernel, self._root, self._reduce_free, self._memo, self._same)
+        saved_out = self._out
         self._kernels += 1
         self._kernel, self._root = self._kernels, self.canon[id(node)]
         self._reduce_free, self._memo, self._same = True, {}, set()
@@ -192,6 +198,7 @@ class _Builder:
             yield
         finally:
             self._kernel, self._root, self._reduce_free, self._memo, self._same = saved
+            self._out = saved_out
 
     def fuse(self, node: Node, ctx: str):
         """Kernel IR for ``node`` in context ``epi`` (the kernel's own index: a reduction
@@ -212,10 +219,57 @@ class _Builder:
         return out
 
     def _fuse_leaf(self, node, ctx):
+        if ctx == "epi" and self._stage_it(node):
+            return self._staged(node)
         leaf = KLeaf(node.view, node.dtype, ("param", self.param_index[id(node)]))
         if ctx == "epi":
             self._same.add(id(leaf))
         return leaf
+
+    def _stage_it(self, node) -> bool:
+        """Whether a small broadcast input is read across the output's innermost (fastest)
+        dim with a stride (``b(W,H)`` added to ``a(N,C,H,W)``): every element of the output
+        row then gathers from another row of ``b``, and the loop does not vectorize. A copy
+        of the small input in the output's order costs little and makes the reads
+        contiguous (``_staged``)."""
+        out = self._out
+        if out is None or node.view.blocks is not None or out.view.blocks is not None:
+            return False
+        view, shape = node.view, node.shape
+        if len(shape) != out.view.ndim or math.prod(shape) < _STAGE_MIN_OUTPUT:
+            return False
+        distinct = math.prod(n for n, s in zip(shape, view.strides, strict=True) if s)
+        if distinct > _STAGE_MAX_INPUT or distinct * 16 > math.prod(shape):
+            return False
+        moving = [d for d, n in enumerate(shape) if n > 1]
+        inner = min(moving, key=lambda d: abs(out.view.strides[d]), default=None)
+        return inner is not None and abs(view.strides[inner]) > 1
+
+    def _staged(self, node) -> KLeaf:
+        """A compact copy of the broadcast input ``node`` (its broadcast dims of length 1)
+        laid out in the output's dim order, read back with stride 0 on those dims."""
+        cid = ("staged", self.canon[id(node)], self._out.view.strides)
+        hit = self.realized.get(cid)
+        if hit is None:
+            view = node.view
+            compact = tuple(
+                1 if s == 0 else n for n, s in zip(node.shape, view.strides, strict=True)
+            )
+            order = tuple(
+                sorted(range(len(compact)), key=lambda d: -abs(self._out.view.strides[d]))
+            )
+            temp = self.temp(compact, node.dtype, order)
+            src = KLeaf(
+                View(compact, view.strides, view.offset),
+                node.dtype,
+                ("param", self.param_index[id(node)]),
+            )
+            self.steps.append(make_step(temp, src, frozenset(), "staged broadcast input"))
+            strides = tuple(
+                0 if s == 0 else t for s, t in zip(view.strides, temp.view.strides, strict=True)
+            )
+            hit = self.realized[cid] = KLeaf(View(node.shape, strides, 0), node.dtype, temp.src)
+        return hit
 
     def _fuse_const(self, node, ctx):
         if node.special is not None:  # its value is part of the plan's key: a literal
