@@ -1,4 +1,4 @@
-"""All benchmarks (``make bench``): the fused engine, the layout repacks, autograd.
+"""All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_autograd  # noqa: E402
 import bench_fused  # noqa: E402
+import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
 
 try:  # the dask extra (pip install 'axesarray[dask]')
@@ -25,6 +26,8 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     quick = ["--quick"] if "--quick" in argv else []
     bench_fused.main(quick)
+    print()
+    bench_latency.main(quick)
     print()
     bench_layouts.main(quick)
     if bench_dask is not None:

@@ -69,6 +69,12 @@ def fast_power(node: Node, kids: tuple) -> Node | None:
 # --- logsumexp -----------------------------------------------------------------------------
 
 
+def _same(a: Node, b: Node) -> bool:
+    """Whether two nodes compute the same value: one object, or the same structure over
+    the same parameter objects (``e`` written twice by a user)."""
+    return a is b or (a.key == b.key and a.params == b.params)
+
+
 def _max_of(node: Node):
     """``(x, axes)`` when ``node`` is ``x.max(axes)`` (float)."""
     if _is(node, "reduce") and node.op == "max" and node.dtype.kind == "f":
@@ -79,7 +85,7 @@ def _max_of(node: Node):
 def _broadcast_back(node: Node, reduced: Node) -> bool:
     """Whether ``node`` is ``reduced`` (a Reduce) broadcast back over its reduced axes:
     each kept dim in place, the reduced ones spread."""
-    if not _is(node, "remap") or node.arg is not reduced:
+    if not _is(node, "remap") or not _same(node.arg, reduced):
         return False
     kept = [d for d in range(reduced.arg.ndim) if d not in reduced.axes]
     return node.shape == reduced.arg.shape and node.maps == tuple((d, 0, 1) for d in kept)
@@ -93,7 +99,7 @@ def _shifted(node: Node):
     if not _is(back, "remap"):
         return None
     found = _max_of(back.arg)
-    if found is None or found[0] is not x or not _broadcast_back(back, back.arg):
+    if found is None or not _same(found[0], x) or not _broadcast_back(back, back.arg):
         return None
     return x, back.arg
 
@@ -127,7 +133,7 @@ def softmax(node: Node, kids: tuple) -> Node | None:
     if not (_is(e, "map", "exp") and _is(back, "remap")):
         return None
     found = _sum_exp_shifted(back.arg)
-    if found is None or back.arg.arg is not e or not _broadcast_back(back, back.arg):
+    if found is None or not _same(back.arg.arg, e) or not _broadcast_back(back, back.arg):
         return None
     x, mx, _ = found
     if mx.dtype != node.dtype:
@@ -145,7 +151,7 @@ def log_softmax(node: Node, kids: tuple) -> Node | None:
     found = _shifted(d)
     total = back.arg.children[0]
     inner = _sum_exp_shifted(total)
-    if found is None or inner is None or inner[2] is not d:
+    if found is None or inner is None or not _same(inner[2], d):
         return None
     x, mx = found
     kept = [k for k in range(x.ndim) if k not in mx.axes]
@@ -163,7 +169,7 @@ def logsumexp(node: Node, kids: tuple) -> Node | None:
         if _max_of(m) is None or not _is(lg, "map", "log"):
             continue
         inner = _sum_exp_shifted(lg.children[0])
-        if inner is not None and inner[1] is m and m.dtype == node.dtype:
+        if inner is not None and _same(inner[1], m) and m.dtype == node.dtype:
             return _lse(inner[0], m.axes, node.dtype)
     return None
 

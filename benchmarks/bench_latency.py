@@ -1,0 +1,288 @@
+"""Latency benchmarks (DESIGN §12): per-call overhead, first results, compile time.
+
+    python benchmarks/bench_latency.py            # every row
+    python benchmarks/bench_latency.py --quick    # a smoke run (few repeats, small chains)
+    python benchmarks/bench_latency.py --budget   # compile and run time vs kernel budget
+
+Goals: ``(a + b).eval()`` on 1e3 float32 <= 3x numpy; ``sigmoid(a+b)`` built each call
+<= 1.5x numpy; first result of a never-seen small expression <= numpy + 20 ms; a new
+kernel compiled in <= 0.3 s; a 128-op chain <= 5 s in all; first call of a cached kernel
+in a new process <= 50 ms. Every timing is a median (per call: the best of batches, so
+that the machine's load hits every contender alike); peers run in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import optional  # noqa: E402
+
+import axesarray as ax  # noqa: E402
+
+ne = optional("numexpr")
+torch = optional("torch")
+xr = optional("xarray")
+
+
+class Rows:
+    """(case, what, seconds, note) rows, printed as a plain table."""
+
+    def __init__(self, title: str) -> None:
+        self.title, self.rows = title, []
+
+    def add(self, case: str, what: str, seconds: float, note: str = "") -> None:
+        self.rows.append((case, what, seconds, note))
+
+    def show(self) -> None:
+        print(f"\n{self.title}")
+        last = None
+        for case, what, s, note in self.rows:
+            if case != last:
+                print(f"{case}:")
+                last = case
+            unit = (
+                f"{s:8.3f} s "
+                if s >= 0.1
+                else f"{s * 1e3:8.3f} ms"
+                if s >= 1e-4
+                else (f"{s * 1e6:8.3f} us")
+            )
+            print(f"  {what:<40} {unit}  {note}")
+
+
+def per_call(fns: dict, batches: int, size: int = 50) -> dict:
+    """Seconds per call of each function: the best of ``batches`` round-robin batches."""
+    for f in fns.values():
+        f()
+        f()
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(batches):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(size):
+                f()
+            best[k] = min(best[k], (time.perf_counter() - t0) / size)
+    return best
+
+
+def bench_small(table: Rows, batches: int) -> None:
+    rng = np.random.default_rng(3)
+    an = rng.standard_normal(1000).astype(np.float32)
+    bn = rng.standard_normal(1000).astype(np.float32)
+    on = np.empty_like(an)
+    a, b, out = ax.tensor(an, "I"), ax.tensor(bn, "I"), ax.tensor(on, "I")
+
+    def assign_formula():
+        out[...] = 1 / (1 + ax.exp(-(a + b)))
+
+    fns = {
+        "numpy a+b": lambda: an + bn,
+        "ax (a+b).eval()": lambda: (a + b).eval(),
+        "numpy 1/(1+exp(-(a+b)))": lambda: 1 / (1 + np.exp(-(an + bn))),
+        "ax 1/(1+ax.exp(-(a+b))).eval()": lambda: (1 / (1 + ax.exp(-(a + b)))).eval(),
+        "ax ax.sigmoid(a+b).eval()": lambda: ax.sigmoid(a + b).eval(),
+        "ax out[...] = 1/(1+ax.exp(-(a+b)))": assign_formula,
+    }
+    if ne is not None:
+        fns["numexpr 1/(1+exp(-(a+b)))"] = lambda: ne.evaluate(
+            "1/(1+exp(-(a+b)))", local_dict={"a": an, "b": bn}
+        )
+    if torch is not None:
+        ta, tb = torch.from_numpy(an), torch.from_numpy(bn)
+        fns["torch a+b"] = lambda: ta + tb
+        fns["torch sigmoid(a+b)"] = lambda: torch.sigmoid(ta + tb)
+    if xr is not None:
+        xa, xb = xr.DataArray(an, dims="I"), xr.DataArray(bn, dims="I")
+        fns["xarray a+b"] = lambda: xa + xb
+    times = per_call(fns, batches)
+    t_add, t_sig = times["numpy a+b"], times["numpy 1/(1+exp(-(a+b)))"]
+    for k, t in times.items():
+        base = t_add if "a+b" in k and "exp" not in k and "sigmoid" not in k else t_sig
+        table.add("1e3 float32, per call", k, t, f"{t / base:.2f}x numpy")
+
+
+_CHAIN = textwrap.dedent(
+    """
+    import os, sys, time, random
+    import numpy as np, axesarray as ax
+    from axesarray.engine import planner
+    budget = int(sys.argv[2])
+    if budget:
+        planner.KERNEL_BUDGET = budget
+    ax.set_options(tiered=False)
+    ax.warmup()
+    n = int(sys.argv[3])
+    x = ax.tensor(np.linspace(-1, 1, n).astype(np.float32), "N")
+    (x * 3).eval()  # numba's start-up and a first kernel, outside the timing
+    ops = [lambda v: ax.tanh(v), lambda v: ax.sigmoid(v), lambda v: v + 0.25,
+           lambda v: v * 0.75, lambda v: ax.exp(v * 0.1), lambda v: v - x]
+    rng = random.Random(0)  # a chain that does not repeat: no kernel is reused
+    e = x
+    for _ in range(int(sys.argv[1])):
+        e = rng.choice(ops)(e)
+    e = e.sum()
+    t0 = time.perf_counter(); e.eval(); first = time.perf_counter() - t0
+    t0 = time.perf_counter(); e.eval(); again = time.perf_counter() - t0
+    print(first, again, len(ax.explain(e).kernels))
+    """
+)
+
+
+def chain(ops: int, budget: int = 0, n: int = 1000) -> tuple[float, float, int]:
+    """(first evaluation, second, kernels) of a non-repeating chain of ``ops`` ops summed,
+    in a new process with an empty kernel cache (numba's start-up excluded)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
+        out = subprocess.run(
+            [sys.executable, "-c", _CHAIN, str(ops), str(budget), str(n)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    first, again, kernels = out.stdout.split()
+    return float(first), float(again), int(kernels)
+
+
+def bench_compile(table: Rows, lengths) -> None:
+    for k in lengths:
+        first, _, kernels = chain(k)
+        table.add(
+            "compile: chain of tanh/sigmoid/+/*/exp, summed (empty cache)",
+            f"{k} ops",
+            first,
+            f"{kernels} kernel(s), {first / kernels:.2f} s per kernel",
+        )
+
+
+_NEW_PROCESS = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np, axesarray as ax
+    if sys.argv[1] == "untiered":
+        ax.set_options(tiered=False)
+    x = ax.tensor(np.linspace(-3, 3, 1000).astype(np.float32), "N")
+    t0 = time.perf_counter()
+    ax.sigmoid(x * 2 + 1).numpy()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    1 / (1 + np.exp(-(x.numpy() * 2 + 1)))
+    print(first, time.perf_counter() - t0)
+    """
+)
+
+
+def bench_new_process(table: Rows, runs: int) -> None:
+    """First result of a small expression in a new process: never seen (compile), seen by
+    an earlier process (numba's disk cache), with and without the numpy tier."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
+
+        def run(mode: str) -> tuple[float, float]:
+            out = subprocess.run(
+                [sys.executable, "-c", _NEW_PROCESS, mode],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            first, numpy_s = map(float, out.stdout.split())
+            return first, numpy_s
+
+        never, numpy_s = run("tiered")  # cache empty: the numpy tier answers
+        untiered_compile, _ = run("untiered")  # compiles in the foreground, fills the cache
+        cached = sorted(run("untiered")[0] for _ in range(runs))[runs // 2]
+        cached_tiered = sorted(run("tiered")[0] for _ in range(runs))[runs // 2]
+    case = "first result in a new process, sigmoid(x*2+1) 1e3"
+    table.add(case, "never seen, tiered (default)", never, f"numpy alone: {numpy_s * 1e3:.3f} ms")
+    table.add(case, "never seen, tiered=False", untiered_compile, "compiles first")
+    table.add(case, "kernel cached, tiered=False", cached, "numba's start-up + load")
+    table.add(case, "kernel cached, tiered (default)", cached_tiered, "numpy answers")
+
+
+_BATCH_NORM = textwrap.dedent(
+    """
+    import sys, time
+    t0 = time.perf_counter()
+    import numpy as np, axesarray as ax
+    n = int(sys.argv[1])
+    x = ax.tensor(np.random.rand(n, 64, 56, 56).astype(np.float32), "N C H W")
+    g = ax.tensor(np.random.rand(64).astype(np.float32), "C")
+    b = ax.tensor(np.random.rand(64).astype(np.float32), "C")
+    r = ("N", "H", "W")
+    t1 = time.perf_counter()
+    d = x - x.mean(r)
+    y = (d / ax.sqrt((d * d).mean(r) + 1e-5) * g + b).eval()
+    t2 = time.perf_counter()
+    print(t2 - t1, t1 - t0, len(ax.explain(d / ax.sqrt((d * d).mean(r) + 1e-5) * g + b).kernels))
+    """
+)
+
+
+def bench_first_batch_norm(table: Rows, n: int) -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
+        out = subprocess.run(
+            [sys.executable, "-c", _BATCH_NORM, str(n)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    first, setup, kernels = out.stdout.split()
+    table.add(
+        f"batch norm ({n},64,56,56) f32, fresh environment",
+        "first result",
+        float(first),
+        f"{kernels} kernels compiled; import + data {float(setup):.2f} s before",
+    )
+
+
+def bench_budget(lengths=(32, 128), budgets=(16, 48, 128, 0), n=1 << 22) -> None:
+    """The trade-off behind planner.KERNEL_BUDGET: compile time against run time."""
+    print(f"kernel budget trade-off (chain of ops summed, {n} elements; 0 = no budget)")
+    for k in lengths:
+        for budget in budgets:
+            first, again, kernels = chain(k, budget, n)
+            print(
+                f"  {k:4d} ops, budget {budget:4d}: {kernels:3d} kernels, first run "
+                f"(compile) {first:6.2f} s, run {1e3 * again:8.2f} ms"
+            )
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a smoke run")
+    p.add_argument("--budget", action="store_true", help="only the kernel-budget trade-off")
+    args = p.parse_args(argv)
+    if args.budget:
+        bench_budget()
+        return
+    print(f"axesarray {ax.__version__}; numpy {np.__version__}; {os.cpu_count()} cpus")
+    ax.set_options(tiered=False)  # per-call rows: the kernels, not the numpy tier
+    ax.warmup()
+    table = Rows("Latency (per-call rows: best of round-robin batches of 50 calls)")
+    bench_small(table, 5 if args.quick else 200)
+    bench_compile(table, (2, 8) if args.quick else (2, 8, 32, 128))
+    bench_new_process(table, 1 if args.quick else 3)
+    bench_first_batch_norm(table, 2 if args.quick else 32)
+    table.show()
+    print(
+        "Goals: (a+b).eval() <= 3x numpy; sigmoid built each call <= 1.5x numpy; first "
+        "result of a never-seen small expression <= numpy + 20 ms; <= 0.3 s per kernel; "
+        "128 ops <= 5 s; cached kernel in a new process <= 50 ms."
+    )
+
+
+if __name__ == "__main__":
+    main()
