@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import threading
 from pathlib import Path
 
 from .axes import Axes, Axis, parse_names
@@ -150,12 +151,69 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
             attributes=attributes,
             fill_value=0,
         )
-        stored = da.store(phys, out, lock=False, compute=False)
+        target = _Target(out, str(tmp))
+        stored = da.store(phys, target, lock=False, compute=False)
         _compute(stored, progress, phys.nbytes)
         os.replace(tmp, path)
+        _Target.forget(str(tmp))
     except BaseException:
+        _Target.cancel(str(tmp))  # kept, so that a chunk finishing later writes nothing
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+class _Target:
+    """A Zarr array that ``da.store`` writes through, cancellable from this process.
+
+    When one chunk fails, a local scheduler raises at once while other threads may still
+    be writing chunks; one of those would recreate the temporary after it was removed.
+    ``cancel`` refuses further writes and waits for the ones under way (writes from other
+    processes, on a distributed cluster, are not tracked here).
+    """
+
+    _state: dict = {}  # tmp path -> [writes under way, cancelled]
+    _cond = threading.Condition()
+
+    def __init__(self, array, key: str):
+        self.array, self.key = array, key
+        with self._cond:
+            self._state[key] = [0, False]
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    @property
+    def dtype(self):
+        return self.array.dtype
+
+    def __setitem__(self, index, value):
+        state = self._state.get(self.key)
+        if state is not None:
+            with self._cond:
+                if state[1]:
+                    return
+                state[0] += 1
+        try:
+            self.array[index] = value
+        finally:
+            if state is not None:
+                with self._cond:
+                    state[0] -= 1
+                    self._cond.notify_all()
+
+    @classmethod
+    def cancel(cls, key: str, timeout: float = 60.0) -> None:
+        with cls._cond:
+            state = cls._state.get(key)
+            if state is not None:
+                state[1] = True
+                cls._cond.wait_for(lambda: state[0] == 0, timeout)
+
+    @classmethod
+    def forget(cls, key: str) -> None:
+        with cls._cond:
+            cls._state.pop(key, None)
 
 
 def _compute(stored, progress, nbytes: int) -> None:

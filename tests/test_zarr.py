@@ -93,6 +93,30 @@ def test_failed_write_leaves_nothing(tmp_path):
         ax.to_zarr(ax.ones((ax.Axis("N", 2),)), tmp_path / "o.zarr")
 
 
+def test_failed_write_waits_for_chunks_under_way(tmp_path):
+    # one chunk fails while another is still computing: the threaded scheduler raises at
+    # once, and the slow chunk's write must not recreate the removed temporary
+    import time
+
+    import dask
+
+    def slow_or_boom(block, block_info=None):
+        if block_info[0]["chunk-location"][0] == 0:
+            time.sleep(0.5)
+        elif block_info[0]["chunk-location"][0] == 1:
+            raise OSError("disk full (simulated)")
+        return block
+
+    arr = da.ones((4, 4), chunks=(2, 4)).map_blocks(slow_or_boom, dtype=float)
+    with (
+        dask.config.set(scheduler="threads", num_workers=4),
+        pytest.raises(OSError, match="disk full"),
+    ):
+        ax.to_zarr(ax.from_dask(arr, "N C"), tmp_path / "o.zarr")
+    time.sleep(0.8)  # the slow chunk has finished by now
+    assert os.listdir(tmp_path) == []
+
+
 def test_cli_converts_zarr(tmp_path, capsys):
     x = _x()
     ax.to_zarr(ax.tensor(x, "N C H W"), tmp_path / "in.zarr", chunks={"N": 1})
