@@ -69,6 +69,7 @@ ORDER = [
     "chunked",
     "grads",
     "scalars",
+    "describe",
     "tensor",
     "functions",
     "everyday",
