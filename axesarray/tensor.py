@@ -183,6 +183,11 @@ class Tensor(
 
         The result is laid out like the dominant input: its layout when it has one, else
         its memory order. A chunked tensor stays chunked (a lazy dask result).
+
+        >>> import axesarray as ax, numpy as np
+        >>> y = (ax.tensor(np.arange(3.0), "N") * 2).eval()
+        >>> y.is_lvalue, y.numpy()
+        (True, array([0., 2., 4.]))
         """
         node = self._node
         if type(node) is ex.Leaf or type(node) is Chunked:
@@ -192,7 +197,13 @@ class Tensor(
         return self.copy()
 
     def copy(self) -> Tensor:
-        """A new l-tensor holding the values, in this tensor's layout or memory order."""
+        """A new l-tensor holding the values, in this tensor's layout or memory order.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.arange(3.0), "N")
+        >>> np.shares_memory(x.copy().numpy(), x.numpy())
+        False
+        """
         if self._layout is not None and has_chunked(self._node):
             return self.to_layout(layout_for_axes(self._axes, self._layout))
         if self._layout is not None:
@@ -221,7 +232,14 @@ class Tensor(
         return Tensor(self._axes, ex.Leaf(target.upload(data), leaf.view), self._layout)
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array in axis order: a view for l-tensors when possible."""
+        """The values as a numpy array in axis order: a view for l-tensors when possible.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(6).reshape(2, 3), "N C").transpose("C N").numpy()
+        array([[0, 3],
+               [1, 4],
+               [2, 5]])
+        """
         return engine.to_numpy(self._node)
 
     def _plan(self):
@@ -239,7 +257,12 @@ class Tensor(
     # --- dtype -----------------------------------------------------------------------------
 
     def astype(self, dtype) -> Tensor:
-        """Convert with numpy's ``astype`` semantics (unsafe casting); an r-tensor."""
+        """Convert with numpy's ``astype`` semantics (unsafe casting); an r-tensor.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1.7, -1.7]), "N").astype("int8").numpy()
+        array([ 1, -1], dtype=int8)
+        """
         dt = as_dtype(dtype, "astype")
         node = self._node
         if node.dtype == dt:
@@ -251,7 +274,12 @@ class Tensor(
     # --- elementwise methods ---------------------------------------------------------------
 
     def round(self, decimals: int = 0) -> Tensor:
-        """Round half to even, as ``np.round``; integers are returned unchanged."""
+        """Round half to even, as ``np.round``; integers are returned unchanged.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([0.5, 1.5, 2.26]), "N").round(1).numpy()
+        array([0.5, 1.5, 2.3])
+        """
         if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
             raise TypeError(
                 message("round", "decimals must be an integer", f"got {decimals!r}", "e.g. 2")
