@@ -18,6 +18,7 @@ import axesarray as ax
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+TEACHING = ("README.md", "index.md", "getting-started.md")  # and docs/guide/*
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 # A block opts out with this first line, saying why (only for what CI cannot run: a GPU).
@@ -66,11 +67,8 @@ def test_page_runs(page, tmp_path, monkeypatch):
 
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
-    if page.name == "README.md" or "docs" in page.parts:
-        assert python_blocks(page.read_text()) or page.parent.name == "api" or page.name in (
-            "kernel-cache.md",
-            "design.md",
-        ), f"{page} has no python example"
+    teaching = page.parent.name == "guide" or page.name in TEACHING
+    assert python_blocks(page.read_text()) or not teaching, f"{page} has no python example"
     with ax.set_options(tiered=True):  # as a reader runs them (conftest turns tiers off)
         run_page(page)
 
