@@ -30,7 +30,7 @@ bench: $(STAMP)
 # The documentation site into site/ (mkdocs-material, API reference from the docstrings);
 # any warning (a broken link, a missing reference) fails the build.
 docs: $(STAMP)
-	$(PY) -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff
