@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: install test demo bench lint clean
+.PHONY: install test demo bench lint docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,7 @@ $(PY):
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[test,bench,plot,dask,interop]"
+	$(PY) -m pip install --quiet -e ".[test,bench,plot,dask,interop,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,9 +27,14 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
+# The documentation site into site/ (mkdocs-material, API reference from the docstrings);
+# any warning (a broken link, a missing reference) fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(PY) -m pip install --quiet ruff
 	$(PY) -m ruff check axesarray tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .hypothesis

@@ -84,7 +84,11 @@ class Axis:
         return f"{self.name}={self.length}"
 
     def resize(self, length: int) -> Axis:
-        """Return an axis with the same name and another length."""
+        """Return an axis with the same name and another length.
+
+        >>> Axis("C", 3).resize(8)
+        Axis('C', 8)
+        """
         return Axis(self.name, length)
 
 
@@ -172,21 +176,40 @@ class Axes(tuple):
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The names in order.
+
+        >>> Axes([Axis("N", 2), Axis("C", 3)]).names
+        ('N', 'C')
+        """
         return tuple(a.name for a in self)
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The lengths in order.
+
+        >>> Axes([Axis("N", 2), Axis("C", 3)]).shape
+        (2, 3)
+        """
         return tuple(a.length for a in self)
 
     @property
     def size(self) -> int:
+        """The product of the lengths (1 for no axes).
+
+        >>> Axes([Axis("N", 2), Axis("C", 3)]).size
+        6
+        """
         n = 1
         for a in self:
             n *= a.length
         return n
 
     def index(self, name: str | Axis, op: str = "axes") -> int:  # type: ignore[override]
-        """Position of an axis given by name (or Axis, whose length must match)."""
+        """Position of an axis given by name (or Axis, whose length must match).
+
+        >>> Axes([Axis("N", 2), Axis("C", 3)]).index("C")
+        1
+        """
         key = name.name if isinstance(name, Axis) else name
         for i, a in enumerate(self):
             if a.name == key:

@@ -180,7 +180,12 @@ class CallMethods:
         return self._along(np.cumsum, name, "cumsum", _scan_dtype(np.cumsum, self.dtype))
 
     def cumprod(self, name=None) -> Self:
-        """Running product along the named axis (numpy's dtype)."""
+        """Running product along the named axis (numpy's dtype).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1, 2, 3, 4]), "N").cumprod("N").numpy()
+        array([ 1,  2,  6, 24])
+        """
         return self._along(np.cumprod, name, "cumprod", _scan_dtype(np.cumprod, self.dtype))
 
     def sort(self, name=None) -> Self:
@@ -193,7 +198,12 @@ class CallMethods:
         return self._along(np.sort, name, "sort", self.dtype, kind="stable")
 
     def argsort(self, name=None) -> Self:
-        """Indices that sort along the named axis (int64); stable: ties keep their order."""
+        """Indices that sort along the named axis (int64); stable: ties keep their order.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([3.0, 1.0, 2.0]), "N").argsort("N").numpy()
+        array([1, 2, 0])
+        """
         return self._along(np.argsort, name, "argsort", np.dtype(np.int64), kind="stable")
 
 

@@ -243,7 +243,12 @@ class ChunkedMethods:
 
     @property
     def chunks(self) -> dict | None:
-        """Chunk sizes per axis name of a chunked tensor; None for an in-memory one."""
+        """Chunk sizes per axis name of a chunked tensor; None for an in-memory one.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((4, 3)), "N C").chunk({"N": 2}).chunks
+        {'N': (2, 2), 'C': (3,)}
+        """
         if not has_chunked(self._node):
             return None
         arr = engine.chunked_engine().logical_array(self._node)
@@ -278,7 +283,12 @@ class ChunkedMethods:
 
     def to_dask(self):
         """The values as a dask array in axis order (lazy for a chunked tensor; one chunk
-        for an in-memory one)."""
+        for an in-memory one).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((4, 3)), "N C").chunk({"N": 2}).to_dask().chunks
+        ((2, 2), (3,))
+        """
         da = dask_array("to_dask")
         if has_chunked(self._node):
             return engine.chunked_engine().logical_array(self._node)
@@ -287,7 +297,13 @@ class ChunkedMethods:
 
     def compute(self) -> Self:
         """An in-memory tensor with the values (dask computes them), in this tensor's
-        layout; an in-memory tensor is evaluated (``eval()``)."""
+        layout; an in-memory tensor is evaluated (``eval()``).
+
+        >>> import axesarray as ax, numpy as np
+        >>> t = ax.tensor(np.arange(4.0), "N").chunk({"N": 2})
+        >>> (t * 2).compute().numpy()
+        array([0., 2., 4., 6.])
+        """
         node = self._node
         if not has_chunked(node):
             return self.eval()
@@ -332,6 +348,13 @@ class ChunkedMethods:
 
     @property
     def physical(self):
+        """The storage array in physical order, blocks as trailing dims (a zero-copy numpy
+        view; a dask array for a chunked tensor stored in a layout).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((2, 5, 3, 3)), "N C H W").to_layout("NCHW4").physical.shape
+        (2, 2, 3, 3, 4)
+        """
         if not has_chunked(self._node):
             return super().physical
         node = self._node

@@ -176,12 +176,24 @@ def zeros(axes, dtype="float64") -> Tensor:
 
 
 def ones(axes, dtype="float64") -> Tensor:
-    """A new tensor of ones."""
+    """A new tensor of ones.
+
+    >>> import axesarray as ax
+    >>> ax.ones((ax.Axis("N", 2), ax.Axis("C", 3)), dtype="float32").sum("C").numpy()
+    array([3., 3.], dtype=float32)
+    """
     return _new(axes, dtype, 1)
 
 
 def empty(axes, dtype="float64") -> Tensor:
-    """A new tensor whose values are whatever the memory held."""
+    """A new tensor whose values are whatever the memory held (fill it before reading).
+
+    >>> import axesarray as ax
+    >>> t = ax.empty((ax.Axis("N", 3),), dtype="int32")
+    >>> t[...] = 7
+    >>> t.numpy()
+    array([7, 7, 7], dtype=int32)
+    """
     return _new(axes, dtype, None)
 
 

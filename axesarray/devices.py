@@ -65,11 +65,20 @@ class Device:
 
     @property
     def is_cpu(self) -> bool:
+        """Whether this is the host.
+
+        >>> Device("cpu").is_cpu, Device("cuda").is_cpu
+        (True, False)
+        """
         return self.kind == "cpu"
 
     @property
     def backend(self) -> str:
-        """ "numpy" (cpu), "cupy", "numba" (numba device arrays) or "simulator"."""
+        """ "numpy" (cpu), "cupy", "numba" (numba device arrays) or "simulator".
+
+        >>> Device("cpu").backend
+        'numpy'
+        """
         if self.is_cpu:
             return "numpy"
         from .numba_private import cuda_simulated
@@ -79,7 +88,11 @@ class Device:
         return "cupy" if _cupy() is not None else "numba"
 
     def available(self) -> bool:
-        """Whether kernels can run here (for cuda: a GPU, or numba's simulator)."""
+        """Whether kernels can run here (for cuda: a GPU, or numba's simulator).
+
+        >>> Device("cpu").available()
+        True
+        """
         if self.is_cpu:
             return True
         try:
@@ -90,6 +103,10 @@ class Device:
             return False
 
     def check_available(self, op: str) -> None:
+        """Raise a ``RuntimeError`` naming ``op`` when ``available()`` is False.
+
+        >>> Device("cpu").check_available("to")  # nothing to say: the host is always there
+        """
         if not self.available():
             raise RuntimeError(
                 message(
@@ -103,7 +120,12 @@ class Device:
     # --- storage -----------------------------------------------------------------------------
 
     def empty(self, n: int, dtype: np.dtype):
-        """Uninitialized 1-D storage of ``n`` elements."""
+        """Uninitialized 1-D storage of ``n`` elements.
+
+        >>> import numpy as np
+        >>> Device("cpu").empty(4, np.dtype("float32")).shape
+        (4,)
+        """
         if self.is_cpu:
             return allocate(n, dtype)
         if self.backend == "cupy":
@@ -113,7 +135,13 @@ class Device:
         return cuda.device_array(n, dtype=dtype)
 
     def upload(self, arr: np.ndarray):
-        """A copy of the 1-D host array ``arr`` on this device (``arr`` itself on the cpu)."""
+        """A copy of the 1-D host array ``arr`` on this device (``arr`` itself on the cpu).
+
+        >>> import numpy as np
+        >>> a = np.zeros(3)
+        >>> Device("cpu").upload(a) is a
+        True
+        """
         if self.is_cpu:
             return arr
         if self.backend == "cupy":
@@ -123,7 +151,12 @@ class Device:
         return cuda.to_device(np.ascontiguousarray(arr))
 
     def to_host(self, data) -> np.ndarray:
-        """The storage as a host numpy array (a copy for device storage)."""
+        """The storage as a host numpy array (a copy for device storage).
+
+        >>> import numpy as np
+        >>> Device("cpu").to_host(np.arange(3))
+        array([0, 1, 2])
+        """
         if self.is_cpu:
             return data
         if self.backend == "cupy":
@@ -131,7 +164,13 @@ class Device:
         return data.copy_to_host()
 
     def write_host(self, data, values: np.ndarray) -> None:
-        """Overwrite the storage with host ``values`` (same size)."""
+        """Overwrite the storage with host ``values`` (same size).
+
+        >>> import numpy as np
+        >>> data = np.zeros(2)
+        >>> Device("cpu").write_host(data, np.array([1.0, 2.0])); data
+        array([1., 2.])
+        """
         if self.is_cpu:
             data[...] = values
         elif self.backend == "cupy":
@@ -140,7 +179,13 @@ class Device:
             data.copy_to_device(values)
 
     def pointer(self, data) -> int:
-        """Address of the first element, for overlap checks."""
+        """Address of the first element, for overlap checks.
+
+        >>> import numpy as np
+        >>> a = np.zeros(4)
+        >>> Device("cpu").pointer(a[1:]) - Device("cpu").pointer(a)
+        8
+        """
         if self.is_cpu:
             return data.__array_interface__["data"][0]
         if self.backend == "simulator":
@@ -150,7 +195,14 @@ class Device:
         return data.__cuda_array_interface__["data"][0]
 
     def array_view(self, data, view: View):
-        """A (numpy or CuPy) array for a plain view of 1-D storage, without copying."""
+        """A (numpy or CuPy) array for a plain view of 1-D storage, without copying.
+
+        >>> import numpy as np
+        >>> from axesarray.strided import View
+        >>> Device("cpu").array_view(np.arange(6.0), View((2, 3), (1, 2), 0))
+        array([[0., 2., 4.],
+               [1., 3., 5.]])
+        """
         if self.is_cpu:
             return leaf_array(data, view)
         if self.backend != "cupy":
@@ -163,11 +215,22 @@ class Device:
 
     @property
     def has_blas(self) -> bool:
-        """Whether ``matmul`` runs a BLAS (numpy on the cpu, cuBLAS through CuPy)."""
+        """Whether ``matmul`` runs a BLAS (numpy on the cpu, cuBLAS through CuPy).
+
+        >>> Device("cpu").has_blas
+        True
+        """
         return self.is_cpu or self.backend == "cupy"
 
     def matmul(self, a, b, out) -> None:
-        """``out[...] = a @ b`` for 3-D arrays from ``array_view``."""
+        """``out[...] = a @ b`` for 3-D arrays from ``array_view``.
+
+        >>> import numpy as np
+        >>> out = np.empty((1, 2, 2))
+        >>> Device("cpu").matmul(np.ones((1, 2, 3)), np.ones((1, 3, 2)), out); out[0]
+        array([[3., 3.],
+               [3., 3.]])
+        """
         if self.is_cpu:
             np.matmul(a, b, out=out)
         else:

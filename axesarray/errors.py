@@ -21,7 +21,15 @@ class AxesError(ValueError):
 
 
 class LayoutError(ValueError):
-    """A layout problem: unknown layout, a block that does not fit, an unreadable buffer."""
+    """A layout problem: unknown layout, a block that does not fit, an unreadable buffer.
+
+    >>> import axesarray as ax
+    >>> try:
+    ...     ax.Layout.parse("NCHWx")
+    ... except ax.LayoutError as e:
+    ...     print(type(e).__name__, issubclass(type(e), ValueError))
+    LayoutError True
+    """
 
 
 def fmt_axes(axes: Iterable) -> str:

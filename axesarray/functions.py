@@ -75,7 +75,12 @@ def round(x, decimals: int = 0):  # noqa: A001 - the numpy name
 
 
 def relu(x):
-    """max(x, 0) elementwise (nan stays nan, as ``np.maximum``)."""
+    """max(x, 0) elementwise (nan stays nan, as ``np.maximum``).
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.relu(ax.tensor(np.array([-1.0, 0.0, 2.0, np.nan]), "N")).numpy()
+    array([ 0.,  0.,  2., nan])
+    """
     return elementwise("maximum", x, 0, name="relu")
 
 
@@ -96,6 +101,12 @@ def where(cond, a, b):
 
     The result axes follow the rule of ``broadcast_axes`` applied left to right over
     ``cond, a, b``. ``cond`` is converted to bool as numpy does (non-zero is true).
+
+    >>> import axesarray as ax, numpy as np
+    >>> x = ax.tensor(np.array([-2.0, 3.0]), "N")
+    >>> ax.where(x > 0, x, ax.tensor(np.array([10.0, 20.0]), "C")).numpy()
+    array([[10., 20.],
+           [ 3.,  3.]])
     """
     return elementwise("where", cond, a, b)
 

@@ -84,20 +84,38 @@ class GradMethods:
     @property
     def kind(self) -> str | None:
         """``"constant"``, ``"placeholder"``, ``"persistent"``, ``"variable"``, or None for
-        a tensor not declared as one (views share their storage's kind)."""
+        a tensor not declared as one (views share their storage's kind).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.variable(np.zeros(3), "N").kind, ax.tensor(np.zeros(3), "N").kind
+        ('variable', None)
+        """
         tag = _declared(self)
         return tag.kind if tag is not None else None
 
     @property
     def trainable(self) -> bool:
-        """Whether this is (a view of) a variable: optimizers and ``backward`` update it."""
+        """Whether this is (a view of) a variable: optimizers and ``backward`` update it.
+
+        >>> import axesarray as ax, numpy as np
+        >>> w = ax.variable(np.zeros((2, 3)), "N C")
+        >>> w.trainable, w.isel(N=0).trainable, ax.constant(np.zeros(3), "N").trainable
+        (True, True, False)
+        """
         tag = _declared(self)
         return tag is not None and tag.trainable
 
     @property
     def grad(self):
         """A variable's accumulated gradient (None until ``backward``); None for anything
-        else, views of variables included."""
+        else, views of variables included.
+
+        >>> import axesarray as ax, numpy as np
+        >>> w = ax.variable(np.array([1.0, 2.0]), "N")
+        >>> (w * w).sum().backward()
+        >>> w.grad.numpy()
+        array([2., 4.])
+        """
         node = self._node
         tag = _declared(self)
         return tag.grad if tag is not None and node.origin is None else None

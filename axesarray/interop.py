@@ -176,7 +176,12 @@ class InteropMethods:
 
     @property
     def dims(self) -> tuple[str, ...]:
-        """The axis names (xarray's word): ``xr.DataArray(t)`` takes its dims from here."""
+        """The axis names (xarray's word): ``xr.DataArray(t)`` takes its dims from here.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((2, 3)), "N C").dims
+        ('N', 'C')
+        """
         return self.names
 
     def _host(self, op: str, copy, error=ValueError) -> np.ndarray:

@@ -185,7 +185,12 @@ class Layout:
         return self.renamed(roles)
 
     def renamed(self, mapping: Mapping[str, str]) -> Layout:
-        """Rename axes; one-letter role names are remembered so ``str`` is unchanged."""
+        """Rename axes; one-letter role names are remembered so ``str`` is unchanged.
+
+        >>> lay = Layout.parse("NCHW4").renamed({"C": "feat"})
+        >>> lay.order, str(lay)
+        (('N', 'feat', 'H', 'W'), 'NCHW4')
+        """
         new = [mapping.get(n, n) for n in self.order]
         if len(set(new)) != len(new):
             raise LayoutError(
@@ -213,7 +218,11 @@ class Layout:
     # --- queries -----------------------------------------------------------------------
 
     def block(self, name: str) -> int | None:
-        """Block size of axis ``name``, or None when it is not blocked."""
+        """Block size of axis ``name``, or None when it is not blocked.
+
+        >>> Layout.parse("NCHW32").block("C"), Layout.parse("NCHW32").block("H")
+        (32, None)
+        """
         for n, x in self.blocks:
             if n == name:
                 return x
@@ -221,6 +230,11 @@ class Layout:
 
     @property
     def ndim_physical(self) -> int:
+        """Dims of the physical array: one per axis plus one per block.
+
+        >>> Layout.parse("NCHW4").ndim_physical
+        5
+        """
         return len(self.order) + len(self.blocks)
 
     def _blocks_text(self) -> str:

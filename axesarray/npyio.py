@@ -405,6 +405,14 @@ def load(path, axes=None, mmap_mode: str | None = None):
     """Read a tensor written by ``ax.save`` (or the CLI); zero-copy with ``mmap_mode``.
 
     A .npy without a sidecar needs ``axes`` (names, e.g. ``"N C H W"``).
+
+    >>> import axesarray as ax, numpy as np
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+    >>> ax.save(path, ax.tensor(np.zeros((2, 5, 1, 1), "float32"), "N C H W").to_layout("NCHW4"))
+    >>> y = ax.load(path, mmap_mode="r")
+    >>> y.axes, str(y.layout)
+    (Axes(Axis('N', 2), Axis('C', 5), Axis('H', 1), Axis('W', 1)), 'NCHW4')
     """
     with renamed_errors("load"):
         return _load(path, axes, mmap_mode)

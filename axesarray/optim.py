@@ -5,6 +5,16 @@ like the parameter) with fused kernels planned once per structure; the learning 
 Adam's bias corrections are run-time scalars, so changing them plans nothing new.
 ``ax.explain(opt)`` shows the kernels of one step. ``zero_grad()`` sets every ``grad`` to
 None (the next ``backward`` allocates it again).
+
+>>> import axesarray as ax, numpy as np
+>>> w = ax.variable(np.array([1.0, -2.0]), "K")
+>>> opt = ax.optim.Adam([w], lr=0.1)
+>>> for _ in range(3):
+...     opt.zero_grad()
+...     (w * w).sum().backward()
+...     opt.step()
+>>> w.numpy().round(2)
+array([ 0.7, -1.7])
 """
 
 from __future__ import annotations
@@ -80,19 +90,43 @@ class Optimizer:
         return Program(outputs, dsts, labels=labels, fuse=fuse) if outputs else None
 
     def step(self) -> None:
-        """Update every parameter that has a gradient, in place."""
+        """Update every parameter that has a gradient, in place.
+
+        >>> import axesarray as ax, numpy as np
+        >>> w = ax.variable(np.array([1.0]), "K")
+        >>> opt = ax.optim.SGD([w], lr=0.25)
+        >>> (w * 2).sum().backward(); opt.step()
+        >>> w.numpy()
+        array([0.5])
+        """
         self.steps += 1
         prog = self._program()
         if prog is not None:
             prog.run()
 
     def zero_grad(self) -> None:
-        """Forget the gradients: every parameter's ``grad`` becomes None."""
+        """Forget the gradients: every parameter's ``grad`` becomes None.
+
+        >>> import axesarray as ax, numpy as np
+        >>> w = ax.variable(np.array([1.0]), "K")
+        >>> opt = ax.optim.SGD([w], lr=0.1)
+        >>> w.sum().backward(); opt.zero_grad()
+        >>> w.grad is None
+        True
+        """
         for p in self.params:
             p.grad = None
 
     def explain(self) -> ProgramPlan:
-        """The kernels one ``step()`` runs now (parameters without a gradient are skipped)."""
+        """The kernels one ``step()`` runs now (parameters without a gradient are skipped).
+
+        >>> import axesarray as ax, numpy as np
+        >>> w = ax.variable(np.array([1.0]), "K")
+        >>> opt = ax.optim.SGD([w], lr=0.1)
+        >>> w.sum().backward()
+        >>> "kernel" in str(opt.explain())
+        True
+        """
         self.steps += 1
         try:
             prog = self._program()

@@ -90,26 +90,59 @@ class ReductionMethods:
         return self._reduce("sum", names, keepdims)
 
     def prod(self, names=None, keepdims: bool = False) -> Self:
+        """Product over the named axes (all when None), with numpy's result dtype.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 2], [3, 4]]), "N C").prod("C").numpy()
+        array([ 2, 12])
+        """
         return self._reduce("prod", names, keepdims)
 
     def max(self, names=None, keepdims: bool = False) -> Self:
+        """Maximum over the named axes (all when None); NaN wins, as ``np.max``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 5], [3, 4]]), "N C").max("N").numpy()
+        array([3, 5])
+        """
         return self._reduce("max", names, keepdims)
 
     def min(self, names=None, keepdims: bool = False) -> Self:
+        """Minimum over the named axes (all when None); NaN wins, as ``np.min``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 5], [3, 4]]), "N C").min().item()
+        1
+        """
         return self._reduce("min", names, keepdims)
 
     def any(self, names=None, keepdims: bool = False) -> Self:
-        """Whether any element is true (non-zero) over the named axes."""
+        """Whether any element is true (non-zero) over the named axes.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[0, 0], [0, 2]]), "N C").any("C").numpy()
+        array([False,  True])
+        """
         x = self.astype(bool) if self.dtype != bool else self
         return x._reduce("any", names, keepdims)
 
     def all(self, names=None, keepdims: bool = False) -> Self:
-        """Whether every element is true (non-zero) over the named axes."""
+        """Whether every element is true (non-zero) over the named axes.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 0], [1, 2]]), "N C").all("C").numpy()
+        array([False,  True])
+        """
         x = self.astype(bool) if self.dtype != bool else self
         return x._reduce("all", names, keepdims)
 
     def mean(self, names=None, keepdims: bool = False) -> Self:
-        """Arithmetic mean over the named axes, with numpy's result dtype."""
+        """Arithmetic mean over the named axes, with numpy's result dtype.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 2], [3, 4]]), "N C").mean("N").numpy()
+        array([2., 3.])
+        """
         if self.dtype == np.float16:
             # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
             return self.astype("float32").mean(names, keepdims).astype("float16")
@@ -139,7 +172,12 @@ class ReductionMethods:
         return (dev * dev)._reduce("sum", names, keepdims) / max(count - ddof, 0)
 
     def std(self, names=None, ddof=0, keepdims: bool = False) -> Self:
-        """Standard deviation: the square root of ``var`` (same arguments)."""
+        """Standard deviation: the square root of ``var`` (same arguments).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1.0, 3.0]), "N").std("N", ddof=1).item()
+        1.4142135623730951
+        """
         v = self.var(names, ddof, keepdims)
         if v.dtype == np.float16:  # numpy takes the root of the float16 variance
             return (v.astype("float32") ** 0.5).astype("float16")
@@ -212,5 +250,10 @@ class ReductionMethods:
         return self._arg("argmax", name, keepdims)
 
     def argmin(self, name=None, keepdims: bool = False):
-        """Index of the minimum: as ``argmax``."""
+        """Index of the minimum: as ``argmax``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[3, 1, 2], [0, 5, 4]]), "N C").argmin("C").numpy()
+        array([1, 0])
+        """
         return self._arg("argmin", name, keepdims)

@@ -2,16 +2,14 @@
 
 Names live here and above; everything below sees positions. A Tensor is ``(axes, node)``:
 an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
-expression) otherwise. View methods come from ``views``, reductions from ``reductions``,
-layout methods from ``layout_views``; the operators are generated from ``ops.OPS``.
+expression) otherwise. Metadata comes from ``describe``, view methods from ``views``,
+reductions from ``reductions``, layout methods from ``layout_views``; the operators are
+generated from ``ops.OPS``.
 Every import points down.
 """
 
 from __future__ import annotations
 
-import math
-
-import attrs
 import numpy as np
 
 from . import engine, expr_ops
@@ -20,6 +18,7 @@ from ._repr import tensor_html, tensor_repr
 from .axes import Axes, broadcast_axes
 from .calls import CallMethods
 from .chunked import ChunkedMethods
+from .describe import DescribeMethods, TensorDescription
 from .devices import as_device, device_of
 from .dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from .errors import AxesError, fmt_axes, message
@@ -33,26 +32,6 @@ from .scalars import ScalarMethods
 from .views import ViewMethods, align
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
-
-
-@attrs.frozen
-class TensorDescription:
-    """What is known about a tensor without reading it (Nervana graph's description).
-
-    ``strides`` and ``offset`` are in bytes (numpy's convention) for l-tensors and None for
-    r-tensors; a blocked axis has stride None. ``allocated`` counts the storage's elements,
-    padding included.
-    """
-
-    dtype: np.dtype
-    rank: int
-    axes: Axes
-    read_only: bool
-    strides: tuple | None
-    offset: int | None
-    allocated: int | None
-    layout: object = None
-    device: object = "cpu"  # a devices.Device (compares equal to "cpu", "cuda"...)
 
 
 def operand_node(value, axes: Axes, op: str):
@@ -151,6 +130,7 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
 
 
 class Tensor(
+    DescribeMethods,
     ScalarMethods,
     ChunkedMethods,
     ViewMethods,
@@ -180,95 +160,6 @@ class Tensor(
         self._node = node
         self._layout = layout
 
-    # --- description -----------------------------------------------------------------------
-
-    @property
-    def axes(self) -> Axes:
-        return self._axes
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self._axes.names
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._node.shape
-
-    @property
-    def ndim(self) -> int:
-        return len(self._axes)
-
-    rank = ndim
-
-    @property
-    def size(self) -> int:
-        return math.prod(self._node.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._node.dtype
-
-    @property
-    def itemsize(self) -> int:
-        return self._node.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
-
-    @property
-    def is_lvalue(self) -> bool:
-        """True for an l-tensor (has storage, can be assigned to), False for an r-tensor."""
-        return isinstance(self._node, ex.Leaf)
-
-    @property
-    def strides(self) -> tuple | None:
-        """Byte strides per axis (numpy's convention); None for an r-tensor.
-
-        A blocked axis (the C of NCHWx) has no single stride and reports None.
-        """
-        node = self._node
-        if not isinstance(node, ex.Leaf):
-            return None
-        size = node.dtype.itemsize
-        blocks = node.view.blocks or (None,) * node.ndim
-        return tuple(
-            s * size if b is None else None for s, b in zip(node.view.strides, blocks, strict=True)
-        )
-
-    @property
-    def layout(self):
-        """The layout tag (see ``ax.Layout``), or None for plain strided tensors."""
-        return self._layout
-
-    @property
-    def device(self):
-        """Where the storage is (an r-tensor: where its inputs are): a ``Device`` that
-        compares equal to ``"cpu"``, ``"cuda"``, ``"cuda:1"``..."""
-        node = self._node
-        if type(node) is ex.Leaf:
-            return device_of(node.data)
-        for p in node.params:
-            if type(p) is ex.Leaf:
-                return device_of(p.data)
-        return as_device("cpu")
-
-    @property
-    def description(self) -> TensorDescription:
-        node = self._node
-        lvalue = isinstance(node, ex.Leaf)
-        return TensorDescription(
-            dtype=self.dtype,
-            rank=self.ndim,
-            axes=self._axes,
-            read_only=not (lvalue and node.writeable),
-            strides=self.strides,
-            offset=node.view.offset * node.dtype.itemsize if lvalue else None,
-            allocated=node.data.size if lvalue else None,
-            layout=self._layout,
-            device=self.device,
-        )
-
     # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 
     def __setitem__(self, key, value) -> None:
@@ -292,6 +183,11 @@ class Tensor(
 
         The result is laid out like the dominant input: its layout when it has one, else
         its memory order. A chunked tensor stays chunked (a lazy dask result).
+
+        >>> import axesarray as ax, numpy as np
+        >>> y = (ax.tensor(np.arange(3.0), "N") * 2).eval()
+        >>> y.is_lvalue, y.numpy()
+        (True, array([0., 2., 4.]))
         """
         node = self._node
         if type(node) is ex.Leaf or type(node) is Chunked:
@@ -301,7 +197,13 @@ class Tensor(
         return self.copy()
 
     def copy(self) -> Tensor:
-        """A new l-tensor holding the values, in this tensor's layout or memory order."""
+        """A new l-tensor holding the values, in this tensor's layout or memory order.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.arange(3.0), "N")
+        >>> np.shares_memory(x.copy().numpy(), x.numpy())
+        False
+        """
         if self._layout is not None and has_chunked(self._node):
             return self.to_layout(layout_for_axes(self._axes, self._layout))
         if self._layout is not None:
@@ -330,7 +232,14 @@ class Tensor(
         return Tensor(self._axes, ex.Leaf(target.upload(data), leaf.view), self._layout)
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array in axis order: a view for l-tensors when possible."""
+        """The values as a numpy array in axis order: a view for l-tensors when possible.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(6).reshape(2, 3), "N C").transpose("C N").numpy()
+        array([[0, 3],
+               [1, 4],
+               [2, 5]])
+        """
         return engine.to_numpy(self._node)
 
     def _plan(self):
@@ -348,7 +257,12 @@ class Tensor(
     # --- dtype -----------------------------------------------------------------------------
 
     def astype(self, dtype) -> Tensor:
-        """Convert with numpy's ``astype`` semantics (unsafe casting); an r-tensor."""
+        """Convert with numpy's ``astype`` semantics (unsafe casting); an r-tensor.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1.7, -1.7]), "N").astype("int8").numpy()
+        array([ 1, -1], dtype=int8)
+        """
         dt = as_dtype(dtype, "astype")
         node = self._node
         if node.dtype == dt:
@@ -360,7 +274,12 @@ class Tensor(
     # --- elementwise methods ---------------------------------------------------------------
 
     def round(self, decimals: int = 0) -> Tensor:
-        """Round half to even, as ``np.round``; integers are returned unchanged."""
+        """Round half to even, as ``np.round``; integers are returned unchanged.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([0.5, 1.5, 2.26]), "N").round(1).numpy()
+        array([0.5, 1.5, 2.3])
+        """
         if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
             raise TypeError(
                 message("round", "decimals must be an integer", f"got {decimals!r}", "e.g. 2")

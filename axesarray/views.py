@@ -310,6 +310,11 @@ class ViewMethods:
         """View with the given axes (a superset of this tensor's); new axes have stride 0.
 
         The result is read-only when it is an l-tensor, as in numpy.
+
+        >>> import axesarray as ax, numpy as np
+        >>> y = ax.tensor(np.arange(3.0), "C").broadcast_to((ax.Axis("N", 2), ax.Axis("C", 3)))
+        >>> y.axes, y.strides
+        (Axes(Axis('N', 2), Axis('C', 3)), (0, 8))
         """
         target = as_axes(axes.axes if isinstance(axes, ViewMethods) else axes, "broadcast_to")
         names = set(target.names)
@@ -331,7 +336,12 @@ class ViewMethods:
         return type(self)(target, node)
 
     def expand_dims(self, axes, position: int = 0) -> Self:
-        """Insert new axes at ``position``: a name adds a length-1 axis, an Axis broadcasts."""
+        """Insert new axes at ``position``: a name adds a length-1 axis, an Axis broadcasts.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(3.0), "C").expand_dims(["N", ax.Axis("K", 2)], 1).axes
+        Axes(Axis('C', 3), Axis('N', 1), Axis('K', 2))
+        """
         items = [axes] if isinstance(axes, (str, Axis)) else list(axes)
         new = [a if isinstance(a, Axis) else Axis(a, 1) for a in items]
         if not -self.ndim - 1 <= position <= self.ndim:
@@ -345,7 +355,12 @@ class ViewMethods:
         return self.broadcast_to(target)
 
     def squeeze(self, names=None) -> Self:
-        """Drop length-1 axes (all of them, or the named ones); a view."""
+        """Drop length-1 axes (all of them, or the named ones); a view.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((1, 3, 1)), "N C W").squeeze("W").names
+        ('N', 'C')
+        """
         if names is None:
             dims = [d for d, a in enumerate(self._axes) if a.length == 1]
         else:

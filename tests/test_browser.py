@@ -1,14 +1,23 @@
-"""The HTML reprs in a real browser: headless Chromium renders them on a light and on a dark
-page (JupyterLab's two themes); the screenshots must not be blank, the text must show on
-both backgrounds, and the page must raise no JavaScript error.
+"""The HTML reprs, an executed notebook and the documentation site in a real browser:
+headless Chromium renders them (the reprs on a light and on a dark page, JupyterLab's two
+themes); the screenshots must not be blank, the text must show, and the page must raise
+no JavaScript error (the site's own scripts, material's, run: their errors are real).
 
 Skipped only when no Chromium is installed (``.ci/run`` installs Debian's ``chromium``).
+Set ``AXESARRAY_SCREENSHOTS=DIR`` to keep the screenshots in DIR (to look at them).
 """
 
 from __future__ import annotations
 
+import functools
+import http.server
+import os
+import re
 import shutil
 import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,10 +49,13 @@ THEMES = {
     "light": "body{background:#ffffff;color:#111111}",
     "dark": "body{background:#111111;color:#eeeeee}",  # JupyterLab dark, roughly
 }
-# Records any script error in the page itself, where --dump-dom can read it back.
+ROOT = Path(__file__).resolve().parent.parent
+# Records any script error (and any rejected promise nobody handled) in the page itself,
+# where --dump-dom can read it back.
 WATCH = (
-    "<script>window.onerror=function(m){document.documentElement"
-    ".setAttribute('data-error',String(m))};</script>"
+    "<script>(function(){var r=function(m){document.documentElement"
+    ".setAttribute('data-error',String(m))};window.onerror=r;"
+    "window.addEventListener('unhandledrejection',function(e){r(e.reason)});})();</script>"
 )
 DONE = "<script>document.documentElement.setAttribute('data-done','1')</script>"
 
@@ -67,9 +79,10 @@ def page(body: str, theme: str) -> str:
     )
 
 
-def run_browser(path, out, *mode) -> subprocess.CompletedProcess:
+def run_browser(target, out, *mode) -> subprocess.CompletedProcess:
+    url = target if isinstance(target, str) else target.as_uri()
     return subprocess.run(
-        [BROWSER, *FLAGS, f"--user-data-dir={out / 'profile'}", *mode, path.as_uri()],
+        [BROWSER, *FLAGS, f"--user-data-dir={out / 'profile'}", *mode, url],
         capture_output=True,
         text=True,
         timeout=120,
@@ -78,14 +91,24 @@ def run_browser(path, out, *mode) -> subprocess.CompletedProcess:
 
 def render(html: str, out, name: str):
     """(screenshot as an RGB array, DOM after load, browser log) of a page."""
-    from PIL import Image
 
     path = out / f"{name}.html"
     path.write_text(html, encoding="utf-8")
+    return render_url(path, out, name)
+
+
+def render_url(target, out, name: str, size: str = "1200,2000"):
+    """As ``render``, for a file or an http:// address."""
+    from PIL import Image
+
     png = out / f"{name}.png"
-    shot = run_browser(path, out, f"--screenshot={png}", "--window-size=1200,2000")
+    shot = run_browser(target, out, f"--screenshot={png}", f"--window-size={size}")
     assert png.exists(), shot.stderr[-2000:]
-    dom = run_browser(path, out, "--dump-dom")
+    if os.environ.get("AXESARRAY_SCREENSHOTS"):
+        keep = Path(os.environ["AXESARRAY_SCREENSHOTS"])
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, keep / png.name)
+    dom = run_browser(target, out, "--dump-dom", "--virtual-time-budget=5000")
     image = np.asarray(Image.open(png).convert("RGB"), dtype=np.int32)
     return image, dom.stdout, shot.stderr + dom.stderr
 
@@ -131,3 +154,83 @@ def test_checks_can_fail(tmp_path):
     )
     assert script_errors(dom, log)
     assert colours(image) < 5
+
+
+def watched(html: str) -> str:
+    """A whole HTML page with the error watch first in <head> and the done mark last."""
+    html = re.sub(r"<head[^>]*>", lambda m: m.group(0) + WATCH, html, count=1)
+    return html.replace("</body>", DONE + "</body>", 1)
+
+
+def assert_not_blank(image, what: str):
+    lum = luminance(image)
+    background = np.bincount(lum.astype(int).ravel()).argmax()
+    assert colours(image) > 100, f"{what}: too few colours for a rendered page"
+    assert (np.abs(lum - background) > 20).mean() > 0.02, f"{what}: the page is almost blank"
+
+
+def test_executed_notebook_renders(tmp_path):
+    """A notebook executed by a real kernel and converted by nbconvert shows its outputs:
+    the HTML reprs, the layout pictures (PNG), and no script error."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(ROOT / "notebooks" / "01_axes_and_views.ipynb", as_version=4)
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    (tmp_path / "notebook_01.html").write_text(watched(html), encoding="utf-8")
+    # Tall enough to hold the first layout pictures below the reprs.
+    image, dom, log = render_url(
+        tmp_path / "notebook_01.html", tmp_path, "notebook_01", "1200,5000"
+    )
+    assert script_errors(dom, log) == []
+    assert_not_blank(image, "notebook")
+    assert dom.count("data:image/png;base64") >= 3  # the three show_layout pictures
+    assert "byte strides, outermost first" in dom or "stride" in dom  # the tensor repr
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The documentation site, built by mkdocs (strict) and served on the loopback, as
+    ``mkdocs serve`` or any static host would (material's search runs in a web worker,
+    which browsers refuse to start from file:// pages)."""
+    out = tmp_path_factory.mktemp("site")
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    index = out / "index.html"
+    index.write_text(watched(index.read_text(encoding="utf-8")), encoding="utf-8")
+    handler = functools.partial(_Quiet, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_docs_site_renders(site, tmp_path):
+    """The site's index: material's scripts run without errors (its bundle turns the page's
+    ``no-js`` class into ``js``), and the page is not blank."""
+    image, dom, log = render_url(site, tmp_path, "docs_index")
+    assert script_errors(dom, log) == []
+    assert_not_blank(image, "docs index")
+    html_tag = re.search(r"<html[^>]*>", dom).group(0)
+    assert "no-js" not in html_tag and re.search(r'class="[^"]*\bjs\b', html_tag), (
+        f"material's JavaScript did not run: {html_tag}"
+    )
+    assert "Named-axis arrays for Python" in dom

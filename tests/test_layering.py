@@ -70,6 +70,7 @@ ORDER = [
     "chunked",
     "grads",
     "scalars",
+    "describe",
     "tensor",
     "functions",
     "everyday",

@@ -36,7 +36,7 @@ _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex12
 _KINDS = frozenset("biufcmM")
 _PARALLEL_BYTES = 1 << 22  # below 4 MiB one thread beats waking the pool (measured)
 _STREAM_BYTES = 1 << 23  # outputs from 8 MiB (past the caches) use streaming stores
-# Tile shapes (see tile_sizes), measured on the benchmark shapes of docs/layouts.md.
+# Tile shapes (see tile_sizes), measured on the benchmark shapes of docs/guide/layouts.md.
 _ROW_BYTES = 8192  # destination rows up to this long are taken whole
 _RUN_TILE_BYTES = 1 << 18  # a tile that writes one contiguous run
 _UNPACK_ROW_BYTES = 1 << 14  # destination bytes per row of an unpack tile
@@ -233,7 +233,7 @@ def _emit(stage, s0, dst, d0, n, lanes, dst_mod):
 
 def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     """Tile extents (ti, tj), multiples of the micro tile; ``i`` is the destination's
-    contiguous dim. Chosen by measurement on the benchmark shapes (docs/layouts.md):
+    contiguous dim. Chosen by measurement on the benchmark shapes (docs/guide/layouts.md):
 
     - whole destination rows back to back (NCHW -> NHWC, NCHWx, CHWN4): take them all, and
       a long run of source rows, about 256 KiB per tile: the output is one run;
