@@ -77,6 +77,40 @@ def test_layout_conversions_are_batched_transposes():
     assert (p.width, p.batch_shape, p.ni, p.nj, p.kind) == (8, (16,), 8, 35, "square")
 
 
+def test_chwn_conversions_fold_n_into_the_transpose():
+    # NCHW -> CHWN4: N continues the 4 channels in the destination only; folded into i,
+    # a tile writes whole (N, 4) destination lines (before: 4-element pieces, N a batch
+    # dim). CHWN4 -> NCHW: the same on the source side, folded into j.
+    s = (32, 64, 7, 5)
+    nchw, chwn4 = contiguous(s), nchwx_view(s, 4, chwn=True)
+    for width in (1, 4):
+        v = VECTOR_BYTES // width
+        p = plans(s, nchw, chwn4, width, fold=True)[0]
+        assert (p.kind, p.micro, p.batch_shape) == ("square", v, (16,))
+        assert (p.ni, p.gi, p.si, p.si2, p.nj, p.dj) == (128, 4, 35, 64 * 35, 35, 128)
+        p = plans(s, chwn4, nchw, width, fold=True)[0]
+        assert (p.kind, p.micro, p.batch_shape) == ("square", v, (16,))
+        assert (p.nj, p.gj, p.dj, p.dj2, p.ni, p.si) == (128, 4, 35, 64 * 35, 35, 128)
+    # Unfolded plans (the CUDA kernels') keep N as a batch dim.
+    p = only_plan(s, nchw, chwn4, 1)
+    assert (p.kind, p.gi, p.gj, p.batch_shape) == ("pack", 0, 0, (16, 32))
+
+
+def test_fold_only_when_groups_fit_the_micro_tile():
+    s = (32, 6, 7, 5)
+    nchw = contiguous(s)
+    p = plans(s, nchw, nchwx_view(s, 3, chwn=True), 4, fold=True)[0]  # 3 does not divide 8
+    assert (p.gi, p.batch_shape) == (0, (2, 32))
+    p = plans(s, nchw, nchwx_view(s, 2, chwn=True), 4, fold=True)[0]
+    assert (p.gi, p.ni, p.kind) == (2, 64, "square")
+    s = (2, 64, 7, 5)  # (N, 4) = 8 rows: fewer than 32 bytes, no square tile: not folded
+    p = plans(s, contiguous(s), nchwx_view(s, 4, chwn=True), 1, fold=True)[0]
+    assert (p.gi, p.kind) == (0, "pack")
+    s = (4, 64, 7, 5)  # 32-element blocks and 8-lane tiles: a tile stays inside one group
+    p = plans(s, contiguous(s), nchwx_view(s, 32, chwn=True), 4, fold=True)[0]
+    assert (p.gi, p.ni, p.kind) == (32, 128, "square")
+
+
 def test_padded_channels_are_a_separate_piece():
     s = (2, 6, 3, 3)  # C = 6 into blocks of 4: one whole block, then 2 channels
     copies = segment(s, contiguous(s), nchwx_view(s, 4))
@@ -234,6 +268,67 @@ def test_try_repack_blocked_views(pair, width):
     untouched = np.ones(dn, bool)
     untouched[addresses(dv).reshape(-1)] = False
     np.testing.assert_array_equal(dbuf[untouched], 99)  # padding is never written
+
+
+@st.composite
+def chwn_cases(draw):
+    """NCHW (or NHWC) <-> CHWNx with N x and H W around the micro tile: tails, size 0 and
+    1, padded C (C % x != 0) and blocks that do not fold (x = 3)."""
+    width = draw(st.sampled_from([1, 2, 4, 8]))
+    x = draw(st.sampled_from([2, 3, 4, 4, 8, 32]))
+    v = VECTOR_BYTES // width
+    n = draw(st.integers(0, 3 * v // x + 2))
+    c = draw(st.sampled_from([1, 3, 4, 5, 8, 12, 17, 33]))
+    h, w = draw(st.integers(1, 3)), draw(st.integers(1, 2 * v + 3))
+    return (n, c, h, w), x, width, draw(st.booleans())
+
+
+def check_chwn_round_trip(shape, x, width, nhwc, stream) -> None:
+    """NCHW (NHWC) -> CHWNx -> NCHW (NHWC) through try_repack, exact bytes, padding of
+    the CHWNx buffer never written."""
+    n, c, h, w = shape
+    dtype = WIDTHS[width]
+    logical = np.random.default_rng(n + c).integers(0, 100, shape).astype(dtype)
+    plain = np.ascontiguousarray(logical.transpose(0, 2, 3, 1) if nhwc else logical)
+    plain_view = permute(contiguous((n, h, w, c)), (0, 3, 1, 2)) if nhwc else contiguous(shape)
+    size = -(-c // x) * h * w * n * x
+    old = rp._STREAM_BYTES
+    rp._STREAM_BYTES = 0 if stream else old
+    try:
+        chwn = Leaf(np.full(max(size, 1), 99, dtype), nchwx_view(shape, x, chwn=True))
+        run_and_check(chwn, logical, Leaf(plain.reshape(-1), plain_view))
+        untouched = np.ones(chwn.data.size, bool)
+        untouched[addresses(chwn.view).reshape(-1)] = False
+        np.testing.assert_array_equal(chwn.data[untouched], 99)  # padding is never written
+        back = Leaf(np.full(max(logical.size, 1), 99, dtype), plain_view)
+        run_and_check(back, logical, chwn)
+    finally:
+        rp._STREAM_BYTES = old
+
+
+@given(chwn_cases(), st.booleans())
+def test_chwn_repacks_exact_bytes(case, stream):
+    shape, x, width, nhwc = case
+    check_chwn_round_trip(shape, x, width, nhwc, stream)
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8])
+@pytest.mark.parametrize("x", [2, 4, 32])
+def test_folded_tiles_with_tails(width, x):
+    """Folded plans with a ragged (N, x) edge, a ragged H W edge and a padded block."""
+    v = VECTOR_BYTES // width
+    shape = (3 * max(1, v // x) + 1, 2 * x + 1, 3, v + 3)
+    whole = (shape[0], 2 * x, *shape[2:])  # the piece of whole blocks
+    to, back = (
+        plans(whole, a, b, width, fold=True)[0]
+        for a, b in [
+            (contiguous(whole), nchwx_view(whole, x, chwn=True)),
+            (nchwx_view(whole, x, chwn=True), contiguous(whole)),
+        ]
+    )
+    assert (to.kind, to.gi, back.kind, back.gj) == ("square", x, "square", x)
+    for stream in (False, True):
+        check_chwn_round_trip(shape, x, width, False, stream)
 
 
 def test_large_copies_use_the_thread_pool(monkeypatch):

@@ -101,37 +101,77 @@ def _micro(src, so, si, dst, do, dj, r, kind):
 
 
 @njit(inline="always")
-def _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j):
+def _goff(x, g, s1, s2):
+    """Offset of index x of a folded dim (outer stride s2 every g, inner stride s1)."""
+    if g == 0:
+        return x * s1
+    return (x // g) * s2 + (x % g) * s1
+
+
+@njit(inline="always")
+def _scalar_folded(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2):
+    for j in range(j0, j1):
+        sb = so + j * sj
+        db = do + _goff(j, gj, dj, dj2)
+        for i in range(i0, i1):
+            dst[np.uint64(db + i * di)] = src[np.uint64(sb + _goff(i, gi, si, si2))]
+
+
+@njit(inline="always")
+def _edges(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2):
+    if gi or gj:
+        _scalar_folded(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2)
+    else:
+        _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
+
+
+@njit(inline="always")
+def _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows):
+    """The tile [i0, i1) x [j0, j1); ``p`` holds the plan's strides and micro tile:
+    (si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2). Square micro tiles take
+    their row offsets from ``srows`` and ``drows``."""
+    si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2 = p
     if kind == 0:
         _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
         return
     ie = i0 + (i1 - i0) // step_i * step_i
     je = j0 + (j1 - j0) // step_j * step_j
     for ii in range(i0, ie, step_i):
-        for jj in range(j0, je, step_j):
-            _micro(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj, r, kind)
-    _scalar(src, dst, so, do, ie, i1, j0, j1, si, sj, di, dj)
-    _scalar(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj)
+        if kind == 1:  # sj == di == 1; only i's source and j's destination fold
+            sb = so + _goff(ii, gi, si, si2)
+            for jj in range(j0, je, step_j):
+                simd.square(src, sb + jj, srows, dst, do + _goff(jj, gj, dj, dj2) + ii, drows)
+        else:
+            for jj in range(j0, je, step_j):
+                _micro(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj, r, kind)
+    _edges(src, dst, so, do, ie, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2)
+    _edges(src, dst, so, do, i0, ie, je, j1, si, sj, di, dj, gi, si2, gj, dj2)
 
 
 @njit(nogil=True, **NO_NRT)
-def _staged_tile(
-    src, dst, stage, so, do, i0, i1, j0, j1, si, sj, dj, r, kind, step_i, step_j, lanes, dst_mod
-):
-    """Transpose one tile into ``stage`` (rows back to back), then stream it out.
+def _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, ti, p, srows, stage_rows, lanes, dst_mod):
+    """Transpose one tile into ``stage`` (rows ``ti`` apart), then stream it out, rows that
+    follow each other in ``dst`` as one run.
 
     Not inlined on purpose: keeping the staging buffer out of ``_kernel`` keeps numba's
     reference counting out of its hot loops (it costs 6x there).
     """
+    si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2 = p
+    staged = (si, sj, 1, ti, r, kind, step_i, step_j, gi, si2, 0, 0)
+    _tile(src, stage, so, -j0 * ti - i0, i0, i1, j0, j1, staged, srows, stage_rows)
     width = i1 - i0
-    _tile(
-        src, stage, so, -j0 * width - i0, i0, i1, j0, j1, si, sj, 1, width, r, kind, step_i, step_j
-    )
-    if dj == width:  # the destination rows are back to back too: one run
-        _emit(stage, 0, dst, do + j0 * dj + i0, (j1 - j0) * width, lanes, dst_mod)
-    else:
-        for j in range(j0, j1):
-            _emit(stage, (j - j0) * width, dst, do + j * dj + i0, width, lanes, dst_mod)
+    run_s = 0
+    run_d = do + _goff(j0, gj, dj, dj2) + i0
+    run_n = width
+    for j in range(j0 + 1, j1):
+        d = do + _goff(j, gj, dj, dj2) + i0
+        s = (j - j0) * ti
+        if d == run_d + run_n and s == run_s + run_n:
+            run_n += width
+        else:
+            _emit(stage, run_s, dst, run_d, run_n, lanes, dst_mod)
+            run_s, run_d, run_n = s, d, width
+    _emit(stage, run_s, dst, run_d, run_n, lanes, dst_mod)
 
 
 @njit(cache=True, nogil=True, **NO_NRT)
@@ -146,14 +186,12 @@ def _kernel(
     bdst,
     ni,
     nj,
-    si,
-    sj,
-    di,
-    dj,
     ti,
     tj,
-    r,
-    kind,
+    p,
+    srows,
+    drows,
+    stage_rows,
     lanes,
     stream,
     dst_mod,
@@ -162,16 +200,13 @@ def _kernel(
 ):
     """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range.
 
-    With ``stream``, each tile goes through ``stage`` (``ti * tj`` elements) and is
-    written with non-temporal stores where 32-byte aligned (``dst_mod`` is the buffer's
-    misalignment in elements).
+    ``p`` is ``_tile``'s tuple of strides and micro tile. With ``stream``, each tile goes
+    through ``stage`` (``ti * tj`` elements) and is written with non-temporal stores
+    where 32-byte aligned (``dst_mod`` is the buffer's misalignment in elements).
     """
     nti = (ni + ti - 1) // ti
     ntj = (nj + tj - 1) // tj
     per_batch = nti * ntj
-    # Micro tile extent along i and j: V x V (square), R x V (pack), V x R (unpack).
-    step_i = lanes if kind == 1 or kind >= 4 else r
-    step_j = lanes if kind <= 3 else r
     for u in range(lo, hi):
         b = u // per_batch
         rest = u - b * per_batch
@@ -191,27 +226,10 @@ def _kernel(
         j1 = min(j0 + tj, nj)
         if stream:
             _staged_tile(
-                src,
-                dst,
-                stage,
-                so,
-                do,
-                i0,
-                i1,
-                j0,
-                j1,
-                si,
-                sj,
-                dj,
-                r,
-                kind,
-                step_i,
-                step_j,
-                lanes,
-                dst_mod,
+                src, dst, stage, so, do, i0, i1, j0, j1, ti, p, srows, stage_rows, lanes, dst_mod
             )
         else:
-            _tile(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, r, kind, step_i, step_j)
+            _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows)
     if stream:
         simd.store_fence()
 
@@ -241,13 +259,11 @@ def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     - otherwise (NHWC -> NCHW, NCHWx -> NCHW): whole source rows up to 512 bytes, about
       64 KiB per tile, each finished destination row then streamed out.
     """
-    lanes = VECTOR_BYTES // p.width
     if p.kind == "none":
         ti = max(1, min(p.ni, 65536 // p.width))
         tj = max(1, min(p.nj, 65536 // (ti * p.width)))
         return ti, tj
-    step_i = lanes if p.kind in ("square", "unpack", "unzip") else p.micro
-    step_j = lanes if p.kind in ("square", "pack", "zip") else p.micro
+    step_i, step_j = _steps(p)
     full_i = _round_up(p.ni, step_i)
     full_j = _round_up(p.nj, step_j)
     if _one_run(p):
@@ -266,9 +282,22 @@ def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     return min(ti, full_i), min(tj, full_j)
 
 
+def _steps(p: RepackPlan) -> tuple[int, int]:
+    """Micro tile extent along i and j: V x V (square), R x V (pack), V x R (unpack)."""
+    lanes = VECTOR_BYTES // p.width
+    step_i = lanes if p.kind in ("square", "unpack", "unzip") else p.micro
+    step_j = lanes if p.kind in ("square", "pack", "zip") else p.micro
+    return step_i, step_j
+
+
 def _one_run(p: RepackPlan) -> bool:
     """Whether a tile of whole destination rows writes one contiguous run."""
-    return p.dj == p.ni and p.ni * p.width <= _ROW_BYTES
+    return p.dj == p.ni and not p.gj and p.ni * p.width <= _ROW_BYTES
+
+
+def _folded(x: np.ndarray, g: int, s1: int, s2: int) -> np.ndarray:
+    """Offsets of indices ``x`` of a dim folded every g (``_goff``)."""
+    return x * s1 if g == 0 else x // g * s2 + x % g * s1
 
 
 def _round_up(n: int, k: int) -> int:
@@ -304,6 +333,10 @@ def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> N
         and ((p.kind != "none" and _one_run(p) and ti >= p.ni) or p.kind == "square")
     )
     dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
+    step_i, step_j = _steps(p)
+    params = (p.si, p.sj, p.di, p.dj, p.micro, KINDS[p.kind], step_i, step_j)
+    params += (p.gi, p.si2, p.gj, p.dj2)
+    rows = np.arange(lanes, dtype=np.int64)
     args = (
         p.src_offset,
         p.dst_offset,
@@ -312,14 +345,12 @@ def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> N
         np.array(p.batch_dst, np.int64),
         p.ni,
         p.nj,
-        p.si,
-        p.sj,
-        p.di,
-        p.dj,
         ti,
         tj,
-        p.micro,
-        KINDS[p.kind],
+        params,
+        _folded(rows, p.gi, p.si, p.si2),
+        _folded(rows, p.gj, p.dj, p.dj2),
+        rows * ti,
         lanes,
         stream,
         dst_mod,
@@ -400,7 +431,9 @@ def try_repack(dst: Leaf, src: Leaf) -> bool:
     if has_internal_overlap(dst.view) or _overlap(dst, src):
         return False
     size = dst.dtype.itemsize
-    work = plans(dst.shape, src.view, dst.view, size, src.data.ctypes.data, dst.data.ctypes.data)
+    work = plans(
+        dst.shape, src.view, dst.view, size, src.data.ctypes.data, dst.data.ctypes.data, fold=True
+    )
     if work is None:
         return False
     words: dict = {}
