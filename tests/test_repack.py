@@ -292,8 +292,9 @@ def check_chwn_round_trip(shape, x, width, nhwc, stream) -> None:
     plain = np.ascontiguousarray(logical.transpose(0, 2, 3, 1) if nhwc else logical)
     plain_view = permute(contiguous((n, h, w, c)), (0, 3, 1, 2)) if nhwc else contiguous(shape)
     size = -(-c // x) * h * w * n * x
-    old = rp._STREAM_BYTES
-    rp._STREAM_BYTES = 0 if stream else old
+    old = rp._STREAM_BYTES, rp._PREFETCH_BYTES
+    if stream:  # streamed stores, and the next tile prefetched
+        rp._STREAM_BYTES = rp._PREFETCH_BYTES = 0
     try:
         chwn = Leaf(np.full(max(size, 1), 99, dtype), nchwx_view(shape, x, chwn=True))
         run_and_check(chwn, logical, Leaf(plain.reshape(-1), plain_view))
@@ -303,7 +304,7 @@ def check_chwn_round_trip(shape, x, width, nhwc, stream) -> None:
         back = Leaf(np.full(max(logical.size, 1), 99, dtype), plain_view)
         run_and_check(back, logical, chwn)
     finally:
-        rp._STREAM_BYTES = old
+        rp._STREAM_BYTES, rp._PREFETCH_BYTES = old
 
 
 @given(chwn_cases(), st.booleans())
@@ -332,20 +333,25 @@ def test_folded_tiles_with_tails(width, x):
 
 
 def test_large_copies_use_the_thread_pool(monkeypatch):
+    """The calling thread and a pool helper share the tile ranges."""
     import numba
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("one thread only")
     monkeypatch.setattr(rp, "_PARALLEL_BYTES", 1 << 16)
-    submitted = []
-    real_pool = rp._pool
+    workers, ranges = [], []
+    real_pool, real_kernel = rp._pool, rp._kernel
 
-    def counting_pool(workers):
-        pool = real_pool(workers)
-        submitted.append(workers)
-        return pool
+    def counting_pool(n):
+        workers.append(n)
+        return real_pool(n)
+
+    def counting_kernel(*args):
+        ranges.append(args[-2:])
+        return real_kernel(*args)
 
     monkeypatch.setattr(rp, "_pool", counting_pool)
+    monkeypatch.setattr(rp, "_kernel", counting_kernel)
     before = numba.get_num_threads()
     numba.set_num_threads(2)
     try:
@@ -354,7 +360,9 @@ def test_large_copies_use_the_thread_pool(monkeypatch):
         run_and_check(dst, src, leaf_of(src))
     finally:
         numba.set_num_threads(before)
-    assert submitted == [2]
+    assert workers == [1]  # one helper beside the calling thread
+    assert len(ranges) > 2 and sorted(ranges)[0][0] == 0  # each range run once, in full
+    assert all(a[1] == b[0] for a, b in zip(sorted(ranges), sorted(ranges)[1:], strict=False))
 
 
 def test_read_only_sources_work():
@@ -381,8 +389,10 @@ def test_cases_left_to_the_engine():
 
 @pytest.mark.parametrize("width", [1, 2, 4, 8])
 def test_streaming_stores(monkeypatch, width):
-    """Large outputs are staged and streamed; force it on small ones, misaligned too."""
+    """Large outputs are staged and streamed (and the next tile prefetched); force it on
+    small ones, misaligned too."""
     monkeypatch.setattr(rp, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(rp, "_PREFETCH_BYTES", 0)
     v = VECTOR_BYTES // width
     for ni, nj, src_dense, dst_dense in [
         (v + 3, 2 * v + 1, True, True),

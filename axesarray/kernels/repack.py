@@ -15,8 +15,11 @@ through ``repack_simd`` and the ragged edges through scalar loops.
 from __future__ import annotations
 
 import ctypes
+import functools
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 
+import attrs
 import numba
 import numpy as np
 from numba import njit
@@ -42,6 +45,16 @@ _RUN_TILE_BYTES = 1 << 18  # a tile that writes one contiguous run
 _UNPACK_ROW_BYTES = 1 << 14  # destination bytes per row of an unpack tile
 _SOURCE_ROW_BYTES = 512  # source rows up to this long are read whole
 _TILE_BYTES = 1 << 16  # other tiles
+# Square transposes: tiles of about 8 KiB (with the next tile's source prefetched, both
+# stay in L1), reading whole 64-byte lines of each source row and writing at least 256
+# bytes of each destination row (shorter streamed runs cost more than they save).
+_SQUARE_TILE_BYTES = 8192
+_LINE = 64
+_MIN_RUN = 256
+# From 8 MiB, fetch the next tile's source rows while transposing this one: from memory,
+# transposes read many rows at once, which the hardware prefetchers follow badly
+# (measured 1.2-1.9x faster); data already in the caches only pays for the instructions.
+_PREFETCH_BYTES = 1 << 23
 
 
 @njit(inline="always")
@@ -109,6 +122,26 @@ def _goff(x, g, s1, s2):
 
 
 @njit(inline="always")
+def _split(x, g):
+    """(x // g, x % g) of a folded dim's index (0, x when not folded)."""
+    if g == 0:
+        return 0, x
+    return x // g, x % g
+
+
+@njit(inline="always")
+def _advance(q, r, dq, dr, g):
+    """The split of x + step from that of x, with (dq, dr) the split of the step: no
+    division in the loops (it costs as much as a whole micro tile)."""
+    r += dr
+    q += dq
+    if g != 0 and r >= g:
+        r -= g
+        q += 1
+    return q, r
+
+
+@njit(inline="always")
 def _scalar_folded(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2):
     for j in range(j0, j1):
         sb = so + j * sj
@@ -139,8 +172,11 @@ def _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows):
     for ii in range(i0, ie, step_i):
         if kind == 1:  # sj == di == 1; only i's source and j's destination fold
             sb = so + _goff(ii, gi, si, si2)
+            q, rr = _split(j0, gj)
+            dq, dr = _split(step_j, gj)
             for jj in range(j0, je, step_j):
-                simd.square(src, sb + jj, srows, dst, do + _goff(jj, gj, dj, dj2) + ii, drows)
+                simd.square(src, sb + jj, srows, dst, do + q * dj2 + rr * dj + ii, drows)
+                q, rr = _advance(q, rr, dq, dr, gj)
         else:
             for jj in range(j0, je, step_j):
                 _micro(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj, r, kind)
@@ -150,8 +186,8 @@ def _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows):
 
 @njit(nogil=True, **NO_NRT)
 def _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, ti, p, srows, stage_rows, lanes, dst_mod):
-    """Transpose one tile into ``stage`` (rows ``ti`` apart), then stream it out, rows that
-    follow each other in ``dst`` as one run.
+    """Transpose one tile into ``stage`` (rows ``ti`` apart), then stream it out (as one
+    run when the rows are back to back in both).
 
     Not inlined on purpose: keeping the staging buffer out of ``_kernel`` keeps numba's
     reference counting out of its hot loops (it costs 6x there).
@@ -160,70 +196,68 @@ def _staged_tile(src, dst, stage, so, do, i0, i1, j0, j1, ti, p, srows, stage_ro
     staged = (si, sj, 1, ti, r, kind, step_i, step_j, gi, si2, 0, 0)
     _tile(src, stage, so, -j0 * ti - i0, i0, i1, j0, j1, staged, srows, stage_rows)
     width = i1 - i0
-    run_s = 0
-    run_d = do + _goff(j0, gj, dj, dj2) + i0
-    run_n = width
-    for j in range(j0 + 1, j1):
-        d = do + _goff(j, gj, dj, dj2) + i0
-        s = (j - j0) * ti
-        if d == run_d + run_n and s == run_s + run_n:
-            run_n += width
-        else:
-            _emit(stage, run_s, dst, run_d, run_n, lanes, dst_mod)
-            run_s, run_d, run_n = s, d, width
-    _emit(stage, run_s, dst, run_d, run_n, lanes, dst_mod)
+    if gj == 0 and dj == width and width == ti:  # rows back to back on both sides
+        _emit(stage, 0, dst, do + j0 * dj + i0, (j1 - j0) * width, lanes, dst_mod)
+        return
+    q, r = _split(j0, gj)
+    for j in range(j0, j1):
+        _emit(stage, (j - j0) * ti, dst, do + q * dj2 + r * dj + i0, width, lanes, dst_mod)
+        q, r = _advance(q, r, 0, 1, gj)
+
+
+@njit(inline="always")
+def _origin(u, soff, doff, bshape, bsrc, bdst, ni, nj, ti, tj, ntj, per_batch):
+    """Source and destination offsets and index ranges of tile u."""
+    b = u // per_batch
+    rest = u - b * per_batch
+    bi = rest // ntj
+    bj = rest - bi * ntj
+    so = soff
+    do = doff
+    q = b
+    for k in range(bshape.size - 1, -1, -1):
+        idx = q % bshape[k]
+        q //= bshape[k]
+        so += idx * bsrc[k]
+        do += idx * bdst[k]
+    i0 = bi * ti
+    j0 = bj * tj
+    return so, do, i0, min(i0 + ti, ni), j0, min(j0 + tj, nj)
 
 
 @njit(cache=True, nogil=True, **NO_NRT)
-def _kernel(
-    src,
-    dst,
-    stage,
-    soff,
-    doff,
-    bshape,
-    bsrc,
-    bdst,
-    ni,
-    nj,
-    ti,
-    tj,
-    p,
-    srows,
-    drows,
-    stage_rows,
-    lanes,
-    stream,
-    dst_mod,
-    lo,
-    hi,
-):
+def _kernel(src, dst, stage, geo, batch, srows, drows, stage_rows, dst_mod, lo, hi):
     """Tiles ``lo..hi`` of the batched 2-D copy; threads split the tile range.
 
-    ``p`` is ``_tile``'s tuple of strides and micro tile. With ``stream``, each tile goes
-    through ``stage`` (``ti * tj`` elements) and is written with non-temporal stores
-    where 32-byte aligned (``dst_mod`` is the buffer's misalignment in elements).
+    ``geo`` holds the plan and its tiling (``_GEO`` names the fields), ``batch`` the
+    batch dims' (shape, source strides, destination strides). With ``stream``, each tile
+    goes through ``stage`` (``ti * tj`` elements) and is written with non-temporal stores
+    where 32-byte aligned (``dst_mod`` is the buffer's misalignment in elements). With
+    ``prefetch``, the next tile's source rows are fetched while this one is transposed.
     """
+    soff, doff, ni, nj, ti, tj, lanes, stream, prefetch = geo[:9]
+    p = (geo[9], geo[10], geo[11], geo[12], geo[13], geo[14])
+    p = p + (geo[15], geo[16], geo[17], geo[18], geo[19], geo[20])
+    si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2 = p
+    bshape, bsrc, bdst = batch[0], batch[1], batch[2]
     nti = (ni + ti - 1) // ti
     ntj = (nj + tj - 1) // tj
     per_batch = nti * ntj
     for u in range(lo, hi):
-        b = u // per_batch
-        rest = u - b * per_batch
-        bi = rest // ntj
-        bj = rest - bi * ntj
-        so = soff
-        do = doff
-        q = b
-        for k in range(bshape.size - 1, -1, -1):
-            idx = q % bshape[k]
-            q //= bshape[k]
-            so += idx * bsrc[k]
-            do += idx * bdst[k]
-        i0 = bi * ti
-        i1 = min(i0 + ti, ni)
-        j0 = bj * tj
-        j1 = min(j0 + tj, nj)
+        so, do, i0, i1, j0, j1 = _origin(
+            u, soff, doff, bshape, bsrc, bdst, ni, nj, ti, tj, ntj, per_batch
+        )
+        if prefetch and u + 1 < hi:
+            pso, _, pi0, pi1, pj0, pj1 = _origin(
+                u + 1, soff, doff, bshape, bsrc, bdst, ni, nj, ti, tj, ntj, per_batch
+            )
+            if gi == 0 and si == pj1 - pj0:  # the rows are back to back: one span
+                simd.prefetch_span(src, pso + pi0 * si + pj0, (pi1 - pi0) * si)
+                pi1 = pi0
+            q, r = _split(pi0, gi)
+            for _ in range(pi0, pi1):
+                simd.prefetch_span(src, pso + q * si2 + r * si + pj0 * sj, pj1 - pj0)
+                q, r = _advance(q, r, 0, 1, gi)
         if stream:
             _staged_tile(
                 src, dst, stage, so, do, i0, i1, j0, j1, ti, p, srows, stage_rows, lanes, dst_mod
@@ -266,7 +300,14 @@ def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     step_i, step_j = _steps(p)
     full_i = _round_up(p.ni, step_i)
     full_j = _round_up(p.nj, step_j)
-    if _one_run(p):
+    w = p.width
+    if p.kind == "square" and p.dj == p.ni and p.ni * w <= _ROW_BYTES:  # folded j too
+        ti = full_i
+        tj = _round_up(max(_SQUARE_TILE_BYTES // (ti * w), _LINE // w), step_j)
+    elif p.kind == "square":
+        tj = _round_up(_LINE // w, step_j)
+        ti = _round_up(max(_SQUARE_TILE_BYTES // (tj * w), _MIN_RUN // w), step_i)
+    elif _one_run(p):
         ti = full_i
         tj = _round_up(max(1, _RUN_TILE_BYTES // (ti * p.width)), step_j)
     elif p.kind in ("unpack", "unzip"):
@@ -315,63 +356,71 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return _POOL[0][1]
 
 
-def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
-    """Run one plan on 1-D word arrays of width ``p.width``.
+_GEO = (
+    *("src_offset", "dst_offset", "ni", "nj", "ti", "tj", "lanes", "stream", "prefetch"),
+    *("si", "sj", "di", "dj", "micro", "kind", "step_i", "step_j", "gi", "si2", "gj", "dj2"),
+)
 
-    Large copies are split into a few tile ranges per thread, taken by a thread pool as
-    threads become free (the kernel releases the GIL): a core busy with something else
-    then slows the copy down instead of stalling it.
-    """
+
+@functools.lru_cache(maxsize=256)
+def _launch(p: RepackPlan, stream_bytes: int, prefetch_bytes: int):
+    """The kernel's arguments for plan ``p`` (cached; the module's thresholds are passed
+    in so that changing them takes effect): stage size, tile count, and the arrays
+    ``geo``, ``batch`` and the micro tiles' row offsets."""
     ti, tj = tile_sizes(p)
     units = int(np.prod(p.batch_shape, dtype=np.int64)) * -(-p.ni // ti) * -(-p.nj // tj)
     lanes = VECTOR_BYTES // p.width
     # Streaming stores pay off when the output is much larger than the caches, for tiles
     # that write one run or whole rows of a square transpose (measured slower otherwise).
     stream = int(
-        p.size * p.width >= _STREAM_BYTES
+        p.size * p.width >= stream_bytes
         and p.di == 1
         and ((p.kind != "none" and _one_run(p) and ti >= p.ni) or p.kind == "square")
     )
-    dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
     step_i, step_j = _steps(p)
-    params = (p.si, p.sj, p.di, p.dj, p.micro, KINDS[p.kind], step_i, step_j)
-    params += (p.gi, p.si2, p.gj, p.dj2)
+    fields = dict(attrs.asdict(p), ti=ti, tj=tj, lanes=lanes, stream=stream)
+    prefetch = p.sj == 1 and p.size * p.width >= prefetch_bytes
+    fields.update(prefetch=int(prefetch), kind=KINDS[p.kind])
+    fields.update(step_i=step_i, step_j=step_j)
+    geo = np.array([fields[k] for k in _GEO], np.int64)
+    batch = np.array([p.batch_shape, p.batch_src, p.batch_dst], np.int64).reshape(3, -1)
     rows = np.arange(lanes, dtype=np.int64)
-    args = (
-        p.src_offset,
-        p.dst_offset,
-        np.array(p.batch_shape, np.int64),
-        np.array(p.batch_src, np.int64),
-        np.array(p.batch_dst, np.int64),
-        p.ni,
-        p.nj,
-        ti,
-        tj,
-        params,
-        _folded(rows, p.gi, p.si, p.si2),
-        _folded(rows, p.gj, p.dj, p.dj2),
-        rows * ti,
-        lanes,
-        stream,
-        dst_mod,
-    )
+    tables = (_folded(rows, p.gi, p.si, p.si2), _folded(rows, p.gj, p.dj, p.dj2), rows * ti)
+    return ti * tj if stream else 1, units, geo, batch, tables
+
+
+def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> None:
+    """Run one plan on 1-D word arrays of width ``p.width``.
+
+    Large copies are split into a few tile ranges per thread, taken in turn by the calling
+    thread and ``threads - 1`` pool threads (the kernel releases the GIL): a helper that
+    starts late, its core busy with something else, leaves more ranges to the others
+    instead of stalling the copy.
+    """
+    stage_size, units, geo, batch, tables = _launch(p, _STREAM_BYTES, _PREFETCH_BYTES)
+    dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
+    args = (geo, batch, *tables, dst_mod)
     threads = numba.get_num_threads()
-
-    def stage():  # one staging tile per job (jobs may run at the same time)
-        return np.empty(ti * tj if stream else 1, dst_words.dtype)
-
     if threads == 1 or p.size * p.width < _PARALLEL_BYTES or units < 2:
-        _kernel(src_words, dst_words, stage(), *args, 0, units)
+        stage = np.empty(stage_size, dst_words.dtype)
+        _kernel(src_words, dst_words, stage, *args, 0, units)
         return
-    chunks = min(units, 4 * threads)
+    chunks = min(units, 8 * threads)
     bounds = [units * c // chunks for c in range(chunks + 1)]
-    pool = _pool(threads)
-    jobs = [
-        pool.submit(_kernel, src_words, dst_words, stage(), *args, lo, hi)
-        for lo, hi in zip(bounds, bounds[1:], strict=False)
-    ]
-    for job in jobs:
-        job.result()
+    taken = itertools.count()  # next() is atomic under the GIL
+
+    def work() -> None:
+        stage = np.empty(stage_size, dst_words.dtype)  # one staging tile per thread
+        for c in iter(taken.__next__, None):
+            if c >= chunks:
+                return
+            _kernel(src_words, dst_words, stage, *args, bounds[c], bounds[c + 1])
+
+    pool = _pool(threads - 1)
+    helpers = [pool.submit(work) for _ in range(threads - 1)]
+    work()  # the calling thread takes chunks too: a late helper only leaves it more
+    for h in helpers:
+        h.result()
 
 
 def _words(data: np.ndarray, width: int) -> np.ndarray:

@@ -316,6 +316,35 @@ def stream(typingctx, src, src_off, dst, dst_off, count):
 
 
 @intrinsic
+def prefetch_span(typingctx, src, src_off, count):
+    """Prefetch into L2 the ``count`` elements from ``src[src_off]``, one line at a time
+    in address order (a sequential stream the memory system serves at full rate)."""
+    if not isinstance(src, types.Array):
+        return None
+    sig = types.void(src, src_off, count)
+
+    def codegen(context, builder, signature, args):
+        sty = signature.args[0]
+        width = context.get_abi_sizeof(context.get_data_type(sty.dtype))
+        data = context.make_array(sty)(context, builder, args[0]).data
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32])
+        fn = builder.module.globals.get("llvm.prefetch.p0i8")
+        if fn is None:
+            fn = ir.Function(builder.module, fnty, name="llvm.prefetch.p0i8")
+        base = builder.bitcast(builder.gep(data, [args[1]]), i8p)
+        nbytes = builder.mul(args[2], ir.Constant(_I64, width))
+        lines = builder.udiv(builder.add(nbytes, ir.Constant(_I64, 63)), ir.Constant(_I64, 64))
+        read, to_l2, data_cache = (ir.Constant(_I32, k) for k in (0, 2, 1))
+        with for_range(builder, lines) as loop:
+            ptr = builder.gep(base, [builder.mul(loop.index, ir.Constant(_I64, 64))])
+            builder.call(fn, [ptr, read, to_l2, data_cache])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def store_fence(typingctx):
     """``sfence``: order the streaming stores before the kernel returns."""
     sig = types.void()
