@@ -387,6 +387,28 @@ def test_cases_left_to_the_engine():
     np.testing.assert_array_equal(a, np.arange(12.0))
 
 
+@pytest.mark.parametrize("width", [1, 4])
+@pytest.mark.parametrize("i_inner", [False, True])
+def test_many_small_tiles_in_either_order(monkeypatch, width, i_inner):
+    """Tiles of one or two micro tiles (ragged at the edges), taken along i or along j,
+    streamed and prefetched or not: every element once, gaps in dst rows untouched."""
+    v = VECTOR_BYTES // width
+    monkeypatch.setattr(rp, "I_INNER", i_inner)
+    monkeypatch.setattr(rp, "tile_sizes", lambda p: (v, 2 * v) if p.kind == "square" else (1, 1))
+    for stream in (False, True):
+        monkeypatch.setattr(rp, "_STREAM_BYTES", 0 if stream else 1 << 60)
+        monkeypatch.setattr(rp, "_PREFETCH_BYTES", 0 if stream else 1 << 60)
+        rp._launch.cache_clear()  # launch arguments are cached per plan
+        monkeypatch.setattr(rp, "_launch", rp._launch)  # (cleared again on teardown)
+        src, dst = transpose_case(3 * v + 5, 5 * v + 3, width, dst_dense=False)
+        assert only_plan((3 * v + 5, 5 * v + 3), leaf_of(src).view, dst.view, width).kind == (
+            "square"
+        )
+        run_and_check(dst, src, leaf_of(src))
+        np.testing.assert_array_equal(dst.data.reshape(5 * v + 3, -1)[:, 3 * v + 5 :], 99)
+        check_chwn_round_trip((2 * v + 1, 8, 3, v + 5), 4, width, False, stream)
+
+
 @pytest.mark.parametrize("width", [1, 2, 4, 8])
 def test_streaming_stores(monkeypatch, width):
     """Large outputs are staged and streamed (and the next tile prefetched); force it on
