@@ -7,9 +7,12 @@ float16 travels as uint16 and 4 int8 channels as one uint32) with integer offset
 strides, so one compile per word width (1, 2, 4, 8 bytes) serves every shape.
 
 The work is split into tiles (``ti`` x ``tj`` elements of the 2-D problem, times the
-batch); large copies hand tile ranges to a small thread pool (the kernel releases the GIL;
-``numba.get_num_threads()`` threads). Inside a tile, full SIMD micro tiles go
-through ``repack_simd`` and the ragged edges through scalar loops.
+batch; a folded plan's rows come from two strides, see ``repack_plan``); large copies
+share tile ranges between the calling thread and a small pool (the kernel releases the
+GIL; ``numba.get_num_threads()`` threads in all). Inside a tile, full SIMD micro tiles go
+through ``repack_simd`` and the ragged edges through scalar loops; large square
+transposes prefetch the next tile's source and stream their output (non-temporal stores
+from an L1 staging tile).
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ _UNPACK_ROW_BYTES = 1 << 14  # destination bytes per row of an unpack tile
 _SOURCE_ROW_BYTES = 512  # source rows up to this long are read whole
 _TILE_BYTES = 1 << 16  # other tiles
 # Square transposes: tiles of about 8 KiB (with the next tile's source prefetched, both
-# stay in L1), reading whole 64-byte lines of each source row and writing at least 256
-# bytes of each destination row (shorter streamed runs cost more than they save).
+# stay in L1; 32-256 KiB tiles were 1.3-1.8x slower from memory), reading whole 64-byte
+# lines of each source row and writing at least 256 bytes of each destination row.
 _SQUARE_TILE_BYTES = 8192
 _LINE = 64
 _MIN_RUN = 256
@@ -292,13 +295,18 @@ def _emit(stage, s0, dst, d0, n, lanes, dst_mod):
 
 def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     """Tile extents (ti, tj), multiples of the micro tile; ``i`` is the destination's
-    contiguous dim. Chosen by measurement on the benchmark shapes (docs/layouts.md):
+    contiguous dim. Chosen by measurement on the benchmark shapes (docs/layouts.md), with
+    the next tile prefetched (square tiles, large copies):
 
-    - whole destination rows back to back (NCHW -> NHWC, NCHWx, CHWN4): take them all, and
-      a long run of source rows, about 256 KiB per tile: the output is one run;
+    - square, whole destination rows back to back (NCHW -> NHWC, NCHWx, CHWN4; also
+      CHWN4 -> NCHW, whose rows are back to back within each N): all of them, and about
+      8 KiB per tile, but at least one line of each source row (two past 2 KiB rows);
+    - square, destination rows far apart (NHWC -> NCHW with long rows, NCHWx -> NCHW):
+      two lines of each source row and 256 bytes or more of each destination row, about
+      16 KiB per tile, tiles taken along i (``_i_inner``);
+    - pack / zip, rows back to back (NCHW -> NCHW4): all rows, about 256 KiB per tile;
     - short source rows (unpack, NCHW4 -> NCHW): 16 KiB of each destination row;
-    - otherwise (NHWC -> NCHW, NCHWx -> NCHW): whole source rows up to 512 bytes, about
-      64 KiB per tile, each finished destination row then streamed out.
+    - otherwise: whole source rows up to 512 bytes, about 64 KiB per tile.
     """
     if p.kind == "none":
         ti = max(1, min(p.ni, 65536 // p.width))
@@ -310,7 +318,9 @@ def tile_sizes(p: RepackPlan) -> tuple[int, int]:
     w = p.width
     if p.kind == "square" and p.dj == p.ni and p.ni * w <= _ROW_BYTES:  # folded j too
         ti = full_i
-        tj = _round_up(max(_SQUARE_TILE_BYTES // (ti * w), _LINE // w), step_j)
+        # Rows past 2 KiB make a tile past L1 anyway: read 2 lines of each source row.
+        lines = 2 if ti * w > 2048 and not p.gj else 1
+        tj = _round_up(max(_SQUARE_TILE_BYTES // (ti * w), lines * _LINE // w), step_j)
     elif p.kind == "square":
         tj = _round_up(2 * _LINE // w, step_j)
         ti = _round_up(max(2 * _SQUARE_TILE_BYTES // (tj * w), _MIN_RUN // w), step_i)
