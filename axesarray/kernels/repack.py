@@ -157,6 +157,8 @@ def _scalar_folded(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj
 
 @njit(inline="always")
 def _edges(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2):
+    if i0 >= i1 or j0 >= j1:  # most tiles have no ragged edge: skip the empty loops
+        return
     if gi or gj:
         _scalar_folded(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2)
     else:
@@ -166,8 +168,8 @@ def _edges(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2):
 @njit(inline="always")
 def _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows):
     """The tile [i0, i1) x [j0, j1); ``p`` holds the plan's strides and micro tile:
-    (si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2). Square micro tiles take
-    their row offsets from ``srows`` and ``drows``."""
+    (si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2). Square micro tiles of
+    folded plans take their row offsets from ``srows`` and ``drows``."""
     si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2 = p
     if kind == 0:
         _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
@@ -175,7 +177,10 @@ def _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows):
     ie = i0 + (i1 - i0) // step_i * step_i
     je = j0 + (j1 - j0) // step_j * step_j
     for ii in range(i0, ie, step_i):
-        if kind == 1:  # sj == di == 1; only i's source and j's destination fold
+        if kind == 1 and gi == 0 and gj == 0:  # strides: no table loads (V = 2 or 4 too)
+            for jj in range(j0, je, step_j):
+                simd.square(src, so + ii * si + jj, si, dst, do + jj * dj + ii, dj)
+        elif kind == 1:  # folded: sj == di == 1; only i's source and j's destination fold
             sb = so + _goff(ii, gi, si, si2)
             q, rr = _split(j0, gj)
             dq, dr = _split(step_j, gj)
@@ -322,7 +327,7 @@ def tile_sizes(p: RepackPlan) -> tuple[int, int]:
         lines = 2 if ti * w > 2048 and not p.gj else 1
         tj = _round_up(max(_SQUARE_TILE_BYTES // (ti * w), lines * _LINE // w), step_j)
     elif p.kind == "square":
-        tj = _round_up(2 * _LINE // w, step_j)
+        tj = min(_round_up(2 * _LINE // w, step_j), full_j)
         ti = _round_up(max(2 * _SQUARE_TILE_BYTES // (tj * w), _MIN_RUN // w), step_i)
     elif _one_run(p):
         ti = full_i
