@@ -1,6 +1,7 @@
 """Repack plans: a leaf-to-leaf copy as a few batched 2-D strided copies (no execution).
 
-Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps:
+Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps, and a
+fourth for the CPU:
 
 1. ``segment``: a blocked axis (``j//x*s + j%x*inner``) is not one stride, so its index
    range is cut at block boundaries into pieces on which every side is affine: whole
@@ -12,11 +13,13 @@ Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps:
    shared by both sides as one wider unsigned word (4 int8 channels as one uint32).
 3. classify into ``RepackPlan``: batch dims plus a 2-D ``(i, j)`` problem where ``i`` is the
    destination's fastest dim and ``j`` the source's; ``i == j`` means plain rows.
-4. ``fold`` (CPU plans): a batch dim that continues ``i`` in the destination but not in the
-   source (NCHW -> CHWN4: N after the 4 channels), or ``j`` in the source but not in the
-   destination (CHWN4 -> NCHW), joins that dim as its outer part: ``i`` then counts
-   ``(k, i)`` pairs, and its source offset is ``(i // gi) * si2 + (i % gi) * si``. Tiles
-   then cover whole destination (source) lines instead of 4-element pieces of them.
+4. ``fold``: when ``i`` is shorter than a vector row, a batch dim that continues it in the
+   destination but not in the source (NCHW -> CHWN4: N after the 4 channels) joins it as
+   its outer part: ``i`` then counts ``(k, i)`` pairs, and its source offset is
+   ``(i // gi) * si2 + (i % gi) * si``; the same for a short ``j`` continued in the source
+   (CHWN4 -> NCHW). The plan becomes a square transpose whose tiles cover whole lines
+   (before: 4-element pieces of lines, each line touched by 4 or 16 batch iterations far
+   apart in time, 3-10x slower).
 
 Everything is in elements of the moved word; offsets are relative to the buffers.
 """
@@ -353,8 +356,9 @@ def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
 
 
 def fold(p: RepackPlan) -> RepackPlan:
-    """Fold a batch dim into ``i`` and/or ``j`` (module docstring, step 4) where the result
-    is a square SIMD transpose whose micro tiles never straddle a group."""
+    """Fold a batch dim into ``i`` and/or ``j`` (module docstring, step 4) where that dim is
+    shorter than a vector row and the result is a square SIMD transpose whose micro tiles
+    never straddle a group."""
     if p.rows or p.sj != 1 or p.di != 1 or p.gi or p.gj:
         return p
     v = VECTOR_BYTES // p.width
@@ -380,9 +384,11 @@ def fold(p: RepackPlan) -> RepackPlan:
 
 
 def _fold_one(batch: list, n: int, continues, outer_stride, v: int):
-    """Remove from ``batch`` the innermost dim that ``continues`` a dim of length n, if the
-    groups of n fit the micro tile (n divides v or v divides n): ``(n * k, stride, n)``."""
-    if v % n and n % v:
+    """Remove from ``batch`` the innermost dim that ``continues`` a dim of length n, if that
+    dim is shorter than a vector row and its groups fit the micro tile (n divides v):
+    ``(n * k, stride, n)``. A longer dim already fills whole vectors, and folding it costs
+    more (table loads, a division per micro tile row) than it saves (measured)."""
+    if n >= v or v % n:
         return n, 0, 0
     for k in range(len(batch) - 1, -1, -1):
         if batch[k][0] > 1 and continues(batch[k]):
