@@ -77,10 +77,9 @@ KINDS = {"none": 0, "square": 1, "pack": 2, "zip": 3, "unpack": 4, "unzip": 5}
 
 @njit(inline="always")
 def _micro(src, so, si, dst, do, dj, r, kind):
-    # One literal intrinsic per branch: each is a fixed shuffle network.
-    if kind == 1:
-        simd.square(src, so, si, dst, do, dj)
-    elif kind == 2:
+    # One literal intrinsic per branch: each is a fixed shuffle network (square tiles,
+    # kind 1, are called by ``_tile`` directly).
+    if kind == 2:
         if r == 2:
             simd.pack2(src, so, si, dst, do, dj)
         elif r == 4:
@@ -165,11 +164,14 @@ def _edges(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj, gi, si2, gj, dj2):
         _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
 
 
-@njit(inline="always")
+@njit(nogil=True, **NO_NRT)
 def _tile(src, dst, so, do, i0, i1, j0, j1, p, srows, drows):
     """The tile [i0, i1) x [j0, j1); ``p`` holds the plan's strides and micro tile:
     (si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2). Square micro tiles of
-    folded plans take their row offsets from ``srows`` and ``drows``."""
+    folded plans take their row offsets from ``srows`` and ``drows``.
+
+    Not inlined: ``_kernel`` and ``_staged_tile`` share one compiled copy (the shuffle
+    networks make it large; one call per tile costs nothing measurable)."""
     si, sj, di, dj, r, kind, step_i, step_j, gi, si2, gj, dj2 = p
     if kind == 0:
         _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj)
