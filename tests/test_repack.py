@@ -77,6 +77,42 @@ def test_layout_conversions_are_batched_transposes():
     assert (p.width, p.batch_shape, p.ni, p.nj, p.kind) == (8, (16,), 8, 35, "square")
 
 
+def test_chwn_conversions_fold_n_into_the_transpose():
+    # NCHW -> CHWN4: N continues the 4 channels in the destination only; folded into i,
+    # a tile writes whole (N, 4) destination lines (before: 4-element pieces, N a batch
+    # dim). CHWN4 -> NCHW: the same on the source side, folded into j.
+    s = (32, 64, 7, 5)
+    nchw, chwn4 = contiguous(s), nchwx_view(s, 4, chwn=True)
+    for width in (1, 4):
+        v = VECTOR_BYTES // width
+        p = plans(s, nchw, chwn4, width, fold=True)[0]
+        assert (p.kind, p.micro, p.batch_shape) == ("square", v, (16,))
+        assert (p.ni, p.gi, p.si, p.si2, p.nj, p.dj) == (128, 4, 35, 64 * 35, 35, 128)
+        p = plans(s, chwn4, nchw, width, fold=True)[0]
+        assert (p.kind, p.micro, p.batch_shape) == ("square", v, (16,))
+        assert (p.nj, p.gj, p.dj, p.dj2, p.ni, p.si) == (128, 4, 35, 64 * 35, 35, 128)
+    # Unfolded plans (the CUDA kernels') keep N as a batch dim.
+    p = only_plan(s, nchw, chwn4, 1)
+    assert (p.kind, p.gi, p.gj, p.batch_shape) == ("pack", 0, 0, (16, 32))
+
+
+def test_fold_only_when_groups_fit_the_micro_tile():
+    s = (32, 6, 7, 5)
+    nchw = contiguous(s)
+    p = plans(s, nchw, nchwx_view(s, 3, chwn=True), 4, fold=True)[0]  # 3 does not divide 8
+    assert (p.gi, p.batch_shape) == (0, (2, 32))
+    p = plans(s, nchw, nchwx_view(s, 2, chwn=True), 4, fold=True)[0]
+    assert (p.gi, p.ni, p.kind) == (2, 64, "square")
+    s = (2, 64, 7, 5)  # (N, 4) = 8 rows: fewer than 32 bytes, no square tile: not folded
+    p = plans(s, contiguous(s), nchwx_view(s, 4, chwn=True), 1, fold=True)[0]
+    assert (p.gi, p.kind) == (0, "pack")
+    s = (4, 64, 7, 5)  # 32 float32 channels fill whole vectors already: not folded
+    p = plans(s, contiguous(s), nchwx_view(s, 32, chwn=True), 4, fold=True)[0]
+    assert (p.gi, p.ni, p.kind, p.batch_shape) == (0, 32, "square", (2, 4))
+    p = plans(s, nchwx_view(s, 4, chwn=True), nchwx_view(s, 4), 4, fold=True)[0]
+    assert (p.gi, p.gj, p.width) == (0, 0, 16)  # CHWN4 -> NCHW4: 16-byte words, no fold
+
+
 def test_padded_channels_are_a_separate_piece():
     s = (2, 6, 3, 3)  # C = 6 into blocks of 4: one whole block, then 2 channels
     copies = segment(s, contiguous(s), nchwx_view(s, 4))
@@ -236,21 +272,89 @@ def test_try_repack_blocked_views(pair, width):
     np.testing.assert_array_equal(dbuf[untouched], 99)  # padding is never written
 
 
+@st.composite
+def chwn_cases(draw):
+    """NCHW (or NHWC) <-> CHWNx with N x and H W around the micro tile: tails, size 0 and
+    1, padded C (C % x != 0) and blocks that do not fold (x = 3)."""
+    width = draw(st.sampled_from([1, 2, 4, 8]))
+    x = draw(st.sampled_from([2, 3, 4, 4, 8, 32]))
+    v = VECTOR_BYTES // width
+    n = draw(st.integers(0, 3 * v // x + 2))
+    c = draw(st.sampled_from([1, 3, 4, 5, 8, 12, 17, 33]))
+    h, w = draw(st.integers(1, 3)), draw(st.integers(1, 2 * v + 3))
+    return (n, c, h, w), x, width, draw(st.booleans())
+
+
+def check_chwn_round_trip(shape, x, width, nhwc, stream) -> None:
+    """NCHW (NHWC) -> CHWNx -> NCHW (NHWC) through try_repack, exact bytes, padding of
+    the CHWNx buffer never written."""
+    n, c, h, w = shape
+    dtype = WIDTHS[width]
+    logical = np.random.default_rng(n + c).integers(0, 100, shape).astype(dtype)
+    plain = np.ascontiguousarray(logical.transpose(0, 2, 3, 1) if nhwc else logical)
+    plain_view = permute(contiguous((n, h, w, c)), (0, 3, 1, 2)) if nhwc else contiguous(shape)
+    size = -(-c // x) * h * w * n * x
+    old = rp._STREAM_BYTES, rp._PREFETCH_BYTES
+    if stream:  # streamed stores, and the next tile prefetched
+        rp._STREAM_BYTES = rp._PREFETCH_BYTES = 0
+    try:
+        chwn = Leaf(np.full(max(size, 1), 99, dtype), nchwx_view(shape, x, chwn=True))
+        run_and_check(chwn, logical, Leaf(plain.reshape(-1), plain_view))
+        untouched = np.ones(chwn.data.size, bool)
+        untouched[addresses(chwn.view).reshape(-1)] = False
+        np.testing.assert_array_equal(chwn.data[untouched], 99)  # padding is never written
+        back = Leaf(np.full(max(logical.size, 1), 99, dtype), plain_view)
+        run_and_check(back, logical, chwn)
+    finally:
+        rp._STREAM_BYTES, rp._PREFETCH_BYTES = old
+
+
+@given(chwn_cases(), st.booleans())
+def test_chwn_repacks_exact_bytes(case, stream):
+    shape, x, width, nhwc = case
+    check_chwn_round_trip(shape, x, width, nhwc, stream)
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8])
+@pytest.mark.parametrize("x", [2, 4])
+def test_folded_tiles_with_tails(width, x):
+    """Folded plans with a ragged (N, x) edge, a ragged H W edge and a padded block."""
+    v = VECTOR_BYTES // width
+    shape = (3 * max(1, v // x) + 1, 2 * x + 1, 3, v + 3)
+    whole = (shape[0], 2 * x, *shape[2:])  # the piece of whole blocks
+    to, back = (
+        plans(whole, a, b, width, fold=True)[0]
+        for a, b in [
+            (contiguous(whole), nchwx_view(whole, x, chwn=True)),
+            (nchwx_view(whole, x, chwn=True), contiguous(whole)),
+        ]
+    )
+    folded = x if x < v else 0  # x 8-byte words fill a vector row: nothing to fold
+    assert (to.kind, to.gi, back.kind, back.gj) == ("square", folded, "square", folded)
+    for stream in (False, True):
+        check_chwn_round_trip(shape, x, width, False, stream)
+
+
 def test_large_copies_use_the_thread_pool(monkeypatch):
+    """The calling thread and a pool helper share the tile ranges."""
     import numba
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("one thread only")
     monkeypatch.setattr(rp, "_PARALLEL_BYTES", 1 << 16)
-    submitted = []
-    real_pool = rp._pool
+    workers, ranges = [], []
+    real_pool, real_kernel = rp._pool, rp._kernel
 
-    def counting_pool(workers):
-        pool = real_pool(workers)
-        submitted.append(workers)
-        return pool
+    def counting_pool(n):
+        workers.append(n)
+        return real_pool(n)
+
+    def counting_kernel(*args):
+        ranges.append(args[-2:])
+        return real_kernel(*args)
 
     monkeypatch.setattr(rp, "_pool", counting_pool)
+    monkeypatch.setattr(rp, "_kernel", counting_kernel)
     before = numba.get_num_threads()
     numba.set_num_threads(2)
     try:
@@ -259,7 +363,9 @@ def test_large_copies_use_the_thread_pool(monkeypatch):
         run_and_check(dst, src, leaf_of(src))
     finally:
         numba.set_num_threads(before)
-    assert submitted == [2]
+    assert workers == [1]  # one helper beside the calling thread
+    assert len(ranges) > 2 and sorted(ranges)[0][0] == 0  # each range run once, in full
+    assert all(a[1] == b[0] for a, b in zip(sorted(ranges), sorted(ranges)[1:], strict=False))
 
 
 def test_read_only_sources_work():
@@ -284,10 +390,34 @@ def test_cases_left_to_the_engine():
     np.testing.assert_array_equal(a, np.arange(12.0))
 
 
+@pytest.mark.parametrize("width", [1, 4])
+@pytest.mark.parametrize("i_inner", [False, True])
+def test_many_small_tiles_in_either_order(monkeypatch, width, i_inner):
+    """Tiles of one or two micro tiles (ragged at the edges), taken along i or along j,
+    streamed and prefetched or not: every element once, gaps in dst rows untouched."""
+    v = VECTOR_BYTES // width
+    monkeypatch.setattr(rp, "I_INNER", i_inner)
+    monkeypatch.setattr(rp, "tile_sizes", lambda p: (v, 2 * v) if p.kind == "square" else (1, 1))
+    for stream in (False, True):
+        monkeypatch.setattr(rp, "_STREAM_BYTES", 0 if stream else 1 << 60)
+        monkeypatch.setattr(rp, "_PREFETCH_BYTES", 0 if stream else 1 << 60)
+        rp._launch.cache_clear()  # launch arguments are cached per plan
+        monkeypatch.setattr(rp, "_launch", rp._launch)  # (cleared again on teardown)
+        src, dst = transpose_case(3 * v + 5, 5 * v + 3, width, dst_dense=False)
+        assert only_plan((3 * v + 5, 5 * v + 3), leaf_of(src).view, dst.view, width).kind == (
+            "square"
+        )
+        run_and_check(dst, src, leaf_of(src))
+        np.testing.assert_array_equal(dst.data.reshape(5 * v + 3, -1)[:, 3 * v + 5 :], 99)
+        check_chwn_round_trip((2 * v + 1, 8, 3, v + 5), 4, width, False, stream)
+
+
 @pytest.mark.parametrize("width", [1, 2, 4, 8])
 def test_streaming_stores(monkeypatch, width):
-    """Large outputs are staged and streamed; force it on small ones, misaligned too."""
+    """Large outputs are staged and streamed (and the next tile prefetched); force it on
+    small ones, misaligned too."""
     monkeypatch.setattr(rp, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(rp, "_PREFETCH_BYTES", 0)
     v = VECTOR_BYTES // width
     for ni, nj, src_dense, dst_dense in [
         (v + 3, 2 * v + 1, True, True),

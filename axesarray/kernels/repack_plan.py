@@ -1,6 +1,7 @@
 """Repack plans: a leaf-to-leaf copy as a few batched 2-D strided copies (no execution).
 
-Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps:
+Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps, and a
+fourth for the CPU:
 
 1. ``segment``: a blocked axis (``j//x*s + j%x*inner``) is not one stride, so its index
    range is cut at block boundaries into pieces on which every side is affine: whole
@@ -12,6 +13,13 @@ Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps:
    shared by both sides as one wider unsigned word (4 int8 channels as one uint32).
 3. classify into ``RepackPlan``: batch dims plus a 2-D ``(i, j)`` problem where ``i`` is the
    destination's fastest dim and ``j`` the source's; ``i == j`` means plain rows.
+4. ``fold``: when ``i`` is shorter than a vector row, a batch dim that continues it in the
+   destination but not in the source (NCHW -> CHWN4: N after the 4 channels) joins it as
+   its outer part: ``i`` then counts ``(k, i)`` pairs, and its source offset is
+   ``(i // gi) * si2 + (i % gi) * si``; the same for a short ``j`` continued in the source
+   (CHWN4 -> NCHW). The plan becomes a square transpose whose tiles cover whole lines
+   (before: 4-element pieces of lines, each line touched by 4 or 16 batch iterations far
+   apart in time, 3-10x slower).
 
 Everything is in elements of the moved word; offsets are relative to the buffers.
 """
@@ -25,7 +33,7 @@ import attrs
 
 from ..strided import Block, View
 
-__all__ = ["Copy", "RepackPlan", "segment", "canonical", "plans", "VECTOR_BYTES"]
+__all__ = ["Copy", "RepackPlan", "segment", "canonical", "fold", "plans", "VECTOR_BYTES"]
 
 VECTOR_BYTES = 32  # one AVX2 register: a micro tile row holds VECTOR_BYTES/width words
 
@@ -64,6 +72,12 @@ class RepackPlan:
     micro: int = 0
     kind: str = "none"
     rows: bool = False  # i is contiguous on both sides; j is the next batch dim
+    # Folded dims (step 4): i's source offset is (i // gi) * si2 + (i % gi) * si, and
+    # j's destination offset (j // gj) * dj2 + (j % gj) * dj; 0 means not folded.
+    gi: int = 0
+    si2: int = 0
+    gj: int = 0
+    dj2: int = 0
 
     @property
     def size(self) -> int:
@@ -338,6 +352,51 @@ def _micro(width: int, ni: int, nj: int, si: int, sj: int, di: int, dj: int):
     return 0, "none"
 
 
+# --- 4. folding a batch dim into i or j ---------------------------------------------------
+
+
+def fold(p: RepackPlan) -> RepackPlan:
+    """Fold a batch dim into ``i`` and/or ``j`` (module docstring, step 4) where that dim is
+    shorter than a vector row and the result is a square SIMD transpose whose micro tiles
+    never straddle a group."""
+    if p.rows or p.sj != 1 or p.di != 1 or p.gi or p.gj:
+        return p
+    v = VECTOR_BYTES // p.width
+    batch = list(zip(p.batch_shape, p.batch_src, p.batch_dst, strict=True))
+    ni, si2, gi = _fold_one(batch, p.ni, lambda d: d[2] == p.ni, lambda d: d[1], v)
+    nj, dj2, gj = _fold_one(batch, p.nj, lambda d: d[1] == p.nj, lambda d: d[2], v)
+    if not (gi or gj) or _micro(p.width, ni, nj, p.si, 1, 1, p.dj)[1] != "square":
+        return p
+    return attrs.evolve(
+        p,
+        batch_shape=tuple(n for n, _, _ in batch),
+        batch_src=tuple(s for _, s, _ in batch),
+        batch_dst=tuple(d for _, _, d in batch),
+        ni=ni,
+        nj=nj,
+        micro=v,
+        kind="square",
+        gi=gi,
+        si2=si2,
+        gj=gj,
+        dj2=dj2,
+    )
+
+
+def _fold_one(batch: list, n: int, continues, outer_stride, v: int):
+    """Remove from ``batch`` the innermost dim that ``continues`` a dim of length n, if that
+    dim is shorter than a vector row and its groups fit the micro tile (n divides v):
+    ``(n * k, stride, n)``. A longer dim already fills whole vectors, and folding it costs
+    more (table loads, a division per micro tile row) than it saves (measured)."""
+    if n >= v or v % n:
+        return n, 0, 0
+    for k in range(len(batch) - 1, -1, -1):
+        if batch[k][0] > 1 and continues(batch[k]):
+            dim = batch.pop(k)
+            return n * dim[0], outer_stride(dim), n
+    return n, 0, 0
+
+
 def plans(
     shape,
     src: View,
@@ -346,18 +405,21 @@ def plans(
     src_addr: int = 0,
     dst_addr: int = 0,
     widen: bool = True,
+    fold: bool = False,
 ) -> list[RepackPlan] | None:
-    """Segment then canonicalize: the kernels' whole work list, or None (use the engine).
+    """Segment then canonicalize (and ``fold``, for the CPU kernels): the kernels' whole
+    work list, or None (use the engine).
 
     Cached: only the buffers' alignment (modulo the widest word) enters the plan.
     """
-    work = _plans(tuple(shape), src, dst, itemsize, src_addr % 16, dst_addr % 16, widen)
+    work = _plans(tuple(shape), src, dst, itemsize, src_addr % 16, dst_addr % 16, widen, fold)
     return None if work is None else list(work)
 
 
 @functools.lru_cache(maxsize=512)
-def _plans(shape, src, dst, itemsize, src_mod, dst_mod, widen):
+def _plans(shape, src, dst, itemsize, src_mod, dst_mod, widen, folding):
     copies = segment(shape, src, dst)
     if copies is None:
         return None
-    return tuple(canonical(c, itemsize, src_mod, dst_mod, widen) for c in copies)
+    work = (canonical(c, itemsize, src_mod, dst_mod, widen) for c in copies)
+    return tuple(fold(p) if folding else p for p in work)

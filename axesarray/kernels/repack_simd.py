@@ -4,7 +4,8 @@ LLVM does not turn a scalar transpose loop into shuffles (one side is always str
 ``repack`` calls these intrinsics on its full tiles. V = ``VECTOR_BYTES / width`` lanes
 (8 for 32-bit words, 32 for bytes). A tile moves a matrix whose rows are contiguous in the
 source into rows contiguous in the destination. Arguments, in elements:
-``(src, src_offset, src_row_stride, dst, dst_offset, dst_row_stride)``.
+``(src, src_offset, src_row_stride, dst, dst_offset, dst_row_stride)``; ``square`` also
+takes int64 arrays of row offsets in place of the strides (rows of folded plans).
 
 - ``square``: V x V. Words of 4 bytes or more use one butterfly; narrower ones are a
   transpose of 32-bit words (8 x 8) followed by a transpose inside each word, because a
@@ -28,7 +29,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ..numba_private import alloca_once, for_range
+from ..numba_private import for_range
 from .repack_plan import VECTOR_BYTES
 
 MICRO_SIZES = (2, 4, 8, 16, 32)
@@ -93,7 +94,11 @@ def _unzip(builder, vecs: list, v: int) -> list:
 
 
 class _Tile:
-    """IR helpers for one intrinsic call: typed pointers into src and dst."""
+    """IR helpers for one intrinsic call: typed pointers into src and dst.
+
+    A row argument is either a stride (row k at ``offset + k * stride``) or a 1-D int64
+    array of row offsets (row k at ``offset + rows[k]``: folded plans, ``repack_plan``).
+    """
 
     def __init__(self, context, builder, signature, args):
         self.b = builder
@@ -103,12 +108,21 @@ class _Tile:
         self.v = VECTOR_BYTES // self.width
         self.src = context.make_array(sty)(context, builder, args[0]).data
         self.dst = context.make_array(dty)(context, builder, args[3]).data
-        self.s_off, self.s_str, self.d_off, self.d_str = args[1], args[2], args[4], args[5]
+        self.s_off, self.d_off = args[1], args[4]
+        self.s_str, self.d_str = (
+            context.make_array(ty)(context, builder, arg).data
+            if isinstance(ty, types.Array)
+            else arg
+            for ty, arg in ((signature.args[2], args[2]), (signature.args[5], args[5]))
+        )
 
     def _ptr(self, data, off, row, stride, lanes, elem=None):
         b = self.b
-        index = b.add(off, b.mul(ir.Constant(_I64, row), stride))
-        p = b.gep(data, [index])
+        if isinstance(stride.type, ir.PointerType):  # a table of row offsets
+            step = b.load(b.gep(stride, [ir.Constant(_I64, row)]))
+        else:
+            step = b.mul(ir.Constant(_I64, row), stride)
+        p = b.gep(data, [b.add(off, step)])
         return b.bitcast(p, ir.VectorType(elem or self.elem, lanes).as_pointer())
 
     def load(self, row, lanes, elem=None):
@@ -142,23 +156,60 @@ def _square(t: _Tile) -> None:
         for k in range(v):
             t.store(rows[k], k, v)
         return
-    # Narrow words: g lanes per 32-bit word. Row k = g*a + s. First transpose the 8 x 8
-    # matrix of words of the rows with equal s (through a stack scratch), then the g x g
-    # lanes inside each word across g consecutive rows.
+    # Narrow words (g = 4 / width lanes per 32-bit word), in-lane unpacks only: the rows
+    # of each block of g rows are interleaved into 32-bit words (one column each), then
+    # for each word slot m an 8 x 8 transpose of words, finished by a 128-bit lane swap.
     g = 4 // t.width
-    vec = ir.VectorType(t.elem, v)
-    scratch = alloca_once(t.b, vec, v)
-    for s in range(g):
-        words = [t.load(g * a + s, 8, _I32) for a in range(8)]
-        words = _butterfly(t.b, words, 8, 8)
-        for blk in range(8):
-            slot = t.b.gep(scratch, [ir.Constant(_I32, g * blk + s)])
-            t.b.store(t.b.bitcast(words[blk], vec), slot)
-    for blk in range(8):
-        rows = [t.b.load(t.b.gep(scratch, [ir.Constant(_I32, g * blk + s)])) for s in range(g)]
-        rows = _butterfly(t.b, rows, g, v)
-        for s in range(g):
-            t.store(rows[s], g * blk + s, v)
+    blocks = [_interleave(t, [t.load(g * a + e, v) for e in range(g)]) for a in range(8)]
+    half = v // 2  # lanes per 128-bit half
+    for m in range(g):
+        for q, (low, high) in enumerate(_words8x8([blk[m] for blk in blocks], t.b)):
+            t.store(t.b.bitcast(low, ir.VectorType(t.elem, v)), 4 * m + q, v)
+            t.store(t.b.bitcast(high, ir.VectorType(t.elem, v)), half + 4 * m + q, v)
+
+
+def _unpack_mask(lanes: int, unit: int, high: bool) -> ir.Constant:
+    """``punpck{l,h}`` on ``lanes``-lane vectors: per 128-bit half, the low (high) units
+    of x and y interleaved (``unit`` lanes per half)."""
+    base = unit // 2 if high else 0
+    idx = []
+    for h in range(lanes // unit):
+        for p in range(unit // 2):
+            idx += [h * unit + base + p, lanes + h * unit + base + p]
+    return _mask(idx)
+
+
+def _interleave(t: _Tile, rows: list) -> list:
+    """g rows -> g vectors of 32-bit words; word q of half h of vector m holds column
+    ``h * V/2 + 4m + q`` of the g rows (row 0 in the lowest byte)."""
+    b = t.b
+    if t.width == 1:  # bytes of rows 0,1 and 2,3 into 16-bit pairs first
+        r0, r1, r2, r3 = rows
+        lo, hi = (_unpack_mask(32, 16, h) for h in (False, True))
+        i16 = ir.VectorType(ir.IntType(16), 16)
+        t0, t1 = (b.bitcast(b.shuffle_vector(r0, r1, m), i16) for m in (lo, hi))
+        t2, t3 = (b.bitcast(b.shuffle_vector(r2, r3, m), i16) for m in (lo, hi))
+        pairs = [(t0, t2), (t1, t3)]
+    else:
+        pairs = [tuple(rows)]
+    lo, hi = (_unpack_mask(16, 8, h) for h in (False, True))
+    i32 = ir.VectorType(_I32, 8)
+    return [b.bitcast(b.shuffle_vector(x, y, m), i32) for x, y in pairs for m in (lo, hi)]
+
+
+def _words8x8(x: list, b) -> list:
+    """8 x 8 transpose of 32-bit words by halves: returns 4 pairs (low, high) where pair q
+    holds word q of each half of every vector, the low half's in ``low``."""
+    lo32, hi32 = _unpack_mask(8, 4, False), _unpack_mask(8, 4, True)
+    lo64, hi64 = _mask((0, 1, 8, 9, 4, 5, 12, 13)), _mask((2, 3, 10, 11, 6, 7, 14, 15))
+    p = [[b.shuffle_vector(x[k], x[k + 1], m) for m in (lo32, hi32)] for k in range(0, 8, 2)]
+    # q[h][n]: word n of each half of vectors 4h .. 4h + 3
+    q = [
+        [b.shuffle_vector(p[h][n // 2], p[h + 1][n // 2], (lo64, hi64)[n % 2]) for n in range(4)]
+        for h in (0, 2)
+    ]
+    low, high = _mask((0, 1, 2, 3, 8, 9, 10, 11)), _mask((4, 5, 6, 7, 12, 13, 14, 15))
+    return [tuple(b.shuffle_vector(q[0][n], q[1][n], m) for m in (low, high)) for n in range(4)]
 
 
 def _pack(t: _Tile, r: int, dense: bool) -> None:
@@ -199,6 +250,9 @@ def _make(kind: str, r: int):
     @intrinsic
     def micro(typingctx, src, src_off, src_stride, dst, dst_off, dst_stride):
         if not (isinstance(src, types.Array) and isinstance(dst, types.Array)):
+            return None
+        tables = [isinstance(a, types.Array) for a in (src_stride, dst_stride)]
+        if any(tables) and (kind != "square" or not all(tables)):
             return None
         sig = types.void(src, src_off, src_stride, dst, dst_off, dst_stride)
 
@@ -256,6 +310,35 @@ def stream(typingctx, src, src_off, dst, dst_off, count):
             value = builder.load(builder.bitcast(sp, vec.as_pointer()), align=1)
             st = builder.store(value, builder.bitcast(dp, vec.as_pointer()), align=VECTOR_BYTES)
             st.set_metadata("nontemporal", flag)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch_span(typingctx, src, src_off, count):
+    """Prefetch into L2 the ``count`` elements from ``src[src_off]``, one line at a time
+    in address order (a sequential stream the memory system serves at full rate)."""
+    if not isinstance(src, types.Array):
+        return None
+    sig = types.void(src, src_off, count)
+
+    def codegen(context, builder, signature, args):
+        sty = signature.args[0]
+        width = context.get_abi_sizeof(context.get_data_type(sty.dtype))
+        data = context.make_array(sty)(context, builder, args[0]).data
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32])
+        fn = builder.module.globals.get("llvm.prefetch.p0i8")
+        if fn is None:
+            fn = ir.Function(builder.module, fnty, name="llvm.prefetch.p0i8")
+        base = builder.bitcast(builder.gep(data, [args[1]]), i8p)
+        nbytes = builder.mul(args[2], ir.Constant(_I64, width))
+        lines = builder.udiv(builder.add(nbytes, ir.Constant(_I64, 63)), ir.Constant(_I64, 64))
+        read, to_l2, data_cache = (ir.Constant(_I32, k) for k in (0, 2, 1))
+        with for_range(builder, lines) as loop:
+            ptr = builder.gep(base, [builder.mul(loop.index, ir.Constant(_I64, 64))])
+            builder.call(fn, [ptr, read, to_l2, data_cache])
         return context.get_dummy_value()
 
     return sig, codegen
