@@ -57,6 +57,7 @@ ORDER = [
     "engine.routes",
     "engine.tiers",
     "engine.executor",
+    "engine.chunk_run",
     "engine.chunked",
     "engine",
     "autograd",
