@@ -7,6 +7,9 @@ one blockwise layer whose tasks each run one fused kernel.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import dask
 import dask.array as da
 import numpy as np
@@ -180,6 +183,21 @@ def test_fused_chunks_of_any_strides_broadcasts_and_reductions():
     assert_close((c * b).sum("N"), (x * bn).sum(0))
     assert_close((c - b).argmax("C"), (x - bn).argmax(1))
     assert_close((c - b).argmax("N"), (x - bn).argmax(0))
+
+
+def test_chunk_programs_keep_no_block_alive():
+    """The plan kept per block signature holds no chunk's data once a compute is done."""
+    made = []
+
+    def block(block_info=None):
+        arr = np.full((3, 4), 2.0, "float32")
+        made.append(weakref.ref(arr))
+        return arr
+
+    src = da.map_blocks(block, chunks=((3, 3), (4,)), meta=np.empty((0, 0), "float32"))
+    assert_close((ax.from_dask(src, "N C") * 5 + 1).numpy(), np.full((6, 4), 11.0, "float32"))
+    gc.collect()
+    assert made and all(r() is None for r in made)
 
 
 def test_layouts_on_chunks_hold_whole_blocks():

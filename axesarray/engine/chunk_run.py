@@ -156,11 +156,13 @@ class _Program:
 
     def __init__(self, root: Node, leaves: list, keep: tuple | None):
         self.plan, _ = executor.schedule_for(root, None)
-        self.params = list(root.params)
         at = {id(leaf): k for k, leaf in enumerate(leaves)}
+        params = root.params
         self.slots = tuple(
-            (i, at[id(p)], p.view, p.key) for i, p in enumerate(self.params) if id(p) in at
+            (i, at[id(p)], p.view, p.key) for i, p in enumerate(params) if id(p) in at
         )
+        # the first chunk's blocks are not kept alive: their places are filled per call
+        self.params = [None if id(p) in at else p for p in params]
         self.keep = keep
 
     def __call__(self, blocks) -> np.ndarray:
