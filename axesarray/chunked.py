@@ -114,13 +114,15 @@ def _letters(dims) -> tuple:
 
 
 class _ToPhysical:
-    """Blockwise function: a logical chunk -> its physical array (padding zero)."""
+    """Blockwise function: a logical chunk -> its physical array (padding zero); ``serial``
+    kernels when the layer has several chunks (dask runs them in parallel)."""
 
-    def __init__(self, layout: Layout, names: tuple, dtype):
+    def __init__(self, layout: Layout, names: tuple, dtype, serial: bool = True):
         self.layout, self.names, self.dtype = layout, names, np.dtype(dtype)
+        self.serial = serial
 
     def __dask_tokenize__(self):
-        return ("axesarray-to-physical", str(self.layout), self.names, self.dtype.str)
+        return ("axesarray-to-physical", str(self.layout), self.names, self.dtype.str, self.serial)
 
     def __call__(self, block):
         block = np.asarray(block)
@@ -128,7 +130,7 @@ class _ToPhysical:
         lay = layout_for_axes(axes, self.layout)
         leaf = allocate_leaf(axes, self.dtype, lay)
         base, view = wrap_array(np.ascontiguousarray(block))
-        engine.chunked_engine().run_assign(leaf, ex.Leaf(base, view, False))
+        engine.chunked_engine().run_assign(leaf, ex.Leaf(base, view, False), self.serial)
         return leaf.data.reshape(tuple(d.length for d in physical_dims(lay, axes)))
 
 
@@ -158,7 +160,7 @@ def to_physical(arr, axes: Axes, layout: Layout):
         if d.kind == "outer"
     }
     new = {_INNER[k]: d.block for k, d in enumerate(dims) if d.kind == "inner"}
-    fn = _ToPhysical(layout, axes.names, arr.dtype)
+    fn = _ToPhysical(layout, axes.names, arr.dtype, arr.npartitions > 1)
     return da.blockwise(
         fn, ind, arr, _LETTERS[: len(axes)], new_axes=new, adjust_chunks=adjust,
         dtype=arr.dtype, meta=np.empty((0,) * len(dims), arr.dtype),

@@ -1,20 +1,25 @@
 """Chunked tensors on dask: Zarr layout conversion on a LocalCluster, and a fused
 elementwise + reduction against plain dask.array and xarray+dask (same run).
 
-python benchmarks/bench_dask.py            # 4 GB Zarr array (needs ~8 GB of free disk)
-python benchmarks/bench_dask.py --quick    # 64 MB: checks that everything runs
+python benchmarks/bench_dask.py                  # both parts: 4 GB store, 2 x 256 MB arrays
+python benchmarks/bench_dask.py --quick          # 64 MB store, 2 x 16 MB: checks everything runs
+python benchmarks/bench_dask.py fused --mb 256 --chunks 16 --repeat 7
+python benchmarks/bench_dask.py conversion --gb 4 --repeat 3 --dir /tmp
 
-Numbers are medians over repeats; the machine is shared, so each comparison is measured
-in the same run. Peak RSS per worker is each worker process's ``ru_maxrss`` (a fresh
-cluster per measurement).
+Numbers are medians over repeats, the implementations interleaved inside each repeat (the
+machine is shared: each comparison is measured in the same run, and the load average is
+printed before and after). Peak RSS per worker is each worker process's ``ru_maxrss`` (a
+fresh cluster per measurement). The conversion needs twice the store's size of free disk
+under ``--dir`` (default: the system's temporary directory, never the repository).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import resource
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +30,13 @@ import numpy as np
 import zarr
 
 import axesarray as ax
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --- conversion ---------------------------------------------------------------------------------
 
 
 def _make_store(path: Path, gbytes: float) -> tuple:
@@ -66,20 +78,20 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
     from distributed import Client, LocalCluster
 
     src = tmp / "src.zarr"
+    t0 = time.perf_counter()
     shape, nbytes = _make_store(src, gbytes)
-    print(f"Zarr NCHW float32 {shape}: {nbytes / 1e9:.2f} GB logical")
+    print(f"Zarr NCHW float32 {shape}: {nbytes / 1e9:.2f} GB logical, chunks of 8 images")
+    print(f"(written in {time.perf_counter() - t0:.0f} s; {_load()})")
     print(
         f"{'workers':>7} {'case':<26} {'median s':>9} {'GB/s':>6} {'ratio':>6}"
-        f" {'peak RSS/worker MB':>20}"
+        f" {'peak RSS/worker MB':>20}  runs"
     )
+    cases = (("plain dask copy", _plain_copy), ("axesarray NCHW -> NCHW32", _convert))
     for workers in (1, 2):
-        times: dict = {"plain dask copy": [], "axesarray NCHW -> NCHW32": []}
-        rss: dict = {k: [] for k in times}
+        times: dict = {name: [] for name, _ in cases}
+        rss: dict = {name: [] for name, _ in cases}
         for _ in range(repeat):
-            for name, fn in (
-                ("plain dask copy", _plain_copy),
-                ("axesarray NCHW -> NCHW32", _convert),
-            ):
+            for name, fn in cases:
                 dst = tmp / "dst.zarr"
                 shutil.rmtree(dst, ignore_errors=True)
                 with LocalCluster(
@@ -95,57 +107,113 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
         base = statistics.median(times["plain dask copy"])
         for name, ts in times.items():
             t = statistics.median(ts)
+            runs = " ".join(f"{x:.1f}" for x in ts)
             print(
                 f"{workers:>7} {name:<26} {t:>9.2f} {nbytes / t / 1e9:>6.2f} {t / base:>6.2f}"
-                f" {statistics.median(rss[name]):>20.0f}"
+                f" {statistics.median(rss[name]):>20.0f}  {runs}"
             )
+    print(f"({_load()})")
 
 
-def fused(n_mb: int, repeat: int) -> None:
-    """4 ops then a sum: (exp(a * 2 - 1) * b).sum over C, chunked, threaded scheduler."""
-    c = 64
-    n = max(8, n_mb * (1 << 20) // (c * 256 * 4) // 8 * 8)
+# --- fused expression ---------------------------------------------------------------------------
+
+
+def _fused_cases(ta, tb, xa, xb, ya, yb) -> dict:
+    """(exp(a * 2 - 1) * b), then nothing or a sum: per case, one function per library."""
+    out = {}
+    for label, name, axis in (
+        ("elementwise only", None, None),
+        ("sum over C (middle)", "C", 1),
+        ("sum over W (inner)", "W", 2),
+        ("sum over N (chunked)", "N", 0),
+        ("sum of everything", (), None),
+    ):
+        ax_expr = ax.exp(ta * 2 - 1) * tb
+        da_expr = da.exp(xa * 2 - 1) * xb
+        if name is None:
+            fns = [lambda e=ax_expr: e.numpy(), lambda e=da_expr: e.compute()]
+        elif name == ():
+            fns = [lambda e=ax_expr: e.sum().numpy(), lambda e=da_expr: e.sum().compute()]
+        else:
+            fns = [
+                lambda e=ax_expr, n=name: e.sum(n).numpy(),
+                lambda e=da_expr, k=axis: e.sum(axis=k).compute(),
+            ]
+        if ya is not None:
+            x_expr = np.exp(ya * 2 - 1) * yb
+            if name is None:
+                fns.append(lambda e=x_expr: e.values)
+            elif name == ():
+                fns.append(lambda e=x_expr: e.sum().values)
+            else:
+                fns.append(lambda e=x_expr, n=name: e.sum(n).values)
+        out[label] = fns
+    return out
+
+
+def fused(n_mb: int, nchunks: int, repeat: int) -> None:
+    """(exp(a * 2 - 1) * b) over float32 (N, 64, 256) arrays chunked along N, reduced in
+    several ways, on dask's threaded scheduler: axesarray, plain dask.array, xarray+dask."""
+    c, w = 64, 256
+    n = max(nchunks, n_mb * (1 << 20) // (c * w * 4) // nchunks * nchunks)
     rng = np.random.default_rng(0)
-    a_np = rng.random((n, c, 256), "f4")
-    b_np = rng.random((n, c, 256), "f4")
-    chunks = (max(1, n // 16), c, 256)
+    a_np = rng.random((n, c, w), "f4")
+    b_np = rng.random((n, c, w), "f4")
+    chunks = (n // nchunks, c, w)
     xa, xb = da.from_array(a_np, chunks=chunks), da.from_array(b_np, chunks=chunks)
     ta, tb = ax.from_dask(xa, "N C W"), ax.from_dask(xb, "N C W")
-    cases = {
-        "axesarray (fused per chunk)": lambda: (ax.exp(ta * 2 - 1) * tb).sum("C").numpy(),
-        "plain dask.array": lambda: (da.exp(xa * 2 - 1) * xb).sum(axis=1).compute(),
-    }
+    names = ["axesarray", "dask.array"]
     try:
         import xarray as xr
 
         ya = xr.DataArray(xa, dims=("N", "C", "W"))
         yb = xr.DataArray(xb, dims=("N", "C", "W"))
-        cases["xarray + dask"] = lambda: (np.exp(ya * 2 - 1) * yb).sum("C").values
+        names.append("xarray+dask")
     except ImportError:
-        print("(xarray not installed: its row is skipped)")
-    ref = cases["plain dask.array"]()
-    np.testing.assert_allclose(cases["axesarray (fused per chunk)"](), ref, rtol=1e-4)
-    times: dict = {k: [] for k in cases}
-    with dask.config.set(scheduler="threads"):
-        for _ in range(repeat):
-            for name, fn in cases.items():
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
+        ya = yb = None
+        print("(xarray not installed: its column is skipped)")
+    cases = _fused_cases(ta, tb, xa, xb, ya, yb)
     mb = 2 * a_np.nbytes / 1e6
-    print(f"\n(exp(a*2-1)*b).sum(C), float32, 2 x {a_np.nbytes / 1e6:.0f} MB, 16 chunks, threads")
-    base = statistics.median(times["plain dask.array"])
-    for name, ts in times.items():
-        t = statistics.median(ts)
-        print(f"  {name:<28} {t * 1e3:>8.1f} ms {mb / 1e3 / t:>6.2f} GB/s  x{base / t:.2f} vs dask")
+    print(
+        f"\n(exp(a*2-1)*b) over float32 {a_np.shape}, 2 x {a_np.nbytes / 1e6:.0f} MB in "
+        f"{nchunks} chunks of {chunks}, dask threaded scheduler, median of {repeat} "
+        f"({_load()})"
+    )
+    print(f"  {'case':<22}" + "".join(f"{k:>16}" for k in names) + "  axesarray vs dask")
+    with dask.config.set(scheduler="threads"):
+        for label, fns in cases.items():
+            ref = fns[1]()
+            for fn in fns[:1] + fns[2:]:
+                np.testing.assert_allclose(fn(), ref, rtol=2e-4)
+            times: list = [[] for _ in fns]
+            for _ in range(repeat):
+                for k, fn in enumerate(fns):
+                    t0 = time.perf_counter()
+                    fn()
+                    times[k].append(time.perf_counter() - t0)
+            med = [statistics.median(ts) for ts in times]
+            cells = "".join(f"{t * 1e3:>10.1f} ms {mb / 1e3 / t:>3.1f}" for t in med)
+            print(f"  {label:<22}{cells}  x{med[1] / med[0]:.2f}")
+    print(f"  (columns: median ms and GB/s of input; {_load()})")
 
 
 def main(argv=None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    quick = "--quick" in argv
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        conversion(Path(tmp), 0.064 if quick else 4.0, 1 if quick else 3)
-    fused(16 if quick else 512, 2 if quick else 5)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("part", nargs="?", choices=("all", "conversion", "fused"), default="all")
+    p.add_argument("--quick", action="store_true", help="small sizes: checks that it runs")
+    p.add_argument("--gb", type=float, help="conversion: store size (default 4)")
+    p.add_argument("--mb", type=int, help="fused: MB per operand (default 256)")
+    p.add_argument("--chunks", type=int, default=16, help="fused: chunks along N")
+    p.add_argument("--repeat", type=int, help="repeats (default 3 conversion, 7 fused)")
+    p.add_argument("--dir", default=tempfile.gettempdir(), help="where the stores go")
+    args = p.parse_args(argv)
+    if args.part in ("all", "conversion"):
+        gb = args.gb or (0.064 if args.quick else 4.0)
+        with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench_dask_") as tmp:
+            conversion(Path(tmp), gb, args.repeat or (1 if args.quick else 3))
+    if args.part in ("all", "fused"):
+        mb = args.mb or (16 if args.quick else 256)
+        fused(mb, args.chunks, args.repeat or (2 if args.quick else 7))
 
 
 if __name__ == "__main__":

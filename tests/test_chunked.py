@@ -7,6 +7,9 @@ one blockwise layer whose tasks each run one fused kernel.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import dask
 import dask.array as da
 import numpy as np
@@ -134,6 +137,67 @@ def test_one_blockwise_layer_of_fused_kernels():
     assert steps[0].kind == "blockwise" and "reduction kernel" in steps[0].kernels[0]
     assert steps[1].kind == "reduction"
     assert_close(s, (a.numpy() * 2 + b.numpy()).sum(0))
+
+
+def test_chunk_tasks_plan_once_per_block_signature_and_run_serial(monkeypatch):
+    """Each block signature (shapes, strides, dtypes) is planned once: later chunks bind
+    their blocks to that plan (no region rebuild, no plan lookup), and a layer of several
+    chunks runs every kernel's serial variant (dask already runs one task per core)."""
+    from axesarray.engine import chunk_run, executor
+
+    kinds = []
+    real = chunk_run.kernel_for
+
+    def spy(step, device, kind):
+        kinds.append(kind)
+        return real(step, device, kind)
+
+    monkeypatch.setattr(chunk_run, "kernel_for", spy)
+    x = np.random.default_rng(2).random((26, 3), "float32")
+    c = ax.tensor(x, "N C").chunk({"N": 3})  # 8 chunks of 3, one of 2: two signatures
+    before = sum(executor.PLAN_STATS.values())
+    with ax.set_options(serial_threshold=1):  # every kernel counts as big
+        got = ((c * 3 - 0.5) * c).numpy()
+        total = (c * 3 - 0.5).sum("C").numpy()
+    assert sum(executor.PLAN_STATS.values()) - before == 4  # 2 signatures x 2 expressions
+    assert kinds and set(kinds) == {"serial"}
+    assert_close(got, (x * 3 - 0.5) * x)
+    assert_close(total, (x * 3 - 0.5).sum(1))
+    # a reduction over axes each chunk holds whole: one task per chunk, no tree
+    plan = ax.explain((c * 3 - 0.5).sum("C"))
+    assert [(s.kind, s.tasks) for s in plan.steps] == [("blockwise", 9)]
+    assert "serial kernels: dask runs the chunks in parallel" in str(plan)
+    assert "(one chunk)" in str(ax.explain(ax.tensor(x, "N C").chunk() * 3))
+
+
+def test_fused_chunks_of_any_strides_broadcasts_and_reductions():
+    """Blocks that are not C-contiguous (a transposed dask array), an in-memory operand
+    broadcast along N, a scalar; elementwise, whole-row and partial reductions, argmax."""
+    rng = np.random.default_rng(3)
+    x = rng.random((6, 5), "float32")
+    c = ax.from_dask(da.from_array(x.T.copy(), chunks=(5, 2)).T, "N C")
+    b = ax.tensor(rng.random(5, "float32"), "C")
+    bn = b.numpy()
+    assert_close(c * b + 1, x * bn + 1)
+    assert_close((c * b).sum("C"), (x * bn).sum(1))
+    assert_close((c * b).sum("N"), (x * bn).sum(0))
+    assert_close((c - b).argmax("C"), (x - bn).argmax(1))
+    assert_close((c - b).argmax("N"), (x - bn).argmax(0))
+
+
+def test_chunk_programs_keep_no_block_alive():
+    """The plan kept per block signature holds no chunk's data once a compute is done."""
+    made = []
+
+    def block(block_info=None):
+        arr = np.full((3, 4), 2.0, "float32")
+        made.append(weakref.ref(arr))
+        return arr
+
+    src = da.map_blocks(block, chunks=((3, 3), (4,)), meta=np.empty((0, 0), "float32"))
+    assert_close((ax.from_dask(src, "N C") * 5 + 1).numpy(), np.full((6, 4), 11.0, "float32"))
+    gc.collect()
+    assert made and all(r() is None for r in made)
 
 
 def test_layouts_on_chunks_hold_whole_blocks():

@@ -58,6 +58,7 @@ ORDER = [
     "engine.tiers",
     "engine.executor",
     "engine.multi",
+    "engine.chunk_run",
     "engine.chunked",
     "engine",
     "autograd",

@@ -16,10 +16,8 @@ planning). How each part of an expression maps:
   are dask slicing (a view that only transposes or broadcasts is a blockwise index);
 - a subexpression with no chunked input is computed in memory first.
 
-Block functions are picklable: they hold the region as tuples (ops, dtypes, dims), never
-nodes (whose keys are per process) or compiled kernels; a worker rebuilds the region and
-compiles or loads its kernel from its own cache. Each region's structural key is the same
-for every chunk of one shape, so all chunks hit one cached plan.
+What each task runs (block functions, combine steps, serial kernels per chunk, one plan
+per block signature) is ``engine.chunk_run``.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ import functools
 import html
 import math
 import string
-import threading
 
 import attrs
 import dask
@@ -36,13 +33,13 @@ import dask.array as da
 import numpy as np
 
 from ..devices import host_array
-from ..expr import Cast, Const, Leaf, Map, Node, Reduce
+from ..expr import Leaf, Node, Reduce
 from ..expr_chunked import Chunked, has_chunked
 from ..expr_ops import reduce as reduce_node
 from ..options import OPTIONS
-from ..storage import wrap_array
-from ..strided import remap_view
 from . import executor, reference
+from .chunk_run import BlockFunction, Combine, arg_dtype, keep_partials, run_assign
+from .chunk_run import evaluate as _run
 
 __all__ = [
     "evaluate",
@@ -56,145 +53,6 @@ __all__ = [
 
 _LETTERS = string.ascii_letters
 _REGION = frozenset(("map", "cast", "const"))
-# Parallel (prange) kernels use every core already; running two at once from dask's
-# threads gains nothing and numba's workqueue layer forbids it. Serial ones run freely.
-_PARALLEL_LOCK = threading.Lock()
-
-
-# --- running a node in memory -----------------------------------------------------------------
-
-
-def _run(root: Node, engine: str) -> np.ndarray:
-    """The value of an in-memory ``root`` (logical order) with ``engine`` (the fused one
-    always runs its kernels here: each chunk runs the same compiled kernel, no numpy tier)."""
-    if type(root) is Leaf:
-        return host_array(root.data, root.view, False)
-    if engine == "numpy":
-        with np.errstate(all="ignore"):
-            return np.asarray(reference.evaluate_array(root))
-    if math.prod(root.shape) >= OPTIONS["serial_threshold"]:
-        with _PARALLEL_LOCK:
-            leaf = executor.evaluate(root, tiered=False)
-    else:
-        leaf = executor.evaluate(root, tiered=False)
-    return host_array(leaf.data, leaf.view)
-
-
-def run_assign(dst: Leaf, src: Node) -> None:
-    """``dst[...] = src`` in memory for a block function (one big kernel at a time)."""
-    if OPTIONS["engine"] == "numpy":
-        reference.assign(dst, src)
-    elif math.prod(dst.shape) >= OPTIONS["serial_threshold"]:
-        with _PARALLEL_LOCK:
-            executor.assign(dst, src, tiered=False)
-    else:
-        executor.assign(dst, src, tiered=False)
-
-
-def _block_leaf(block: np.ndarray, dims: tuple, shape: tuple) -> Leaf:
-    """A read-only leaf over ``block`` whose axes are the region's ``dims``, broadcast to
-    the region's block ``shape``."""
-    block = np.asarray(block)
-    # None: strides that are not multiples of the item size (a copy then has them)
-    base, view = wrap_array(block) or wrap_array(np.ascontiguousarray(block))
-    view = remap_view(view, shape, tuple((d, 0, 1) for d in dims))
-    return Leaf(base, view, False)
-
-
-def _decode(recipe: tuple, leaves: list, shape: tuple) -> Node:
-    """The region ``recipe`` (see ``_Region``) over ``leaves``, at block ``shape``."""
-    nodes: list = []
-    for entry in recipe:
-        tag = entry[0]
-        if tag == "in":
-            nodes.append(leaves[entry[1]])
-        elif tag == "const":
-            nodes.append(Const(entry[1], np.dtype(entry[2]), shape))
-        elif tag == "map":
-            nodes.append(Map(entry[1], tuple(nodes[k] for k in entry[3:]), np.dtype(entry[2])))
-        else:
-            nodes.append(Cast(nodes[entry[2]], np.dtype(entry[1])))
-    return nodes[-1]
-
-
-class BlockFunction:
-    """The function of one blockwise layer: evaluates the region on one block per operand.
-
-    ``reduce`` is None (elementwise), ``(op, axes, dtype)`` (a reduction's partials, with
-    the reduced dims kept as length 1) or ``("arg", op, axis)`` (argmax/argmin partials:
-    value and global index; the last operand is the block's indices along ``axis``).
-    """
-
-    def __init__(self, recipe, dims, shape, engine, reduce=None):
-        self.recipe, self.dims, self.shape = recipe, dims, shape
-        self.engine, self.reduce = engine, reduce
-
-    def __dask_tokenize__(self):
-        return ("axesarray-block", self.recipe, self.dims, self.shape, self.engine, self.reduce)
-
-    def block_root(self, blocks) -> tuple[Node, tuple]:
-        shape = list(self.shape)
-        for block, dims in zip(blocks, self.dims, strict=False):
-            for k, d in enumerate(dims):
-                shape[d] = block.shape[k]
-        shape = tuple(shape)
-        leaves = [_block_leaf(b, dims, shape) for b, dims in zip(blocks, self.dims, strict=False)]
-        return _decode(self.recipe, leaves, shape), shape
-
-    def __call__(self, *blocks):
-        root, shape = self.block_root(blocks)
-        red = self.reduce
-        if red is None:
-            return _run(root, self.engine)
-        if red[0] == "arg":
-            _, op, axis = red
-            start = int(blocks[-1][0]) if blocks[-1].size else 0
-            keep = tuple(1 if d == axis else n for d, n in enumerate(shape))
-            out = np.empty(keep, _arg_dtype(root.dtype))
-            if out.size:
-                out["v"] = _run(reduce_node(op[3:], root, (axis,)), self.engine).reshape(keep)
-                out["i"] = _run(reduce_node(op, root, (axis,)), self.engine).reshape(keep) + start
-            return out
-        op, axes, dtype = red
-        keep = tuple(1 if d in axes else n for d, n in enumerate(shape))
-        part = Reduce(op, root if root.dtype == dtype else Cast(root, dtype), axes, dtype)
-        return _run(part, self.engine).reshape(keep)
-
-
-def _arg_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype([("v", dtype), ("i", np.int64)])
-
-
-class Combine:
-    """``da.reduction``'s combine and aggregate steps: our reduce kernel over partials
-    (numpy for argmax/argmin, whose partials are (value, index) records)."""
-
-    def __init__(self, op: str, engine: str, dtype=None):
-        self.op, self.engine, self.dtype = op, engine, dtype
-
-    def __dask_tokenize__(self):
-        return ("axesarray-combine", self.op, self.engine, str(self.dtype))
-
-    def __call__(self, x, axis, keepdims):
-        axes = tuple(sorted(a % x.ndim for a in axis))
-        if self.op in ("argmax", "argmin"):
-            pick = np.argmax if self.op == "argmax" else np.argmin
-            j = pick(x["v"], axis=axes[0], keepdims=True)
-            out = np.take_along_axis(x, j, axis=axes[0])
-            if self.dtype is not None:
-                out = out["i"]
-        else:
-            base, view = wrap_array(np.ascontiguousarray(x))
-            out = _run(reduce_node(self.op, Leaf(base, view, False), axes), self.engine)
-            out = out.reshape(tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
-            if self.dtype is not None:
-                out = out.astype(self.dtype, copy=False)
-        return out if keepdims else out.reshape([n for d, n in enumerate(x.shape) if d not in axes])
-
-
-def _keep(x, axis, keepdims):
-    """``da.reduction``'s chunk step: the blockwise step already reduced each chunk."""
-    return x
 
 
 # --- the plan ------------------------------------------------------------------------------
@@ -355,7 +213,7 @@ class _Lowering:
                 arr = arr[tuple(slice(None) if d in keep else 0 for d in range(node.ndim))]
                 return arr, tuple(keep)
             return arr, tuple(range(node.ndim))
-        return _run(node, self.engine), tuple(range(node.ndim))
+        return _run(node, self.engine, False), tuple(range(node.ndim))
 
     def _map(self, node):
         return self.region(node)
@@ -379,19 +237,33 @@ class _Lowering:
             dims.append(odims)
         present = {d for _, odims, _ in reg.operands for d in odims}
         new_axes = {_LETTERS[d]: shape[d] for d in range(root.ndim) if d not in present}
+        serial = math.prod(len(c) for c in chunks.values()) > 1
         if reduce is None:
-            fn = BlockFunction(reg.recipe, tuple(dims), shape, self.engine)
+            fn = BlockFunction(reg.recipe, tuple(dims), shape, self.engine, None, serial)
             arr = da.blockwise(
                 fn, ind, *args, dtype=root.dtype, new_axes=new_axes, align_arrays=False,
                 meta=np.empty((0,) * root.ndim, root.dtype), token="axesarray-region",
             )  # fmt: skip
             self.note(arr, "fused elementwise evaluation", fn, args)
             return arr, tuple(range(root.ndim))
-        return self.reduction(reduce, reg, fn_args=(ind, args, dims, new_axes, chunks))
+        return self.reduction(reduce, reg, fn_args=(ind, args, dims, new_axes, chunks, serial))
 
     def reduction(self, node: Reduce, reg, fn_args):
-        ind, args, dims, new_axes, chunks = fn_args
+        ind, args, dims, new_axes, chunks, serial = fn_args
         root = node.arg
+        if all(len(chunks.get(d, ())) <= 1 for d in node.axes):
+            # Each chunk holds whole rows of the reduction: one task per chunk computes
+            # its part of the result, as in memory (no partials, no tree).
+            out = tuple(_LETTERS[d] for d in range(root.ndim) if d not in node.axes)
+            red = ("whole", node.op, node.axes, node.dtype)
+            fn = BlockFunction(reg.recipe, tuple(dims), root.shape, self.engine, red, serial)
+            arr = da.blockwise(
+                fn, out, *args, dtype=node.dtype, align_arrays=False, concatenate=False,
+                new_axes={k: n for k, n in new_axes.items() if k in out},
+                meta=np.empty((0,) * node.ndim, node.dtype), token="axesarray-reduce",
+            )  # fmt: skip
+            self.note(arr, "fused evaluation and reduction of whole rows", fn, args)
+            return arr, tuple(range(node.ndim))
         adjust = {_LETTERS[d]: (1,) * (len(chunks[d]) if d in chunks else 1) for d in node.axes}
         arg = node.op in ("argmax", "argmin")
         if arg:
@@ -399,12 +271,12 @@ class _Lowering:
             offsets = da.arange(root.shape[axis], chunks=chunks.get(axis, root.shape[axis]))
             args = args + [offsets, (_LETTERS[axis],)]
             dims = dims + [(axis,)]
-            pdtype = _arg_dtype(root.dtype)
+            pdtype = arg_dtype(root.dtype)
             red = ("arg", node.op, axis)
         else:
             pdtype = _accumulator(node)
-            red = (node.op, node.axes, pdtype)
-        fn = BlockFunction(reg.recipe, tuple(dims), root.shape, self.engine, red)
+            red = ("partial", node.op, node.axes, pdtype)
+        fn = BlockFunction(reg.recipe, tuple(dims), root.shape, self.engine, red, serial)
         parts = da.blockwise(
             fn, ind, *args, dtype=pdtype, new_axes=new_axes, align_arrays=False,
             adjust_chunks=adjust, meta=np.empty((0,) * root.ndim, pdtype),
@@ -422,8 +294,8 @@ class _Lowering:
             how = "numpy: the first max/min record of the chunks' (value, index) partials"
         else:
             arr = da.reduction(
-                parts, _keep, aggregate, combine=Combine(node.op, self.engine), axis=node.axes,
-                keepdims=False, dtype=node.dtype, concatenate=True,
+                parts, keep_partials, aggregate, combine=Combine(node.op, self.engine),
+                axis=node.axes, keepdims=False, dtype=node.dtype, concatenate=True,
                 meta=np.empty((0,) * node.ndim, node.dtype),
             )  # fmt: skip
             how = f"our {node.op} kernel over the partials ({pdtype}), in a tree"
@@ -435,8 +307,9 @@ class _Lowering:
         kernels: tuple = ()
         if self.describe:
             kernels = _sample_plan(fn, args, self.engine)
+        how = "serial kernels: dask runs the chunks in parallel" if fn.serial else "one chunk"
         self.steps.append(
-            ChunkedStep("blockwise", arr.npartitions, f"each runs one {what} (one chunk)", kernels)
+            ChunkedStep("blockwise", arr.npartitions, f"each runs one {what} ({how})", kernels)
         )
 
 
@@ -453,12 +326,12 @@ def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
     if engine != "numba":
         return ("the reference engine (numpy), one call per node",)
     blocks = [np.empty(tuple(c[0] for c in a.chunks), a.dtype) for a in args[::2]]
-    root, shape = fn.block_root(blocks)
+    root, shape, _ = fn.block_root(blocks)
     red = fn.reduce
     if red is not None and red[0] == "arg":
         root = reduce_node(red[1], root, (red[2],))
-    elif red is not None:
-        root = Reduce(red[0], root if root.dtype == red[2] else Cast(root, red[2]), red[1], red[2])
+    else:
+        root = fn.partial_root(root, shape)[0]
     return tuple(str(k) for k in executor.explain(root).kernels)
 
 
