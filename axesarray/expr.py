@@ -30,6 +30,7 @@ import threading
 
 import numpy as np
 
+from .devices import device_of
 from .ops import SPECIAL_CONSTANTS
 from .strided import View
 
@@ -38,6 +39,7 @@ __all__ = [
     "Leaf",
     "Const",
     "Map",
+    "map_node",
     "Cast",
     "Reduce",
     "Remap",
@@ -160,8 +162,20 @@ class Leaf(Node):
         self.origin = origin
         # What the user declared the storage to be (autograd's kinds), inherited by views.
         self.tag = tag if origin is None or tag is not None else origin[0].tag
+        # Storage that is not a numpy array names its device kind in the key, so the key of
+        # an expression says where it runs: the plan cache needs no walk over the leaves.
         self.key = _intern(
             ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
+            if type(data) is np.ndarray
+            else (
+                "L",
+                self.dtype.char,
+                view.shape,
+                view.strides,
+                view.offset,
+                view.blocks,
+                device_of(data).kind,
+            )
         )
 
     @property
@@ -249,6 +263,19 @@ class Map(Node):
 
     def rebuild(self, children):
         return Map(self.op, tuple(children), self.dtype)
+
+
+_new = object.__new__
+
+
+def map_node(op: str, children: tuple, dtype: np.dtype, key: int, params: tuple) -> Map:
+    """A ``Map`` whose key and params the caller already knows (``expr_ops`` remembers the
+    key of each (op, child keys) it built): the same node as ``Map(op, children, dtype)``
+    without interning its structure again."""
+    node = _new(Map)
+    node.op, node.children, node.shape, node.dtype = op, children, children[0].shape, dtype
+    node.key, node.params = key, params
+    return node
 
 
 class Cast(Node):
