@@ -162,21 +162,20 @@ class Leaf(Node):
         self.origin = origin
         # What the user declared the storage to be (autograd's kinds), inherited by views.
         self.tag = tag if origin is None or tag is not None else origin[0].tag
-        # Storage that is not a numpy array names its device kind in the key, so the key of
-        # an expression says where it runs: the plan cache needs no walk over the leaves.
-        self.key = _intern(
-            ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
-            if type(data) is np.ndarray
-            else (
-                "L",
-                self.dtype.char,
-                view.shape,
-                view.strides,
-                view.offset,
-                view.blocks,
-                device_of(data).kind,
-            )
-        )
+        # The key names what the compiled code sees of the storage besides its dtype: the
+        # device kind of storage that is not a numpy array, and an array that is not the
+        # usual writeable, aligned, contiguous buffer (numba types those differently). So
+        # the key of an expression says where it runs and how its kernel is typed: the
+        # plan cache needs no walk over the leaves, and a cached plan may call the kernel
+        # it compiled without numba's argument typing (``engine.executor``).
+        head = ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
+        if type(data) is np.ndarray:
+            f = data.flags
+            if not (f.writeable and f.aligned and f.c_contiguous):
+                head += ((f.writeable, f.aligned, f.c_contiguous),)
+        else:
+            head += (device_of(data).kind,)
+        self.key = _intern(head)
 
     @property
     def params(self):

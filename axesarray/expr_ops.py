@@ -143,12 +143,16 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
     memo = (op, a.key, t, reflected, value if value else repr(value))
     hit = _BUILT.get(memo)
+    pa = a.params
     if hit is not None:
-        c, out, key = hit
-        pa = a.params
-        if c not in pa:
+        # The shared Const may already be one of a's params (``1 / (1 + x)``): the key
+        # records where, so the remembered keys go by its position (-1: not there).
+        c, out, keys = hit
+        pos = pa.index(c) if c in pa else -1
+        key = keys.get(pos)
+        if key is not None:
             return map_node(
-                op, (c, a) if reflected else (a, c), out, key, (c,) + pa if reflected else pa + (c,)
+                op, (c, a) if reflected else (a, c), out, key, _params(pa, c, pos, reflected)
             )
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
@@ -163,14 +167,25 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     c = _const(value, lc, a.shape)
     if a.dtype is la and type(a) is not Const:
         node = Map(op, (c, a) if reflected else (a, c), out)
-        if c not in a.params and value == value:
-            _remember(memo, (c, out, node.key))
+        if value == value:
+            old = _BUILT.get(memo)
+            keys = old[2] if old is not None and old[0] is c else {}
+            keys[pa.index(c) if c in pa else -1] = node.key
+            _remember(memo, (c, out, keys))
         return node
     if a.dtype is not la:
         a = cast(a, la)
     if type(a) is Const:
         return _folded(op, [c, a] if reflected else [a, c], out, a.shape)
     return Map(op, (c, a) if reflected else (a, c), out)
+
+
+def _params(pa: tuple, c: Const, pos: int, reflected: bool) -> tuple:
+    """The params of ``Map((c, a))`` (``reflected``) or ``Map((a, c))``: each object once,
+    in order of first appearance; ``pos`` is where ``c`` is in ``a``'s params (-1: not)."""
+    if pos < 0:
+        return (c,) + pa if reflected else pa + (c,)
+    return (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
 
 
 def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:

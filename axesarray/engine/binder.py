@@ -13,7 +13,7 @@ import numpy as np
 from ..kernels.lower import Lowered
 from .schedule import KernelStep
 
-__all__ = ["lowered", "binder", "fresh_runner", "array_of"]
+__all__ = ["lowered", "binder", "fresh_runner", "into_runner", "array_of"]
 
 _F16 = np.dtype(np.float16)
 _U16 = np.dtype(np.uint16)
@@ -93,3 +93,17 @@ def fresh_runner(step: KernelStep, call, alloc, n: int, dtype, fresh, view, key:
     )
     where = f"<runner of {step.why}>"
     return _exec(code, "run", where, alloc=alloc, dtype=dtype, call=call, fresh=fresh, view=view)
+
+
+def into_runner(step: KernelStep, call, overlaps, general):
+    """Generated ``run(params, dst)``: ``general(params, dst)`` when ``overlaps(step,
+    params, dst)`` (the kernel would read what it writes), else ``call`` with the step's
+    arguments (``executor``'s straight path for an assignment)."""
+    code = (
+        "def run(params, dst):\n"
+        "    if overlaps(step, params, dst):\n"
+        "        return general(params, dst)\n"
+        f"    call({_arguments(step)})\n"
+    )
+    where = f"<runner of {step.why}>"
+    return _exec(code, "run", where, step=step, call=call, overlaps=overlaps, general=general)

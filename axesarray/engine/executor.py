@@ -20,7 +20,7 @@ from ..options import OPTIONS
 from ..storage import SMALL, allocate
 from . import reference
 from .alias import overlaps, via_temp
-from .binder import fresh_runner
+from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
 from .plan import debug_print, describe
@@ -168,42 +168,82 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
         out = _numpy_tier(plan, root, None)
         if out is not None:
             return out
-    temps = run_schedule(plan, root.params, None)
+    params = root.params
+    temps = run_schedule(plan, params, None)
     res = plan.result
     out = Leaf(temps[res.src[1]], res.view)
-    plan.fast = _fast_runner(plan, out.key)
+    plan.fast = _fast_runner(plan, params, out)
     return out
 
 
-def _fast_runner(plan: Schedule, key: int):
+def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
+    """The one CPU kernel step of a ready schedule and its machine code, called without
+    numba's argument typing (the plan key fixes every argument's numba type: dtypes,
+    storage kinds and flags are in the leaf keys), or None for other schedules or a
+    variant that depends on the output's alignment."""
+    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1):
+        return None
+    step = plan.steps[0]
+    if type(step) is not KernelStep:
+        return None
+    kind = variant(step, plan.device)
+    if kind == "stream":  # would change with the output's alignment
+        return None
+    fn = step.compiled.kernels.get(("cpu", kind))  # a Kernel, or its dispatcher once ready
+    if fn is None or not getattr(fn, "ready", True):
+        return None
+    from ..numba_private import entry_point  # numba is loaded: the kernel ran
+
+    call = entry_point(getattr(fn, "fn", fn), binder(step)(params, temps, dst))
+    return None if call is None else (step, call)
+
+
+def _fast_runner(plan: Schedule, params, out: Leaf):
     """For a ready schedule of one CPU kernel writing a fresh result (the common small
     evaluation): ``run(params) -> Leaf``, generated with its kernel, arguments, allocation
     and result key fixed (``binder.fresh_runner``): the next evaluation of the same
     structure skips the general path. None for other schedules. ``run.threshold`` records
     the ``serial_threshold`` it chose its variant under."""
-    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1 and len(plan.temps) == 1):
+    if len(plan.temps) != 1:
         return None
-    step = plan.steps[0]
-    if type(step) is not KernelStep:
-        return None
-    fn = step.compiled.kernels.get(("cpu", variant(step, plan.device)))
-    fn = getattr(fn, "fn", fn) if getattr(fn, "ready", True) else None
-    if fn is None:
+    found = _single_kernel(plan, params, {0: out.data}, None)
+    if found is None:
         return None
     (shape, dtype, _), view = plan.temps[0], plan.result.view
     n = math.prod(shape)
     # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
     alloc = np.empty if n * dtype.itemsize < SMALL else allocate
-    run = fresh_runner(step, fn, alloc, n, dtype, Leaf.fresh, view, key)
+    run = fresh_runner(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
+    run.threshold = OPTIONS["serial_threshold"]
+    return run
+
+
+def _into_runner(plan: Schedule, params, dst: Leaf):
+    """For a ready schedule of one CPU kernel writing the destination: ``run(params, dst)``
+    that checks aliasing (an overlap takes the general path, through a temporary) and
+    calls the kernel. None for other schedules."""
+    if plan.temps:
+        return None
+    found = _single_kernel(plan, params, _NO_TEMPS, dst)
+    if found is None:
+        return None
+    step, call = found
+    run = into_runner(step, call, overlaps, lambda params, dst: run_schedule(plan, params, dst))
     run.threshold = OPTIONS["serial_threshold"]
     return run
 
 
 def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
-    if root is dst or try_copy(dst, root):
+    if root is dst or (type(root) is Leaf and try_copy(dst, root)):
         return
     plan, _ = schedule_for(root, dst)
+    run = plan.fast
+    if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+        run(root.params, dst)
+        return
     if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
         return
-    run_schedule(plan, root.params, dst)
+    params = root.params
+    run_schedule(plan, params, dst)
+    plan.fast = _into_runner(plan, params, dst)
