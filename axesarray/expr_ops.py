@@ -98,7 +98,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
     hit = _BUILT.get(memo)
     if hit is not None:
         pa, pb = a.params, b.params
-        if _disjoint(pa, pb):
+        if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
             return map_node(op, (a, b), hit[0], hit[1], pa + pb)
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
     if hit is None:
@@ -148,12 +148,19 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
         # The shared Const may already be one of a's params (``1 / (1 + x)``): the key
         # records where, so the remembered keys go by its position (-1: not there).
         c, out, keys = hit
-        pos = pa.index(c) if c in pa else -1
-        key = keys.get(pos)
-        if key is not None:
-            return map_node(
-                op, (c, a) if reflected else (a, c), out, key, _params(pa, c, pos, reflected)
-            )
+        if c not in pa:
+            key = keys.get(-1)
+            if key is not None:
+                if reflected:
+                    return map_node(op, (c, a), out, key, (c,) + pa)
+                return map_node(op, (a, c), out, key, pa + (c,))
+        else:
+            pos = pa.index(c)
+            key = keys.get(pos)
+            if key is not None:
+                if reflected:
+                    return map_node(op, (c, a), out, key, (c,) + pa[:pos] + pa[pos + 1 :])
+                return map_node(op, (a, c), out, key, pa)
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
     loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
@@ -178,14 +185,6 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     if type(a) is Const:
         return _folded(op, [c, a] if reflected else [a, c], out, a.shape)
     return Map(op, (c, a) if reflected else (a, c), out)
-
-
-def _params(pa: tuple, c: Const, pos: int, reflected: bool) -> tuple:
-    """The params of ``Map((c, a))`` (``reflected``) or ``Map((a, c))``: each object once,
-    in order of first appearance; ``pos`` is where ``c`` is in ``a``'s params (-1: not)."""
-    if pos < 0:
-        return (c,) + pa if reflected else pa + (c,)
-    return (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
 
 
 def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:

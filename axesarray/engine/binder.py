@@ -96,14 +96,14 @@ def fresh_runner(step: KernelStep, call, alloc, n: int, dtype, fresh, view, key:
 
 
 def into_runner(step: KernelStep, call, overlaps, general):
-    """Generated ``run(params, dst)``: ``general(params, dst)`` when ``overlaps(step,
-    params, dst)`` (the kernel would read what it writes), else ``call`` with the step's
-    arguments (``executor``'s straight path for an assignment)."""
+    """Generated ``run(params, dst)``: ``general(params, dst)`` when ``overlaps(params,
+    dst)`` (the kernel would read what it writes), else ``call`` with the step's arguments
+    (``executor``'s straight path for an assignment)."""
     code = (
         "def run(params, dst):\n"
-        "    if overlaps(step, params, dst):\n"
+        "    if overlaps(params, dst):\n"
         "        return general(params, dst)\n"
         f"    call({_arguments(step)})\n"
     )
     where = f"<runner of {step.why}>"
-    return _exec(code, "run", where, step=step, call=call, overlaps=overlaps, general=general)
+    return _exec(code, "run", where, call=call, overlaps=overlaps, general=general)

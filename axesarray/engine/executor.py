@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..expr import Leaf, Node
 from ..options import OPTIONS
 from ..storage import SMALL, allocate
 from . import reference
-from .alias import overlaps, via_temp
+from .alias import overlap_test, overlaps, via_temp
 from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
@@ -228,7 +229,8 @@ def _into_runner(plan: Schedule, params, dst: Leaf):
     if found is None:
         return None
     step, call = found
-    run = into_runner(step, call, overlaps, lambda params, dst: run_schedule(plan, params, dst))
+    general = partial(run_schedule, plan)
+    run = into_runner(step, call, overlap_test(step), general)
     run.threshold = OPTIONS["serial_threshold"]
     return run
 
@@ -237,11 +239,16 @@ def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
     if root is dst or (type(root) is Leaf and try_copy(dst, root)):
         return
-    plan, _ = schedule_for(root, dst)
-    run = plan.fast
-    if run is not None and run.threshold == OPTIONS["serial_threshold"]:
-        run(root.params, dst)
-        return
+    key = (root.key, dst.key)
+    plan = _PLANS.get(key)  # schedule_for's hit, inline: this is the hot path
+    if plan is None:
+        plan = _new_plan(root, dst, key)
+    else:
+        PLAN_STATS["hits"] += 1
+        run = plan.fast
+        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+            run(root.params, dst)
+            return
     if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
         return
     params = root.params
