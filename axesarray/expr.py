@@ -39,7 +39,6 @@ __all__ = [
     "Leaf",
     "Const",
     "Map",
-    "map_node",
     "Cast",
     "Reduce",
     "Remap",
@@ -248,7 +247,10 @@ def _special(v) -> float | None:
 
 
 class Map(Node):
-    """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype."""
+    """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype.
+
+    ``expr_ops`` also builds Maps without ``__init__`` (the same six fields) when it
+    remembers the key of a structure it built before."""
 
     __slots__ = ("op",)
     kind = "map"
@@ -262,19 +264,6 @@ class Map(Node):
 
     def rebuild(self, children):
         return Map(self.op, tuple(children), self.dtype)
-
-
-_new = object.__new__
-
-
-def map_node(op: str, children: tuple, dtype: np.dtype, key: int, params: tuple) -> Map:
-    """A ``Map`` whose key and params the caller already knows (``expr_ops`` remembers the
-    key of each (op, child keys) it built): the same node as ``Map(op, children, dtype)``
-    without interning its structure again."""
-    node = _new(Map)
-    node.op, node.children, node.shape, node.dtype = op, children, children[0].shape, dtype
-    node.key, node.params = key, params
-    return node
 
 
 class Cast(Node):

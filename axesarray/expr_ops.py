@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .expr import Cast, Const, Map, Node, Reduce, map_node
+from .expr import Cast, Const, Map, Node, Reduce
 from .ops import COMPARISONS, OPS, apply_map
 
 __all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce"]
@@ -74,6 +74,7 @@ _LOOPS2: dict = {}  # (op, dtype, dtype) -> (loop dtype, loop dtype, result dtyp
 # Key ids are never reused, so an entry that outlives a reset of ``expr``'s key table
 # still names its structure alone (at worst a plan-cache miss). Bounded.
 _BUILT: dict = {}
+_new = object.__new__
 
 
 def _remember(memo: tuple, value: tuple) -> None:
@@ -99,7 +100,10 @@ def map2(op: str, a: Node, b: Node) -> Node:
     if hit is not None:
         pa, pb = a.params, b.params
         if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
-            return map_node(op, (a, b), hit[0], hit[1], pa + pb)
+            node = _new(Map)  # map_node, inline (a frame per operator is measurable)
+            node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+            node.key, node.params = hit[1], pa + pb
+            return node
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
     if hit is None:
         (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
@@ -124,7 +128,10 @@ def map1(op: str, a: Node) -> Node:
     memo = (op, a.key)
     hit = _BUILT.get(memo)
     if hit is not None:
-        return map_node(op, (a,), hit[0], hit[1], a.params)
+        node = _new(Map)  # map_node, inline
+        node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
+        node.key, node.params = hit[1], a.params
+        return node
     hit = _LOOPS.get((op, (a.dtype,)))
     (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
     if type(a) is Const:
@@ -150,17 +157,16 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
         c, out, keys = hit
         if c not in pa:
             key = keys.get(-1)
-            if key is not None:
-                if reflected:
-                    return map_node(op, (c, a), out, key, (c,) + pa)
-                return map_node(op, (a, c), out, key, pa + (c,))
+            params = (c,) + pa if reflected else pa + (c,)
         else:
             pos = pa.index(c)
             key = keys.get(pos)
-            if key is not None:
-                if reflected:
-                    return map_node(op, (c, a), out, key, (c,) + pa[:pos] + pa[pos + 1 :])
-                return map_node(op, (a, c), out, key, pa)
+            params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
+        if key is not None:
+            node = _new(Map)  # map_node, inline
+            node.op, node.children = op, (c, a) if reflected else (a, c)
+            node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
+            return node
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
     loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
