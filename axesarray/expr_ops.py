@@ -100,7 +100,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
     if hit is not None:
         pa, pb = a.params, b.params
         if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
-            node = _new(Map)  # map_node, inline (a frame per operator is measurable)
+            node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
             node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
             node.key, node.params = hit[1], pa + pb
             return node
@@ -128,7 +128,7 @@ def map1(op: str, a: Node) -> Node:
     memo = (op, a.key)
     hit = _BUILT.get(memo)
     if hit is not None:
-        node = _new(Map)  # map_node, inline
+        node = _new(Map)  # no __init__, as in map2
         node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
         node.key, node.params = hit[1], a.params
         return node
@@ -163,7 +163,7 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
             key = keys.get(pos)
             params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
         if key is not None:
-            node = _new(Map)  # map_node, inline
+            node = _new(Map)  # no __init__, as in map2
             node.op, node.children = op, (c, a) if reflected else (a, c)
             node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
             return node
