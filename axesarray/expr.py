@@ -168,12 +168,13 @@ class Leaf(Node):
         # plan cache needs no walk over the leaves, and a cached plan may call the kernel
         # it compiled without numba's argument typing (``engine.executor``).
         head = ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
-        if type(data) is np.ndarray:
+        plain = type(data) is np.ndarray
+        if not plain:  # a subclass (np.memmap) too: it is a different argument type
+            head += (device_of(data).kind, type(data).__name__)
+        if plain or isinstance(data, np.ndarray):
             f = data.flags
             if not (f.writeable and f.aligned and f.c_contiguous):
                 head += ((f.writeable, f.aligned, f.c_contiguous),)
-        else:
-            head += (device_of(data).kind,)
         self.key = _intern(head)
 
     @property
