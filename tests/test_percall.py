@@ -270,3 +270,14 @@ def test_assign_runner_zero_size():
     for _ in range(3):
         out[...] = a * 2 + a
         assert out.numpy().shape == (0,)
+
+
+def test_setitem_ellipsis_checks_like_assign():
+    a = _tensor(np.arange(7))
+    with pytest.raises(TypeError, match=r"^assign: the destination must be an l-tensor"):
+        (a + 1)[...] = a
+    ro = np.zeros(7, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^assign: the destination is read-only"):
+        ax.tensor(ro, (AX_I,))[...] = a
+    assert not ro.any()
