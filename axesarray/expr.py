@@ -30,6 +30,7 @@ import threading
 
 import numpy as np
 
+from .devices import device_of
 from .ops import SPECIAL_CONSTANTS
 from .strided import View
 
@@ -160,9 +161,21 @@ class Leaf(Node):
         self.origin = origin
         # What the user declared the storage to be (autograd's kinds), inherited by views.
         self.tag = tag if origin is None or tag is not None else origin[0].tag
-        self.key = _intern(
-            ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
-        )
+        # The key names what the compiled code sees of the storage besides its dtype: the
+        # device kind of storage that is not a numpy array, and an array that is not the
+        # usual writeable, aligned, contiguous buffer (numba types those differently). So
+        # the key of an expression says where it runs and how its kernel is typed: the
+        # plan cache needs no walk over the leaves, and a cached plan may call the kernel
+        # it compiled without numba's argument typing (``engine.executor``).
+        head = ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
+        plain = type(data) is np.ndarray
+        if not plain:  # a subclass (np.memmap) too: it is a different argument type
+            head += (device_of(data).kind, type(data).__name__)
+        if plain or isinstance(data, np.ndarray):
+            f = data.flags
+            if not (f.writeable and f.aligned and f.c_contiguous):
+                head += ((f.writeable, f.aligned, f.c_contiguous),)
+        self.key = _intern(head)
 
     @property
     def params(self):
@@ -235,7 +248,10 @@ def _special(v) -> float | None:
 
 
 class Map(Node):
-    """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype."""
+    """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype.
+
+    ``expr_ops`` also builds Maps without ``__init__`` (the same six fields) when it
+    remembers the key of a structure it built before."""
 
     __slots__ = ("op",)
     kind = "map"

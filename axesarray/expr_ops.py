@@ -66,15 +66,54 @@ def _const(a, dt: np.dtype, shape: tuple) -> Const:
 
 _LOOPS2: dict = {}  # (op, dtype, dtype) -> (loop dtype, loop dtype, result dtype)
 
+# The Maps an operator built without casts, by (op, child keys...): -> (result dtype, key)
+# (and the scalar's shared Const for ``map_scalar``). Child keys name their dtypes and
+# shapes, so they fix the loop dtypes and the result key: building the same structure
+# again (an expression rebuilt each call) skips dtype resolution and key interning and
+# only checks, by identity, that the children share no param (sharing changes the key).
+# Key ids are never reused, so an entry that outlives a reset of ``expr``'s key table
+# still names its structure alone (at worst a plan-cache miss). Bounded.
+_BUILT: dict = {}
+_new = object.__new__
+
+
+def _remember(memo: tuple, value: tuple) -> None:
+    if len(_BUILT) >= _MEMO_MAX:
+        _BUILT.clear()
+    _BUILT[memo] = value
+
+
+def _disjoint(pa: tuple, pb: tuple) -> bool:
+    """Whether two params tuples share no object (``in`` on nodes is an identity test)."""
+    if len(pa) == 1:
+        return pa[0] not in pb
+    if len(pb) == 1:
+        return pb[0] not in pa
+    return not pa or not pb or set(map(id, pa)).isdisjoint(map(id, pb))
+
 
 def map2(op: str, a: Node, b: Node) -> Node:
     """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
     operator users write most (a tensor op a tensor with the same axes)."""
+    memo = (op, a.key, b.key)
+    hit = _BUILT.get(memo)
+    if hit is not None:
+        pa, pb = a.params, b.params
+        if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
+            node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
+            node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+            node.key, node.params = hit[1], pa + pb
+            return node
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
     if hit is None:
         (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
         hit = _LOOPS2[(op, a.dtype, b.dtype)] = (la, lb, out)
     la, lb, out = hit
+    if a.dtype is la and b.dtype is lb and type(a) is not Const is not type(b):
+        node = Map(op, (a, b), out)
+        if _disjoint(a.params, b.params):
+            _remember(memo, (out, node.key))
+        return node
     if a.dtype is not la:
         a = cast(a, la)
     if b.dtype is not lb:
@@ -86,17 +125,48 @@ def map2(op: str, a: Node, b: Node) -> Node:
 
 def map1(op: str, a: Node) -> Node:
     """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
+    memo = (op, a.key)
+    hit = _BUILT.get(memo)
+    if hit is not None:
+        node = _new(Map)  # no __init__, as in map2
+        node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
+        node.key, node.params = hit[1], a.params
+        return node
     hit = _LOOPS.get((op, (a.dtype,)))
     (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
     if type(a) is Const:
         return _folded(op, [cast(a, la)], out, a.shape)
-    return Map(op, (a if a.dtype is la else cast(a, la),), out)
+    if a.dtype is la:
+        node = Map(op, (a,), out)
+        _remember(memo, (out, node.key))
+        return node
+    return Map(op, (cast(a, la),), out)
 
 
 def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     """``op(a, value)`` (or ``op(value, a)``) for a node and a Python scalar: the next most
     common operator (``x * 2``, ``1 + x``)."""
     t = type(value)
+    # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
+    memo = (op, a.key, t, reflected, value if value else repr(value))
+    hit = _BUILT.get(memo)
+    pa = a.params
+    if hit is not None:
+        # The shared Const may already be one of a's params (``1 / (1 + x)``): the key
+        # records where, so the remembered keys go by its position (-1: not there).
+        c, out, keys = hit
+        if c not in pa:
+            key = keys.get(-1)
+            params = (c,) + pa if reflected else pa + (c,)
+        else:
+            pos = pa.index(c)
+            key = keys.get(pos)
+            params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
+        if key is not None:
+            node = _new(Map)  # no __init__, as in map2
+            node.op, node.children = op, (c, a) if reflected else (a, c)
+            node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
+            return node
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
     loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
@@ -108,6 +178,14 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     if t is int and lc.kind in "iu":
         dtypes.check_weak_scalar(value, lc, op)
     c = _const(value, lc, a.shape)
+    if a.dtype is la and type(a) is not Const:
+        node = Map(op, (c, a) if reflected else (a, c), out)
+        if value == value:
+            old = _BUILT.get(memo)
+            keys = old[2] if old is not None and old[0] is c else {}
+            keys[pa.index(c) if c in pa else -1] = node.key
+            _remember(memo, (c, out, keys))
+        return node
     if a.dtype is not la:
         a = cast(a, la)
     if type(a) is Const:

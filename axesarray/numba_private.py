@@ -2,7 +2,8 @@
 
 numba's public API does not cover a few things the kernels need: LLVM helpers for
 intrinsics (``cgutils``), turning reference counting off inside the repack tile loops,
-reading whether a dispatcher loaded from its disk cache, giving a dispatcher a disk cache
+reading whether a dispatcher loaded from its disk cache, calling a compiled signature
+without the dispatcher's argument typing, giving a dispatcher a disk cache
 in a directory of our choosing, loading the CPU target's registries ahead of time, and
 the CUDA simulator's backing arrays. Each use is a function
 here; ``tests/test_numba_private.py`` calls every one of them, so an upgrade that renames
@@ -33,6 +34,7 @@ __all__ = [
     "DirectoryCache",
     "attach_cache",
     "load_cpu_target",
+    "entry_point",
     "cuda_simulated",
     "simulator_pointer",
     "is_simulator_array",
@@ -138,6 +140,19 @@ def attach_cache(fn, cache_class, *args) -> bool:
         return False
     fn._cache = cache_class(fn.py_func, *args)
     return True
+
+
+def entry_point(fn, args: tuple):
+    """The machine code a CPU dispatcher runs for arguments typed like ``args``, as a
+    callable that skips the dispatcher's typing of each argument (the caller guarantees
+    later arguments have the same numba types); None when that signature is not compiled
+    or ``fn`` is not a CPU dispatcher."""
+    from numba.core.registry import CPUDispatcher
+
+    if not isinstance(fn, CPUDispatcher):
+        return None
+    compiled = fn.overloads.get(tuple(numba.typeof(a) for a in args))
+    return None if compiled is None else compiled.entry_point
 
 
 def load_cpu_target() -> None:

@@ -163,6 +163,9 @@ class Tensor(
     # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 
     def __setitem__(self, key, value) -> None:
+        if key is Ellipsis:  # ``self[...]`` is ``self``: straight to the checks of assign
+            assign(self, value)
+            return
         target = self[key]
         if self.is_lvalue and not target.is_lvalue:  # a gather (list, mask, index tensor)
             raise TypeError(

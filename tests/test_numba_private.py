@@ -128,3 +128,20 @@ def test_attach_cache_leaves_anything_but_a_cpu_dispatcher_alone(tmp_path):
 
     assert not npriv.attach_cache(plain, npriv.DirectoryCache, str(tmp_path), "s")
     assert not hasattr(plain, "_cache")
+
+
+def test_entry_point_calls_the_compiled_signature():
+    @njit
+    def axpy(out, x, a):
+        for i in range(out.size):
+            out[i] = a * x[i]
+
+    x, out = np.arange(4.0), np.zeros(4)
+    assert npriv.entry_point(axpy, (out, x, 2.0)) is None  # not compiled yet
+    axpy(out, x, 2.0)
+    call = npriv.entry_point(axpy, (out, x, 2.0))
+    out[:] = 0
+    call(out, x, 3.0)
+    np.testing.assert_array_equal(out, 3.0 * x)
+    assert npriv.entry_point(axpy, (out, x.astype(np.float32), 2.0)) is None  # other types
+    assert npriv.entry_point(print, (out,)) is None

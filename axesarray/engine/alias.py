@@ -17,7 +17,7 @@ from ..strided import View, span
 from .planner import fresh_view, make_step
 from .schedule import KernelStep
 
-__all__ = ["overlaps", "via_temp"]
+__all__ = ["overlaps", "overlap_test", "via_temp"]
 
 _BOUNDS: dict = {}  # id(storage) -> (weakref, first byte, end byte)
 
@@ -86,6 +86,37 @@ def overlaps(step: KernelStep, params, dst: Leaf) -> bool:
         if out_range and in_range and in_range[0] < out_range[1] and out_range[0] < in_range[1]:
             return True
     return False
+
+
+def _bounds_source(name: str, into: str, indent: str) -> list[str]:
+    """Source lines setting ``{into}0, {into}1`` to ``_bounds({name})``, the cached case
+    inline (it is per call)."""
+    return [
+        f"{indent}h = B.get(id({name}))",
+        f"{indent}if h is not None and h[0]() is {name}:",
+        f"{indent}    {into}0, {into}1 = h[1], h[2]",
+        f"{indent}else:",
+        f"{indent}    {into}0, {into}1 = bounds({name})",
+    ]
+
+
+def overlap_test(step: KernelStep):
+    """``overlaps(step, params, dst)`` specialised to ``step`` (generated once per step):
+    inputs on other storage or read in place answer without the loop over ``_reads``;
+    any other case asks ``overlaps`` itself, so both always agree."""
+    lines = ["def test(params, dst):", "    o = dst.data", *_bounds_source("o", "o", "    ")]
+    for index, same_place, _ in _reads(step):
+        lines.append(f"    d = params[{index}].data")
+        if same_place:  # in place is safe: the same array, or another over the same start
+            lines += ["    if d is not o:", *_bounds_source("d", "d", "        ")]
+            lines.append("        if d0 < o1 and o0 < d1 and d0 != o0:")
+        else:
+            lines += [*_bounds_source("d", "d", "    "), "    if d is o or (d0 < o1 and o0 < d1):"]
+        lines.append("            return overlaps(step, params, dst)")
+    lines.append("    return False")
+    namespace = {"B": _BOUNDS, "bounds": _bounds, "overlaps": overlaps, "step": step}
+    exec(compile("\n".join(lines) + "\n", f"<overlap test of {step.why}>", "exec"), namespace)
+    return namespace["test"]
 
 
 def via_temp(step: KernelStep) -> tuple[KernelStep, KernelStep]:

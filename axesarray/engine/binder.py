@@ -13,7 +13,7 @@ import numpy as np
 from ..kernels.lower import Lowered
 from .schedule import KernelStep
 
-__all__ = ["lowered", "binder", "array_of"]
+__all__ = ["lowered", "binder", "fresh_runner", "into_runner", "array_of"]
 
 _F16 = np.dtype(np.float16)
 _U16 = np.dtype(np.uint16)
@@ -37,34 +37,73 @@ def array_of(src: tuple, params, temps: dict, dst):
     return temps[src[1] if kind == "temp" else "alias"]
 
 
-def _source_expr(src: tuple) -> str:
+def _source_expr(src: tuple, temp0: str | None) -> str:
     kind = src[0]
     if kind == "param":
         return f"params[{src[1]}].data"
     if kind == "dst":
         return "dst.data"
+    if temp0 is not None and src == ("temp", 0):
+        return temp0
     return f"temps[{src[1]!r}]" if kind == "temp" else "temps['alias']"
+
+
+def _arguments(step: KernelStep, temp0: str | None = None) -> str:
+    """The source of the kernel's argument list (``temp0``: the name temp 0 goes by)."""
+    low = lowered(step)
+    parts = []
+    for source in low.recipe:
+        if source[0] == "int":
+            parts.append(repr(source[1]))
+        elif source[0] == "array":
+            leaf = low.operands[source[1]]
+            expr = _source_expr(leaf.src, temp0)
+            parts.append(f"{expr}.view(U16)" if leaf.dtype == _F16 else expr)
+        else:
+            node = source[1]
+            value = f"params[{node.src[1]}].value"
+            parts.append(f"f32({value})" if node.dtype == _F16 else value)
+    return ", ".join(parts)
+
+
+def _exec(code: str, name: str, where: str, **namespace):
+    namespace.update(U16=_U16, f32=np.float32)
+    exec(compile(code, where, "exec"), namespace)
+    return namespace[name]
 
 
 def binder(step: KernelStep):
     """The generated ``bind(params, temps, dst)`` of a step (compiled once)."""
     c = step.compiled
     if c.binder is None:
-        low = lowered(step)
-        parts = []
-        for source in low.recipe:
-            if source[0] == "int":
-                parts.append(repr(source[1]))
-            elif source[0] == "array":
-                leaf = low.operands[source[1]]
-                expr = _source_expr(leaf.src)
-                parts.append(f"{expr}.view(U16)" if leaf.dtype == _F16 else expr)
-            else:
-                node = source[1]
-                value = f"params[{node.src[1]}].value"
-                parts.append(f"f32({value})" if node.dtype == _F16 else value)
-        code = f"def bind(params, temps, dst):\n    return ({', '.join(parts)},)\n"
-        namespace = {"U16": _U16, "f32": np.float32}
-        exec(compile(code, f"<binder of {step.why}>", "exec"), namespace)
-        c.binder = namespace["bind"]
+        code = f"def bind(params, temps, dst):\n    return ({_arguments(step)},)\n"
+        c.binder = _exec(code, "bind", f"<binder of {step.why}>")
     return c.binder
+
+
+def fresh_runner(step: KernelStep, call, alloc, n: int, dtype, fresh, view, key: int):
+    """Generated ``run(params) -> out``: allocate temp 0 (``alloc(n, dtype)``), call
+    ``call`` with the step's arguments and return ``fresh(buffer, view, key)``: a whole
+    evaluation of a one-kernel schedule in one frame (``executor``'s straight path)."""
+    code = (
+        "def run(params):\n"
+        f"    buf = alloc({n}, dtype)\n"
+        f"    call({_arguments(step, 'buf')})\n"
+        f"    return fresh(buf, view, {key})\n"
+    )
+    where = f"<runner of {step.why}>"
+    return _exec(code, "run", where, alloc=alloc, dtype=dtype, call=call, fresh=fresh, view=view)
+
+
+def into_runner(step: KernelStep, call, overlaps, general):
+    """Generated ``run(params, dst)``: ``general(params, dst)`` when ``overlaps(params,
+    dst)`` (the kernel would read what it writes), else ``call`` with the step's arguments
+    (``executor``'s straight path for an assignment)."""
+    code = (
+        "def run(params, dst):\n"
+        "    if overlaps(params, dst):\n"
+        "        return general(params, dst)\n"
+        f"    call({_arguments(step)})\n"
+    )
+    where = f"<runner of {step.why}>"
+    return _exec(code, "run", where, call=call, overlaps=overlaps, general=general)

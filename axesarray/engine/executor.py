@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 
@@ -17,10 +18,10 @@ from ..devices import CPU, device_of
 from ..errors import message
 from ..expr import Leaf, Node
 from ..options import OPTIONS
-from ..storage import allocate
+from ..storage import SMALL, allocate
 from . import reference
-from .alias import overlaps, via_temp
-from .binder import binder
+from .alias import overlap_test, overlaps, via_temp
+from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
 from .plan import debug_print, describe
@@ -60,18 +61,24 @@ def _device(params, dst: Leaf | None):
 def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
     """The cached schedule for ``dst[...] = root`` (or a fresh result) and whether it was
     cached. Kernels receive ``root.params`` in order."""
-    params = root.params
-    device = _device(params, dst)
-    key = (root.key, device.kind) if dst is None else (root.key, device.kind, dst.key)
+    # Keys name the device kind of every leaf whose storage is not a numpy array, so the
+    # key alone tells the device: a hit costs one lookup.
+    key = root.key if dst is None else (root.key, dst.key)
     plan = _PLANS.get(key)
     if plan is not None:
         PLAN_STATS["hits"] += 1
         return plan, True
+    return _new_plan(root, dst, key), False
+
+
+def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
+    params = root.params
     found = {device_of(p.data) for p in params if type(p) is Leaf}
     if dst is not None:
         found.add(device_of(dst.data))
     if len(found) > 1:
         raise _device_error(found)
+    device = _device(params, dst)
     target = None if dst is None else (dst.view, dst.dtype)
     rules = CPU_RULES if device.is_cpu else RULES
     plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
@@ -83,7 +90,7 @@ def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
         _PLANS[key] = plan
         if len(_PLANS) > _PLANS_MAX:
             _PLANS.popitem(last=False)
-    return plan, False
+    return plan
 
 
 _NO_TEMPS: dict = {}
@@ -150,55 +157,100 @@ def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
 def evaluate(root: Node, tiered: bool = True) -> Leaf:
     """Compute ``root`` into fresh storage laid out like its dominant input (``tiered``:
     the numpy tier may answer while the kernels compile; the ``tiered`` option too)."""
-    plan, _ = schedule_for(root, None)
-    run = plan.fast
-    if run is not None and run.threshold == OPTIONS["serial_threshold"]:
-        return run(root.params)
+    plan = _PLANS.get(root.key)  # schedule_for's hit, inline: this is the hot path
+    if plan is None:
+        plan = _new_plan(root, None, root.key)
+    else:
+        PLAN_STATS["hits"] += 1
+        run = plan.fast
+        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+            return run(root.params)
     if not plan.ready and tiered:
         out = _numpy_tier(plan, root, None)
         if out is not None:
             return out
-    temps = run_schedule(plan, root.params, None)
+    params = root.params
+    temps = run_schedule(plan, params, None)
     res = plan.result
     out = Leaf(temps[res.src[1]], res.view)
-    plan.fast = _fast_runner(plan, out.key)
+    plan.fast = _fast_runner(plan, params, out)
     return out
 
 
-def _fast_runner(plan: Schedule, key: int):
-    """For a ready schedule of one CPU kernel writing a fresh result (the common small
-    evaluation): ``run(params) -> Leaf`` with its kernel, argument binder, allocation and
-    result key fixed: the next evaluation of the same structure skips the general path.
-    None for other schedules. ``run.threshold`` records the
-    ``serial_threshold`` it chose its variant under."""
-    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1 and len(plan.temps) == 1):
+def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
+    """The one CPU kernel step of a ready schedule and its machine code, called without
+    numba's argument typing (the plan key fixes every argument's numba type: dtypes,
+    storage kinds and flags are in the leaf keys), or None for other schedules or a
+    variant that depends on the output's alignment."""
+    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1):
         return None
     step = plan.steps[0]
     if type(step) is not KernelStep:
         return None
-    fn = step.compiled.kernels.get(("cpu", variant(step, plan.device)))
-    fn = getattr(fn, "fn", fn) if getattr(fn, "ready", True) else None
-    if fn is None:
+    kind = variant(step, plan.device)
+    if kind == "stream":  # would change with the output's alignment
         return None
-    bind = binder(step)
+    fn = step.compiled.kernels.get(("cpu", kind))  # a Kernel, or its dispatcher once ready
+    if fn is None or not getattr(fn, "ready", True):
+        return None
+    from ..numba_private import entry_point  # numba is loaded: the kernel ran
+
+    call = entry_point(getattr(fn, "fn", fn), binder(step)(params, temps, dst))
+    return None if call is None else (step, call)
+
+
+def _fast_runner(plan: Schedule, params, out: Leaf):
+    """For a ready schedule of one CPU kernel writing a fresh result (the common small
+    evaluation): ``run(params) -> Leaf``, generated with its kernel, arguments, allocation
+    and result key fixed (``binder.fresh_runner``): the next evaluation of the same
+    structure skips the general path. None for other schedules. ``run.threshold`` records
+    the ``serial_threshold`` it chose its variant under."""
+    if len(plan.temps) != 1:
+        return None
+    found = _single_kernel(plan, params, {0: out.data}, None)
+    if found is None:
+        return None
     (shape, dtype, _), view = plan.temps[0], plan.result.view
     n = math.prod(shape)
-    fresh = Leaf.fresh
+    # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
+    alloc = np.empty if n * dtype.itemsize < SMALL else allocate
+    run = fresh_runner(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
+    run.threshold = OPTIONS["serial_threshold"]
+    return run
 
-    def run(params) -> Leaf:
-        buf = allocate(n, dtype)
-        fn(*bind(params, {0: buf}, None))
-        return fresh(buf, view, key)
 
+def _into_runner(plan: Schedule, params, dst: Leaf):
+    """For a ready schedule of one CPU kernel writing the destination: ``run(params, dst)``
+    that checks aliasing (an overlap takes the general path, through a temporary) and
+    calls the kernel. None for other schedules."""
+    if plan.temps:
+        return None
+    found = _single_kernel(plan, params, _NO_TEMPS, dst)
+    if found is None:
+        return None
+    step, call = found
+    general = partial(run_schedule, plan)
+    run = into_runner(step, call, overlap_test(step), general)
     run.threshold = OPTIONS["serial_threshold"]
     return run
 
 
 def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     """``dst[...] = root``: same shape, castable dtype (validated by the caller)."""
-    if root is dst or try_copy(dst, root):
+    if root is dst or (type(root) is Leaf and try_copy(dst, root)):
         return
-    plan, _ = schedule_for(root, dst)
+    key = (root.key, dst.key)
+    plan = _PLANS.get(key)  # schedule_for's hit, inline: this is the hot path
+    if plan is None:
+        plan = _new_plan(root, dst, key)
+    else:
+        PLAN_STATS["hits"] += 1
+        run = plan.fast
+        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+            run(root.params, dst)
+            return
     if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
         return
-    run_schedule(plan, root.params, dst)
+    params = root.params
+    run_schedule(plan, params, dst)
+    plan.fast = _into_runner(plan, params, dst)

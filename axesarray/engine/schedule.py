@@ -88,4 +88,4 @@ class Schedule:
     ready: bool = False  # every kernel of the next run is compiled in this process
     numpy_ok: bool | None = None  # cheap enough for the numpy tier (computed once)
     compiling: object = None  # the background compile (a Future), once started
-    fast: object = None  # executor._fast_runner: the small evaluation's straight path
+    fast: object = None  # executor._fast_runner / _into_runner: the one-kernel straight path
