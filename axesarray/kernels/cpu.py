@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit, prange
 from axesarray.kernels.mathlib import *
 from axesarray.kernels.mathlib import f16_to_f32, f32_to_f16, store_fence, stream_out
+from axesarray.kernels.threads import run_parts
 
 @njit(inline="always")
 def R16(x):
@@ -36,12 +37,28 @@ def R16(x):
 """
 
 
+# No cfunc wrapper: kernels are called from Python only, and the wrapper is one more
+# module to optimize and compile (about 0.03 s of a kernel's compile).
+_FLAGS = 'error_model="numpy", fastmath={"contract"}, nogil=True, no_cfunc_wrapper=True'
+
+
 class _Src:
-    def __init__(self) -> None:
+    def __init__(self, split: bool = False) -> None:
         self.lines: list[str] = []
+        self.split = split  # the parallel loop runs over jlo..jhi (kernels/threads.py)
+        self.count: str | None = None  # its trip count, once split
 
     def add(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
+
+    def par_loop(self, indent: int, var: str, count: str, loop: str) -> None:
+        """The kernel's parallel loop: ``for var in loop(count)``, or over ``jlo..jhi``
+        when split (the caller runs ranges of ``count`` on threads)."""
+        if self.split and self.count is None:
+            self.count = count
+            self.add(indent, f"for {var} in range(jlo, jhi):")
+        else:
+            self.add(indent, f"for {var} in {loop}({count}):")
 
 
 def _read(low: Lowered, base: dict, inner: range):
@@ -106,12 +123,12 @@ def _stream_kernel(low: Lowered, src: _Src) -> None:
     base = {k: f"o{k}" for k in range(len(low.operands))}
     if rank >= 2:
         outer = list(range(rank - 1))
-        src.add(1, f"for jo in prange({' * '.join(f'n{d}' for d in outer)}):")
+        src.par_loop(1, "jo", " * ".join(f"n{d}" for d in outer), "prange")
         _decompose(src, 2, "jo", outer)
         base = _bases(src, low, 2, range(rank - 1), base, "o")
         _streamed_rows(low, src, 2, base, "0", f"n{rank - 1}")
         return
-    src.add(1, f"for jo in prange((n0 + {SEGMENT - 1}) // {SEGMENT}):")
+    src.par_loop(1, "jo", f"(n0 + {SEGMENT - 1}) // {SEGMENT}", "prange")
     src.add(2, f"lo = jo * {SEGMENT}")
     src.add(2, f"hi = min(lo + {SEGMENT}, n0)")
     _streamed_rows(low, src, 2, base, "lo", "hi")
@@ -150,14 +167,14 @@ def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
     indent = 1
     if rank >= 2:
         outer = list(range(rank - 1))
-        src.add(indent, f"for jo in {loop}({' * '.join(f'n{d}' for d in outer)}):")
+        src.par_loop(indent, "jo", " * ".join(f"n{d}" for d in outer), loop)
         indent += 1
         _decompose(src, indent, "jo", outer)
         base = _bases(src, low, indent, range(rank - 1), base, "o")
         src.add(indent, f"for i{rank - 1} in range(n{rank - 1}):")
         indent += 1
     elif rank == 1:
-        src.add(indent, f"for i0 in {loop}(n0):")
+        src.par_loop(indent, "i0", "n0", loop)
         indent += 1
     inner = range(rank - 1, rank) if rank else range(0)
     # Each output in turn: a later tree reads an earlier output at the same index after
@@ -349,7 +366,7 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     fl = red.child.dtype.kind == "f"
     outer = list(range(last))
     rows = " * ".join([f"n{d}" for d in outer] + [f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"])
-    src.add(1, f"for jo in {loop}({rows}):")
+    src.par_loop(1, "jo", rows, loop)
     src.add(2, f"blk = jo % ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
     src.add(2, f"qr = jo // ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
     base = {k: f"o{k}" for k in range(len(low.operands))}
@@ -420,7 +437,7 @@ def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: li
     chunked = parallel and n_out == 0 and rank > 0
     if n_out >= 1:
         outer = list(range(n_out))
-        src.add(indent, f"for jo in {loop}({' * '.join(f'n{d}' for d in outer)}):")
+        src.par_loop(indent, "jo", " * ".join(f"n{d}" for d in outer), loop)
         indent += 1
         _decompose(src, indent, "jo", outer)
         base = _bases(src, low, indent, range(n_out), base, "o")
@@ -477,15 +494,17 @@ def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None
 
 def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     """Module source defining ``kernel(*args)`` for ``low``. ``variant``: "serial",
-    "parallel" (prange) or "stream" (parallel, big outputs written with streaming stores)."""
-    src = _Src()
-    low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
-    src.lines.append(_HEADER.format(version=version, mathlib=mathlib))
+    "parallel" or "stream" (parallel, big outputs written with streaming stores).
+
+    A parallel kernel whose outer loop runs over output rows is compiled serial as
+    ``part(jlo, jhi, *args)`` over a range of that loop, and ``kernel`` runs ranges on
+    threads (``kernels/threads.py``): numba's ``prange`` costs 3-4x the compile time. A
+    parallel full reduction keeps ``prange`` (its chunks' partial results are combined
+    after the loop, in order)."""
     parallel = variant != "serial"
-    flags = f'parallel={parallel}, error_model="numpy", fastmath={{"contract"}}, nogil=True'
-    # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
-    src.add(0, f"@njit({flags})")
-    src.add(0, f"def kernel({', '.join(low.names)}):")
+    full_reduce = low.reduce is not None and low.nest.n_out == 0
+    src = _Src(split=parallel and not full_reduce)
+    low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
     loop = "prange" if parallel else "range"
     if variant == "stream":
         _stream_kernel(low, src)
@@ -493,4 +512,16 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
         _map_kernel(low, src, loop)
     else:
         _reduce_kernel(low, src, loop, parallel)
-    return "\n".join(src.lines) + "\n"
+    body = src.lines
+    split = src.count is not None
+    numba_parallel = parallel and not split
+    flags = f"parallel={numba_parallel}, {_FLAGS}"
+    names = ", ".join(low.names)
+    out = [_HEADER.format(version=version, mathlib=mathlib)]
+    # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
+    out.append(f"@njit({flags})")
+    out.append(f"def part(jlo, jhi, {names}):" if split else f"def kernel({names}):")
+    out.extend(body)
+    if split:
+        out += ["", "", f"def kernel({names}):", f"    run_parts(part, {src.count}, ({names},))"]
+    return "\n".join(out) + "\n"
