@@ -34,6 +34,11 @@ def test_a_failing_part_raises_in_the_caller():
         run_parts(part, 100, ())
 
 
+def _lse(xn):
+    m = xn.max().astype(np.float64)
+    return np.float32(m + np.log(np.exp(xn.astype(np.float64) - m).sum()))
+
+
 def _source(e, kind):
     plan, _ = executor.schedule_for(e._node, None)
     assert len(plan.steps) == 1
@@ -45,9 +50,21 @@ def test_a_parallel_kernel_is_compiled_serial_over_a_range():
     src = _source(a.sum("K"), "parallel")
     assert "def part(jlo, jhi, " in src and "parallel=False" in src
     assert "run_parts(part, n0, " in src and "prange(" not in src.split("def part", 1)[1]
-    # a full reduction combines its chunks after the loop: it keeps numba's prange
+    # a full reduction: ranges of chunks, then a last call combining them in order
     full = _source(a.sum(), "parallel")
-    assert "parallel=True" in full and "def part" not in full
+    assert "def part(jlo, jhi, parts, " in full and "parallel=False" in full
+    assert "part(-1, -1, *args)" in full
+
+
+def test_a_parallel_full_reduction_agrees_with_numpy_and_is_deterministic():
+    xn = np.random.default_rng(1).standard_normal(100_003).astype(np.float32)
+    x = ax.tensor(xn, "R")
+    with ax.set_options(serial_threshold=0):
+        runs = [x.sum().numpy().tobytes() for _ in range(3)]
+        assert runs[0] == runs[1] == runs[2]
+        assert_close(x.sum(), np.float32(xn.sum(dtype=np.float64)))
+        assert_close(x.argmax("R"), np.argmax(xn))
+        assert_close(ax.logsumexp(x, "R"), _lse(xn))
 
 
 def test_parallel_kernels_agree_with_numpy():

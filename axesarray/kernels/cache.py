@@ -367,7 +367,8 @@ def _load(key: str, source: str, entry: str, disk: _Disk | None):
     """Execute the module from ``source`` (held in memory) and return its ``entry`` and
     the function numba compiles (``part`` where the module defines one: ``entry`` then
     runs it on threads; else ``entry``), with numba's disk cache attached to it when
-    there is a usable directory."""
+    there is a usable directory, and the module's ``part_args`` (``part``'s arguments for
+    a call of ``entry``) or None."""
     name = f"{_MODULE_PREFIX}_{key}"
     if disk is None:
         filename = f"<axesarray kernel {key}>"
@@ -385,7 +386,7 @@ def _load(key: str, source: str, entry: str, disk: _Disk | None):
     jit = getattr(module, "part", fn)
     if disk is not None:
         attach_cache(jit, _KernelCache, disk, key)
-    return fn, jit
+    return fn, jit, getattr(module, "part_args", None)
 
 
 class Kernel:
@@ -394,12 +395,13 @@ class Kernel:
     (then the engine calls ``fn`` directly); that first call records whether the machine
     code came from the disk cache or was compiled."""
 
-    __slots__ = ("key", "fn", "jit", "ready", "__weakref__")
+    __slots__ = ("key", "fn", "jit", "part_args", "ready", "__weakref__")
 
-    def __init__(self, key: str, fn, jit=None) -> None:
+    def __init__(self, key: str, fn, jit=None, part_args=None) -> None:
         self.key = key
         self.fn = fn
         self.jit = fn if jit is None else jit
+        self.part_args = part_args
         self.ready = False
 
     def __call__(self, *args):
@@ -417,10 +419,9 @@ class Kernel:
             return
         with _lock:
             if not self.ready:
-                types = tuple(numba.typeof(a) for a in args)
-                if self.jit is not self.fn:  # part(jlo, jhi, *args)
-                    types = (numba.int64, numba.int64, *types)
-                self.jit.compile(types)
+                if self.part_args is not None:  # part(jlo, jhi, ..., *args)
+                    args = self.part_args(*args)
+                self.jit.compile(tuple(numba.typeof(a) for a in args))
                 self._count()
 
     def _count(self) -> None:

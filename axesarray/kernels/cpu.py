@@ -47,6 +47,10 @@ class _Src:
         self.lines: list[str] = []
         self.split = split  # the parallel loop runs over jlo..jhi (kernels/threads.py)
         self.count: str | None = None  # its trip count, once split
+        # a split full reduction: arrays of partial results made by the caller (their
+        # names, and the lines making them) and a last call part(-1, -1, ...) combining them
+        self.extra: list[str] = []
+        self.prelude: list[str] = []
 
     def add(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
@@ -322,7 +326,7 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         src.add(indent, "parts[ch] = acc")
         if arg:
             src.add(indent, "pidx[ch] = ai")
-        indent -= 1
+        indent = _after_chunks(src, indent - 1)
         src.add(indent, f"acc = {init}")
         if arg:
             src.add(indent, "ai = 0")
@@ -444,14 +448,28 @@ def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: li
     red_dims = list(range(n_out, rank))
     ranges = {d: ("0", f"n{d}") for d in red_dims}
     if chunked:
-        src.add(indent, f"nch = min(n{n_out}, {CHUNKS})")
-        for line in declare:
-            src.add(indent, line)
+        nch = f"min(n{n_out}, {CHUNKS})"
+        src.add(indent, f"nch = {nch}")
+        if src.split:  # the caller makes the arrays and runs ranges of chunks
+            src.prelude = [f"nch = {nch}", *declare]
+            src.extra = [line.split(" = ")[0] for line in declare]
+        else:
+            for line in declare:
+                src.add(indent, line)
         d0 = red_dims[0]
         ranges[d0] = (f"ch * n{d0} // nch", f"(ch + 1) * n{d0} // nch")
-        src.add(indent, f"for ch in {loop}(nch):")
+        src.par_loop(indent, "ch", nch, loop)
         indent += 1
     return base, indent, ranges, chunked
+
+
+def _after_chunks(src: _Src, indent: int) -> int:
+    """Where the chunks' partial results are combined: after the chunk loop, or in a
+    split kernel's last call (``jlo < 0``)."""
+    if not src.split:
+        return indent
+    src.add(indent, "if jlo < 0:")
+    return indent + 1
 
 
 def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
@@ -468,7 +486,7 @@ def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> Non
     if chunked:
         src.add(indent, "pm[ch] = am")
         src.add(indent, "ps[ch] = acc if am != -np.inf else 0.0")  # an all -inf chunk adds 0
-        indent -= 1
+        indent = _after_chunks(src, indent - 1)
         src.add(indent, "am = -np.inf")
         src.add(indent, "for ch in range(nch):")
         src.add(indent + 1, "am = fmax_nan(am, pm[ch])")
@@ -496,14 +514,13 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     """Module source defining ``kernel(*args)`` for ``low``. ``variant``: "serial",
     "parallel" or "stream" (parallel, big outputs written with streaming stores).
 
-    A parallel kernel whose outer loop runs over output rows is compiled serial as
-    ``part(jlo, jhi, *args)`` over a range of that loop, and ``kernel`` runs ranges on
-    threads (``kernels/threads.py``): numba's ``prange`` costs 3-4x the compile time. A
-    parallel full reduction keeps ``prange`` (its chunks' partial results are combined
-    after the loop, in order)."""
+    A parallel kernel is compiled serial as ``part(jlo, jhi, *args)`` over a range of its
+    outer loop, and ``kernel`` runs ranges on threads (``kernels/threads.py``): numba's
+    ``prange`` costs 3-4x the compile time. A full reduction's ranges are of chunks whose
+    partial results go to arrays the caller makes; a last call ``part(-1, -1, ...)``
+    combines them in order."""
     parallel = variant != "serial"
-    full_reduce = low.reduce is not None and low.nest.n_out == 0
-    src = _Src(split=parallel and not full_reduce)
+    src = _Src(split=parallel)
     low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
     loop = "prange" if parallel else "range"
     if variant == "stream":
@@ -512,16 +529,22 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
         _map_kernel(low, src, loop)
     else:
         _reduce_kernel(low, src, loop, parallel)
-    body = src.lines
     split = src.count is not None
-    numba_parallel = parallel and not split
-    flags = f"parallel={numba_parallel}, {_FLAGS}"
+    flags = f"parallel={parallel and not split}, {_FLAGS}"
     names = ", ".join(low.names)
     out = [_HEADER.format(version=version, mathlib=mathlib)]
     # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
     out.append(f"@njit({flags})")
-    out.append(f"def part(jlo, jhi, {names}):" if split else f"def kernel({names}):")
-    out.extend(body)
-    if split:
-        out += ["", "", f"def kernel({names}):", f"    run_parts(part, {src.count}, ({names},))"]
+    if not split:
+        out += [f"def kernel({names}):", *src.lines]
+        return "\n".join(out) + "\n"
+    args = ", ".join([*src.extra, *low.names])
+    out += [f"def part(jlo, jhi, {args}):", *src.lines, "", ""]
+    # part's arguments for a call with the kernel's (also read by Kernel.warm)
+    out += [f"def part_args({names}):", *("    " + line for line in src.prelude)]
+    out += [f"    return (0, 0, {args})", "", ""]
+    out += [f"def kernel({names}):", f"    args = part_args({names})[2:]"]
+    out.append(f"    run_parts(part, {src.count}, args)")
+    if src.extra:
+        out.append("    part(-1, -1, *args)  # combines the chunks' partial results")
     return "\n".join(out) + "\n"
