@@ -1,10 +1,11 @@
 """CPU templates: wrap the scalar body in a numba loop nest (serial, parallel, stream).
 
-Map kernels: the outer loop dims are flattened into one ``prange`` (indices recovered by
-div/mod once per row) around a plain inner loop that LLVM vectorizes when the inner strides
-are 1. Reductions: ``prange`` over output rows with the reduce loops inside; a full
-reduction splits its outermost reduce loop into chunks whose partial results are combined
-in order (deterministic). Floats accumulate in float64.
+Map kernels: the outer loop dims are flattened into one parallel loop (indices recovered
+by div/mod once per row) around a plain inner loop that LLVM vectorizes when the inner
+strides are 1. Reductions: the parallel loop runs over output rows with the reduce loops
+inside; a full reduction splits its outermost reduce loop into chunks whose partial
+results are combined in order (deterministic). Floats accumulate in float64. The parallel
+loop is run as ranges on threads (``cpu_source``, ``kernels/threads.py``), not ``prange``.
 """
 
 from __future__ import annotations
