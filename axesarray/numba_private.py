@@ -35,6 +35,8 @@ __all__ = [
     "attach_cache",
     "load_cpu_target",
     "entry_point",
+    "compiled_overload",
+    "call_inlined",
     "cuda_simulated",
     "simulator_pointer",
     "is_simulator_array",
@@ -161,6 +163,24 @@ def load_cpu_target() -> None:
     from numba.core.registry import cpu_target
 
     cpu_target.target_context.refresh()
+
+
+def compiled_overload(disp, argtypes: tuple):
+    """The compile result of CPU dispatcher ``disp`` for ``argtypes`` (compiled or loaded
+    from its disk cache now if need be), for ``call_inlined``."""
+    disp.compile(argtypes)
+    return disp.overloads[argtypes]
+
+
+def call_inlined(context, builder, cres, sig, args):
+    """In an intrinsic's codegen: call the compiled function ``cres`` (its machine-level
+    code linked in, not recompiled) with LLVM's ``alwaysinline`` on the call, and return
+    its value. Only for functions that raise nothing: the status is not read."""
+    context.add_linking_libs([cres.library])
+    fn = context.declare_function(builder.module, cres.fndesc)
+    call = context.call_conv.call_function
+    _, out = call(builder, fn, sig.return_type, sig.args, args, attrs=("alwaysinline",))
+    return out
 
 
 def cuda_simulated() -> bool:

@@ -55,9 +55,9 @@ class Code:
     b: str | None = None
     wrap: bool = True
     # The first ``inline`` call sites of a kernel call ``<name>_inline`` (``{inl}`` in the
-    # template): a math-library variant numba inlines itself, for functions too big for
-    # LLVM to inline (their loops then vectorize); later ones call out, so compile time
-    # stays linear in the size of the kernel.
+    # template): the math-library function with LLVM's alwaysinline on the call, for
+    # functions too big for LLVM to inline on its own (their loops then vectorize); later
+    # ones call out, so a kernel's machine code stays bounded.
     inline: int = 0
 
     def template(self, kind: str) -> str:
@@ -294,7 +294,7 @@ _ROWS = [
         grad=lambda F, a, out, g: (-g * F.sin(a[0]),),
     ),
     _op(
-        "tanh", 1, "tanh", _math("tanh", inline=2), ufunc="tanh", expensive=True, public="tanh",
+        "tanh", 1, "tanh", _math("tanh", inline=16), ufunc="tanh", expensive=True, public="tanh",
         doc=_doc("Elementwise hyperbolic tangent.", "tanh", "[0.0, 1.0]",
                  "array([0.        , 0.76159416])"),
         grad=lambda F, a, out, g: (g * (1 - out * out),),

@@ -131,16 +131,18 @@ _CHAIN = textwrap.dedent(
     for _ in range(int(sys.argv[1])):
         e = rng.choice(ops)(e)
     e = e.sum()
-    t0 = time.perf_counter(); e.eval(); first = time.perf_counter() - t0
+    c0 = time.process_time(); t0 = time.perf_counter(); e.eval()
+    first, cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter(); e.eval(); again = time.perf_counter() - t0
-    print(first, again, len(ax.explain(e).kernels))
+    print(first, again, len(ax.explain(e).kernels), cpu)
     """
 )
 
 
-def chain(ops: int, budget: int = 0, n: int = 1000) -> tuple[float, float, int]:
-    """(first evaluation, second, kernels) of a non-repeating chain of ``ops`` ops summed,
-    in a new process with an empty kernel cache (numba's start-up excluded)."""
+def chain(ops: int, budget: int = 0, n: int = 1000) -> tuple[float, float, int, float]:
+    """(first evaluation, second, kernels, CPU seconds of the first) of a non-repeating
+    chain of ``ops`` ops summed, in a new process with an empty kernel cache (numba's
+    start-up excluded). CPU time is reported too: on a shared machine wall time waits."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
         out = subprocess.run(
@@ -150,18 +152,19 @@ def chain(ops: int, budget: int = 0, n: int = 1000) -> tuple[float, float, int]:
             text=True,
             check=True,
         )
-    first, again, kernels = out.stdout.split()
-    return float(first), float(again), int(kernels)
+    first, again, kernels, cpu = out.stdout.split()
+    return float(first), float(again), int(kernels), float(cpu)
 
 
 def bench_compile(table: Rows, lengths) -> None:
     for k in lengths:
-        first, _, kernels = chain(k)
+        first, _, kernels, cpu = chain(k)
         table.add(
             "compile: chain of tanh/sigmoid/+/*/exp, summed (empty cache)",
             f"{k} ops",
             first,
-            f"{kernels} kernel(s), {first / kernels:.2f} s per kernel",
+            f"{kernels} kernel(s), {first / kernels:.2f} s per kernel; CPU {cpu:.2f} s; "
+            f"load {os.getloadavg()[0]:.1f}",
         )
 
 
@@ -216,36 +219,44 @@ _BATCH_NORM = textwrap.dedent(
     t0 = time.perf_counter()
     import numpy as np, axesarray as ax
     n = int(sys.argv[1])
+    if sys.argv[2] == "untiered":
+        ax.set_options(tiered=False)
     x = ax.tensor(np.random.rand(n, 64, 56, 56).astype(np.float32), "N C H W")
     g = ax.tensor(np.random.rand(64).astype(np.float32), "C")
     b = ax.tensor(np.random.rand(64).astype(np.float32), "C")
     r = ("N", "H", "W")
-    t1 = time.perf_counter()
+    t1 = time.perf_counter(); c1 = time.process_time()
     d = x - x.mean(r)
     y = (d / ax.sqrt((d * d).mean(r) + 1e-5) * g + b).eval()
-    t2 = time.perf_counter()
-    print(t2 - t1, t1 - t0, len(ax.explain(d / ax.sqrt((d * d).mean(r) + 1e-5) * g + b).kernels))
+    t2 = time.perf_counter(); cpu = time.process_time() - c1
+    e = d / ax.sqrt((d * d).mean(r) + 1e-5) * g + b
+    print(t2 - t1, t1 - t0, len(ax.explain(e).kernels), cpu)
     """
 )
 
 
 def bench_first_batch_norm(table: Rows, n: int) -> None:
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
-        out = subprocess.run(
-            [sys.executable, "-c", _BATCH_NORM, str(n)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
+    for mode in ("tiered", "untiered"):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
+            out = subprocess.run(
+                [sys.executable, "-c", _BATCH_NORM, str(n), mode],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        first, setup, kernels, cpu = map(float, out.stdout.split())
+        what = (
+            "numpy answers, kernels compile behind" if mode == "tiered" else "kernels compile first"
         )
-    first, setup, kernels = out.stdout.split()
-    table.add(
-        f"batch norm ({n},64,56,56) f32, fresh environment",
-        "first result",
-        float(first),
-        f"{kernels} kernels compiled; import + data {float(setup):.2f} s before",
-    )
+        table.add(
+            f"batch norm ({n},64,56,56) f32, fresh environment",
+            f"first result, {mode}",
+            first,
+            f"{what}; {kernels:.0f} kernels; CPU {cpu:.2f} s; import + data {setup:.2f} s "
+            f"before; load {os.getloadavg()[0]:.1f}",
+        )
 
 
 def bench_budget(lengths=(32, 128), budgets=(16, 48, 128, 0), n=1 << 22) -> None:
@@ -253,7 +264,7 @@ def bench_budget(lengths=(32, 128), budgets=(16, 48, 128, 0), n=1 << 22) -> None
     print(f"kernel budget trade-off (chain of ops summed, {n} elements; 0 = no budget)")
     for k in lengths:
         for budget in budgets:
-            first, again, kernels = chain(k, budget, n)
+            first, again, kernels, _ = chain(k, budget, n)
             print(
                 f"  {k:4d} ops, budget {budget:4d}: {kernels:3d} kernels, first run "
                 f"(compile) {first:6.2f} s, run {1e3 * again:8.2f} ms"

@@ -38,6 +38,7 @@ ORDER = [
     "kernels.repack_plan",
     "kernels.repack_simd",
     "kernels.mathlib",
+    "kernels.threads",
     "kernels.repack_cuda_kernels",
     "kernels.repack_cuda",
     "kernels.repack",

@@ -145,3 +145,27 @@ def test_entry_point_calls_the_compiled_signature():
     np.testing.assert_array_equal(out, 3.0 * x)
     assert npriv.entry_point(axpy, (out, x.astype(np.float32), 2.0)) is None  # other types
     assert npriv.entry_point(print, (out,)) is None
+
+
+def test_call_inlined_links_a_compiled_function_and_inlines_it():
+    @njit
+    def poly(x):
+        return x * x + 1.0
+
+    cres = npriv.compiled_overload(poly, (types.float64,))
+    assert cres.signature.return_type == types.float64
+
+    @intrinsic
+    def poly_inline(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return npriv.call_inlined(context, builder, cres, sig, args)
+
+        return types.float64(types.float64), codegen
+
+    @njit
+    def caller(x):
+        return poly_inline(x) * 2.0
+
+    assert caller(3.0) == 20.0
+    llvm = next(iter(caller.inspect_llvm().values()))
+    assert cres.fndesc.mangled_name not in llvm  # inlined: no call, no copy left

@@ -62,9 +62,17 @@ def test_assignments_take_the_numpy_tier_too(tiered):
     assert_close(out, expected)
 
 
-def test_big_expressions_wait_for_their_kernels(tiered):
-    big = ax.zeros((ax.Axis("M", tiers.NUMPY_MAX_ELEMENTS + 1),), "float32")
-    e = big * 3 - 1
+def test_the_numpy_tier_is_bounded_by_memory_not_elements(tiered):
+    # 2M elements (past the old 1e6 bound), 16 MB of numpy temporaries: numpy answers
+    x = ax.zeros((ax.Axis("M", 2_000_000),), "float32")
+    assert tiers.NUMPY_MAX_BYTES >= 64 << 20
+    assert ax.explain(x * 3 - 1).tier.startswith("numpy")
+
+
+def test_big_expressions_wait_for_their_kernels(tiered, monkeypatch):
+    monkeypatch.setattr(tiers, "NUMPY_MAX_BYTES", 4000)
+    big = ax.zeros((ax.Axis("M", 1001),), "float32")
+    e = big * 3 - 1  # two float32 temporaries of 1001: 8008 bytes
     assert ax.explain(e).tier.startswith("kernels")
     assert (e.numpy() == -1).all()
     assert _plan(e).ready

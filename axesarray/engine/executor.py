@@ -11,6 +11,7 @@ import math
 import threading
 from collections import OrderedDict
 from functools import partial
+from types import FunctionType
 
 import numpy as np
 
@@ -195,7 +196,10 @@ def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
         return None
     from ..numba_private import entry_point  # numba is loaded: the kernel ran
 
-    call = entry_point(getattr(fn, "fn", fn), binder(step)(params, temps, dst))
+    target = getattr(fn, "fn", fn)
+    call = entry_point(target, binder(step)(params, temps, dst))
+    if call is None and type(target) is FunctionType:
+        call = target  # a parallel variant: Python running the compiled parts on threads
     return None if call is None else (step, call)
 
 

@@ -1,18 +1,20 @@
 """Tiered execution: a new expression is answered by numpy while its kernels compile.
 
 A schedule whose kernels are not compiled (or loaded) in this process yet, and whose numpy
-evaluation is cheap (``NUMPY_MAX_ELEMENTS`` result elements, ``NUMPY_MAX_BYTES`` of numpy
-temporaries), runs on the reference engine; its kernels compile on one background thread
+evaluation is cheap (at most ``NUMPY_MAX_BYTES`` of numpy temporaries), runs on the
+reference engine; its kernels compile on one background thread
 (importing numba there too, so the first result never waits for numba's start-up). Later
 calls find the schedule ready and run the kernels. Big expressions wait for their
-kernels: numpy's temporaries would cost memory. ``ax.set_options(tiered=False)`` always
-waits, for results identical run to run (the tiers may differ in the last ulp: numpy
-rounds each op, the kernels fuse them, with FMA contraction).
+kernels: numpy's temporaries would cost memory, and take as long as a compile.
+``ax.set_options(tiered=False)`` always waits, for results identical run to run (the
+tiers may differ in the last ulp: numpy rounds each op, the kernels fuse them, with FMA
+contraction).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -24,10 +26,22 @@ from .binder import binder
 from .dispatch import kernel_for, variant
 from .schedule import KernelStep, Schedule
 
-__all__ = ["use_numpy", "compile_schedule", "describe_tier", "NUMPY_MAX_ELEMENTS"]
+__all__ = ["use_numpy", "compile_schedule", "describe_tier", "NUMPY_MAX_BYTES"]
 
-NUMPY_MAX_ELEMENTS = 1_000_000
-NUMPY_MAX_BYTES = 64 << 20
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): assume 8 GiB
+        return 8 << 30
+
+
+# numpy answers while its temporaries stay under 1/16 of the machine's memory and 1 GiB.
+# The bound is on memory, not on elements: numpy writes and reads 1 GiB of temporaries in
+# about 0.3-0.5 s, one kernel's compile, so up to there its answer comes much sooner than
+# the kernels' (a batch norm of 6.4M float32, 150 MB of temporaries: 25 ms, against 1-3 s
+# of compiles); past it waiting costs little and spares the memory.
+NUMPY_MAX_BYTES = min(_physical_memory() // 16, 1 << 30)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.RLock()
@@ -69,11 +83,7 @@ def compile_schedule(plan: Schedule, params, dst) -> None:
 
 def _cheap(plan: Schedule, root: Node) -> bool:
     if plan.numpy_ok is None:
-        plan.numpy_ok = (
-            plan.device.is_cpu
-            and math.prod(root.shape) <= NUMPY_MAX_ELEMENTS
-            and numpy_cost(root) <= NUMPY_MAX_BYTES
-        )
+        plan.numpy_ok = plan.device.is_cpu and numpy_cost(root) <= NUMPY_MAX_BYTES
     return plan.numpy_ok
 
 

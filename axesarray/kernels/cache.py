@@ -364,8 +364,11 @@ def _keep_source(disk: _Disk, path: Path, source: str) -> None:
 
 
 def _load(key: str, source: str, entry: str, disk: _Disk | None):
-    """Execute the module from ``source`` (held in memory) and return its ``entry``, with
-    numba's disk cache attached when there is a usable directory."""
+    """Execute the module from ``source`` (held in memory) and return its ``entry`` and
+    the function numba compiles (``part`` where the module defines one: ``entry`` then
+    runs it on threads; else ``entry``), with numba's disk cache attached to it when
+    there is a usable directory, and the module's ``part_args`` (``part``'s arguments for
+    a call of ``entry``) or None."""
     name = f"{_MODULE_PREFIX}_{key}"
     if disk is None:
         filename = f"<axesarray kernel {key}>"
@@ -380,21 +383,25 @@ def _load(key: str, source: str, entry: str, disk: _Disk | None):
     sys.modules[name] = module  # numba resolves the kernel's globals through it
     exec(compile(source, filename, "exec"), module.__dict__)
     fn = getattr(module, entry)
+    jit = getattr(module, "part", fn)
     if disk is not None:
-        attach_cache(fn, _KernelCache, disk, key)
-    return fn
+        attach_cache(jit, _KernelCache, disk, key)
+    return fn, jit, getattr(module, "part_args", None)
 
 
 class Kernel:
-    """A compiled kernel: calls the numba dispatcher. ``ready`` once a first call went
-    through (then the engine calls ``fn`` directly); that first call records whether the
-    machine code came from the disk cache or was compiled."""
+    """A compiled kernel: calls the numba dispatcher (or the module's entry that runs it
+    on threads, ``jit`` being the dispatcher). ``ready`` once a first call went through
+    (then the engine calls ``fn`` directly); that first call records whether the machine
+    code came from the disk cache or was compiled."""
 
-    __slots__ = ("key", "fn", "ready", "__weakref__")
+    __slots__ = ("key", "fn", "jit", "part_args", "ready", "__weakref__")
 
-    def __init__(self, key: str, fn) -> None:
+    def __init__(self, key: str, fn, jit=None, part_args=None) -> None:
         self.key = key
         self.fn = fn
+        self.jit = fn if jit is None else jit
+        self.part_args = part_args
         self.ready = False
 
     def __call__(self, *args):
@@ -412,12 +419,14 @@ class Kernel:
             return
         with _lock:
             if not self.ready:
-                self.fn.compile(tuple(numba.typeof(a) for a in args))
+                if self.part_args is not None:  # part(jlo, jhi, ..., *args)
+                    args = self.part_args(*args)
+                self.jit.compile(tuple(numba.typeof(a) for a in args))
                 self._count()
 
     def _count(self) -> None:
         if not self.ready:
-            STATS["disk_hits" if cache_hits(self.fn) else "compiled"] += 1
+            STATS["disk_hits" if cache_hits(self.jit) else "compiled"] += 1
             self.ready = True
 
 
@@ -460,7 +469,7 @@ def get_kernel(source: str, entry: str = "kernel") -> Kernel:
         hit = _memory.get(key)
         if hit is not None:
             return hit
-        kernel = Kernel(key, _load(key, source, entry, _disk()))
+        kernel = Kernel(key, *_load(key, source, entry, _disk()))
         _memory[key] = kernel
         return kernel
 

@@ -1,10 +1,11 @@
 """CPU templates: wrap the scalar body in a numba loop nest (serial, parallel, stream).
 
-Map kernels: the outer loop dims are flattened into one ``prange`` (indices recovered by
-div/mod once per row) around a plain inner loop that LLVM vectorizes when the inner strides
-are 1. Reductions: ``prange`` over output rows with the reduce loops inside; a full
-reduction splits its outermost reduce loop into chunks whose partial results are combined
-in order (deterministic). Floats accumulate in float64.
+Map kernels: the outer loop dims are flattened into one parallel loop (indices recovered
+by div/mod once per row) around a plain inner loop that LLVM vectorizes when the inner
+strides are 1. Reductions: the parallel loop runs over output rows with the reduce loops
+inside; a full reduction splits its outermost reduce loop into chunks whose partial
+results are combined in order (deterministic). Floats accumulate in float64. The parallel
+loop is run as ranges on threads (``cpu_source``, ``kernels/threads.py``), not ``prange``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from numba import njit, prange
 from axesarray.kernels.mathlib import *
 from axesarray.kernels.mathlib import f16_to_f32, f32_to_f16, store_fence, stream_out
+from axesarray.kernels.threads import run_parts
 
 @njit(inline="always")
 def R16(x):
@@ -36,12 +38,32 @@ def R16(x):
 """
 
 
+# No cfunc wrapper: kernels are called from Python only, and the wrapper is one more
+# module to optimize and compile (about 0.03 s of a kernel's compile).
+_FLAGS = 'error_model="numpy", fastmath={"contract"}, nogil=True, no_cfunc_wrapper=True'
+
+
 class _Src:
-    def __init__(self) -> None:
+    def __init__(self, split: bool = False) -> None:
         self.lines: list[str] = []
+        self.split = split  # the parallel loop runs over jlo..jhi (kernels/threads.py)
+        self.count: str | None = None  # its trip count, once split
+        # a split full reduction: arrays of partial results made by the caller (their
+        # names, and the lines making them) and a last call part(-1, -1, ...) combining them
+        self.extra: list[str] = []
+        self.prelude: list[str] = []
 
     def add(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
+
+    def par_loop(self, indent: int, var: str, count: str, loop: str) -> None:
+        """The kernel's parallel loop: ``for var in loop(count)``, or over ``jlo..jhi``
+        when split (the caller runs ranges of ``count`` on threads)."""
+        if self.split and self.count is None:
+            self.count = count
+            self.add(indent, f"for {var} in range(jlo, jhi):")
+        else:
+            self.add(indent, f"for {var} in {loop}({count}):")
 
 
 def _read(low: Lowered, base: dict, inner: range):
@@ -106,12 +128,12 @@ def _stream_kernel(low: Lowered, src: _Src) -> None:
     base = {k: f"o{k}" for k in range(len(low.operands))}
     if rank >= 2:
         outer = list(range(rank - 1))
-        src.add(1, f"for jo in prange({' * '.join(f'n{d}' for d in outer)}):")
+        src.par_loop(1, "jo", " * ".join(f"n{d}" for d in outer), "prange")
         _decompose(src, 2, "jo", outer)
         base = _bases(src, low, 2, range(rank - 1), base, "o")
         _streamed_rows(low, src, 2, base, "0", f"n{rank - 1}")
         return
-    src.add(1, f"for jo in prange((n0 + {SEGMENT - 1}) // {SEGMENT}):")
+    src.par_loop(1, "jo", f"(n0 + {SEGMENT - 1}) // {SEGMENT}", "prange")
     src.add(2, f"lo = jo * {SEGMENT}")
     src.add(2, f"hi = min(lo + {SEGMENT}, n0)")
     _streamed_rows(low, src, 2, base, "lo", "hi")
@@ -150,14 +172,14 @@ def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
     indent = 1
     if rank >= 2:
         outer = list(range(rank - 1))
-        src.add(indent, f"for jo in {loop}({' * '.join(f'n{d}' for d in outer)}):")
+        src.par_loop(indent, "jo", " * ".join(f"n{d}" for d in outer), loop)
         indent += 1
         _decompose(src, indent, "jo", outer)
         base = _bases(src, low, indent, range(rank - 1), base, "o")
         src.add(indent, f"for i{rank - 1} in range(n{rank - 1}):")
         indent += 1
     elif rank == 1:
-        src.add(indent, f"for i0 in {loop}(n0):")
+        src.par_loop(indent, "i0", "n0", loop)
         indent += 1
     inner = range(rank - 1, rank) if rank else range(0)
     # Each output in turn: a later tree reads an earlier output at the same index after
@@ -305,7 +327,7 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         src.add(indent, "parts[ch] = acc")
         if arg:
             src.add(indent, "pidx[ch] = ai")
-        indent -= 1
+        indent = _after_chunks(src, indent - 1)
         src.add(indent, f"acc = {init}")
         if arg:
             src.add(indent, "ai = 0")
@@ -349,7 +371,7 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     fl = red.child.dtype.kind == "f"
     outer = list(range(last))
     rows = " * ".join([f"n{d}" for d in outer] + [f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"])
-    src.add(1, f"for jo in {loop}({rows}):")
+    src.par_loop(1, "jo", rows, loop)
     src.add(2, f"blk = jo % ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
     src.add(2, f"qr = jo // ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
     base = {k: f"o{k}" for k in range(len(low.operands))}
@@ -420,21 +442,35 @@ def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: li
     chunked = parallel and n_out == 0 and rank > 0
     if n_out >= 1:
         outer = list(range(n_out))
-        src.add(indent, f"for jo in {loop}({' * '.join(f'n{d}' for d in outer)}):")
+        src.par_loop(indent, "jo", " * ".join(f"n{d}" for d in outer), loop)
         indent += 1
         _decompose(src, indent, "jo", outer)
         base = _bases(src, low, indent, range(n_out), base, "o")
     red_dims = list(range(n_out, rank))
     ranges = {d: ("0", f"n{d}") for d in red_dims}
     if chunked:
-        src.add(indent, f"nch = min(n{n_out}, {CHUNKS})")
-        for line in declare:
-            src.add(indent, line)
+        nch = f"min(n{n_out}, {CHUNKS})"
+        src.add(indent, f"nch = {nch}")
+        if src.split:  # the caller makes the arrays and runs ranges of chunks
+            src.prelude = [f"nch = {nch}", *declare]
+            src.extra = [line.split(" = ")[0] for line in declare]
+        else:
+            for line in declare:
+                src.add(indent, line)
         d0 = red_dims[0]
         ranges[d0] = (f"ch * n{d0} // nch", f"(ch + 1) * n{d0} // nch")
-        src.add(indent, f"for ch in {loop}(nch):")
+        src.par_loop(indent, "ch", nch, loop)
         indent += 1
     return base, indent, ranges, chunked
+
+
+def _after_chunks(src: _Src, indent: int) -> int:
+    """Where the chunks' partial results are combined: after the chunk loop, or in a
+    split kernel's last call (``jlo < 0``)."""
+    if not src.split:
+        return indent
+    src.add(indent, "if jlo < 0:")
+    return indent + 1
 
 
 def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
@@ -451,7 +487,7 @@ def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> Non
     if chunked:
         src.add(indent, "pm[ch] = am")
         src.add(indent, "ps[ch] = acc if am != -np.inf else 0.0")  # an all -inf chunk adds 0
-        indent -= 1
+        indent = _after_chunks(src, indent - 1)
         src.add(indent, "am = -np.inf")
         src.add(indent, "for ch in range(nch):")
         src.add(indent + 1, "am = fmax_nan(am, pm[ch])")
@@ -477,15 +513,16 @@ def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None
 
 def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     """Module source defining ``kernel(*args)`` for ``low``. ``variant``: "serial",
-    "parallel" (prange) or "stream" (parallel, big outputs written with streaming stores)."""
-    src = _Src()
-    low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
-    src.lines.append(_HEADER.format(version=version, mathlib=mathlib))
+    "parallel" or "stream" (parallel, big outputs written with streaming stores).
+
+    A parallel kernel is compiled serial as ``part(jlo, jhi, *args)`` over a range of its
+    outer loop, and ``kernel`` runs ranges on threads (``kernels/threads.py``): numba's
+    ``prange`` costs 3-4x the compile time. A full reduction's ranges are of chunks whose
+    partial results go to arrays the caller makes; a last call ``part(-1, -1, ...)``
+    combines them in order."""
     parallel = variant != "serial"
-    flags = f'parallel={parallel}, error_model="numpy", fastmath={{"contract"}}, nogil=True'
-    # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
-    src.add(0, f"@njit({flags})")
-    src.add(0, f"def kernel({', '.join(low.names)}):")
+    src = _Src(split=parallel)
+    low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
     loop = "prange" if parallel else "range"
     if variant == "stream":
         _stream_kernel(low, src)
@@ -493,4 +530,22 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
         _map_kernel(low, src, loop)
     else:
         _reduce_kernel(low, src, loop, parallel)
-    return "\n".join(src.lines) + "\n"
+    split = src.count is not None
+    flags = f"parallel={parallel and not split}, {_FLAGS}"
+    names = ", ".join(low.names)
+    out = [_HEADER.format(version=version, mathlib=mathlib)]
+    # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
+    out.append(f"@njit({flags})")
+    if not split:
+        out += [f"def kernel({names}):", *src.lines]
+        return "\n".join(out) + "\n"
+    args = ", ".join([*src.extra, *low.names])
+    out += [f"def part(jlo, jhi, {args}):", *src.lines, "", ""]
+    # part's arguments for a call with the kernel's (also read by Kernel.warm)
+    out += [f"def part_args({names}):", *("    " + line for line in src.prelude)]
+    out += [f"    return (0, 0, {args})", "", ""]
+    out += [f"def kernel({names}):", f"    args = part_args({names})[2:]"]
+    out.append(f"    run_parts(part, {src.count}, args)")
+    if src.extra:
+        out.append("    part(-1, -1, *args)  # combines the chunks' partial results")
+    return "\n".join(out) + "\n"

@@ -213,7 +213,7 @@ def _reduce_kernel(low: Lowered, src: _Src) -> None:
 def cuda_source(low: Lowered, version: str, mathlib: str, simulated: bool) -> str:
     """Module source defining ``launch(*args)`` for ``low`` on CUDA."""
     src = _Src()
-    low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
+    low.inlined = None  # no inline variants: NVVM inlines device functions itself
     src.lines.append(
         _HEADER.format(version=version, mathlib=mathlib, tpb=threads_per_block(simulated))
     )

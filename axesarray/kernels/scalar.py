@@ -115,7 +115,8 @@ class Body:
         prefix: str = "v",
         inlined: dict | None = None,
     ):
-        self.inlined = {} if inlined is None else inlined  # shared by a kernel's bodies
+        # per op, the inline variants used so far (shared by a kernel's bodies); None: none
+        self.inlined = inlined
         self.read = read
         self.index = index
         self.scalar = scalar
