@@ -134,8 +134,11 @@ def test_one_blockwise_layer_of_fused_kernels():
     assert_close(e, 1 / (1 + np.exp(-(a.numpy() * 2 + b.numpy()))))
     s = (c * 2 + b).sum("N")
     steps = ax.explain(s).steps
-    assert steps[0].kind == "blockwise" and "reduction kernel" in steps[0].kernels[0]
-    assert steps[1].kind == "reduction"
+    kernels = steps[0].kernels
+    assert steps[0].kind == "blockwise" and len(kernels) == 2
+    assert "elementwise kernel" in kernels[0] and "reduction kernel" in kernels[1]
+    # the partials of the 8 chunks along N: one combine task, no tree
+    assert (steps[1].kind, steps[1].tasks) == ("reduction", 1)
     assert_close(s, (a.numpy() * 2 + b.numpy()).sum(0))
 
 
@@ -159,7 +162,8 @@ def test_chunk_tasks_plan_once_per_block_signature_and_run_serial(monkeypatch):
     with ax.set_options(serial_threshold=1):  # every kernel counts as big
         got = ((c * 3 - 0.5) * c).numpy()
         total = (c * 3 - 0.5).sum("C").numpy()
-    assert sum(executor.PLAN_STATS.values()) - before == 4  # 2 signatures x 2 expressions
+    # 2 signatures x (1 kernel elementwise + 2 for the reduction: region, then reduce)
+    assert sum(executor.PLAN_STATS.values()) - before == 6
     assert kinds and set(kinds) == {"serial"}
     assert_close(got, (x * 3 - 0.5) * x)
     assert_close(total, (x * 3 - 0.5).sum(1))

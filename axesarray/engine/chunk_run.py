@@ -33,7 +33,15 @@ from .dispatch import kernel_for
 from .routes import ROUTES, try_copy
 from .schedule import KernelStep
 
-__all__ = ["BlockFunction", "Combine", "evaluate", "run_assign", "arg_dtype", "keep_partials"]
+__all__ = [
+    "BlockFunction",
+    "Combine",
+    "evaluate",
+    "run_assign",
+    "arg_dtype",
+    "keep_partials",
+    "splits",
+]
 
 # Parallel kernels of one-chunk layers: one at a time per process (they use every core
 # already, and numba's workqueue threading layer aborts on two concurrent launches).
@@ -150,12 +158,13 @@ def arg_dtype(dtype: np.dtype) -> np.dtype:
 class _Program:
     """The schedule of one block signature, planned on its first chunk: later chunks put
     their blocks' storage in place of the first chunk's leaves among the kernel
-    parameters (views and keys are the same for the whole signature)."""
+    parameters (views and keys are the same for the whole signature). ``dst`` (a leaf
+    over this thread's scratch) makes the program write there instead of a fresh result."""
 
-    __slots__ = ("plan", "params", "slots", "keep")
+    __slots__ = ("plan", "params", "slots", "keep", "dst")
 
-    def __init__(self, root: Node, leaves: list, keep: tuple | None):
-        self.plan, _ = executor.schedule_for(root, None)
+    def __init__(self, root: Node, leaves: list, keep: tuple | None, dst: Leaf | None = None):
+        self.plan, _ = executor.schedule_for(root, dst)
         at = {id(leaf): k for k, leaf in enumerate(leaves)}
         params = root.params
         self.slots = tuple(
@@ -164,14 +173,59 @@ class _Program:
         # the first chunk's blocks are not kept alive: their places are filled per call
         self.params = [None if id(p) in at else p for p in params]
         self.keep = keep
+        self.dst = None if dst is None else (dst.view, dst.key, dst.dtype)
 
     def __call__(self, blocks) -> np.ndarray:
         params = self.params.copy()
         fresh = Leaf.fresh
         for i, k, view, key in self.slots:
             params[i] = fresh(_storage(blocks[k]), view, key)
+        if self.dst is not None:
+            view, key, dtype = self.dst
+            buf = _scratch(math.prod(view.shape), dtype)
+            _run_serial(self.plan, params, fresh(buf, view, key))
+            return buf.reshape(view.shape)
         out = _result(self.plan, _run_serial(self.plan, params, None))
         return out if self.keep is None else out.reshape(self.keep)
+
+
+class _SplitProgram:
+    """A reduction of a computed region as two kernels: the region into this thread's
+    scratch (an elementwise kernel: contiguous, vectorized) and the reduction of the
+    scratch. The fused kernel loops over the reduced dims innermost, where a transcendental
+    op does not vectorize (3-5x slower per element than the two kernels, see
+    ``docs/guide/dask.md``); the scratch is one chunk per thread, reused."""
+
+    __slots__ = ("region", "reduce")
+
+    def __init__(self, fn: BlockFunction, root: Node, shape: tuple, leaves: list):
+        base, view = wrap_array(np.empty(shape, root.dtype))
+        scratch = Leaf(base, view, True)
+        self.region = _Program(root, leaves, None, scratch)
+        node, keep = fn.partial_root(Leaf(base, view, False), shape)
+        self.reduce = _Program(node, [node.params[0]], keep)
+
+    def __call__(self, blocks) -> np.ndarray:
+        return self.reduce([self.region(blocks)])
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int, dtype: np.dtype) -> np.ndarray:
+    """``n`` elements of this thread's scratch (one per dask thread, grown as needed; the
+    values live only until the thread's next chunk)."""
+    nbytes = n * dtype.itemsize
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _SCRATCH.buf = np.empty(max(nbytes, 64), np.uint8)
+    return buf[:nbytes].view(dtype)
+
+
+def splits(recipe: tuple, reduce) -> bool:
+    """Whether a block function's reduction runs as two kernels (``_SplitProgram``): a
+    whole-row or partial reduction of a region that computes something (a map)."""
+    return reduce is not None and reduce[0] != "arg" and any(e[0] == "map" for e in recipe)
 
 
 def _one(block):
@@ -236,9 +290,14 @@ class BlockFunction:
             program = _PROGRAMS.get(key)
             if program is None:
                 root, shape, leaves = self.block_root(blocks)
-                node, keep = self.partial_root(root, shape)
-                program = _Program(node, leaves, keep)
-                if not program.plan.device.is_cpu:
+                if splits(self.recipe, red):
+                    program = _SplitProgram(self, root, shape, leaves)
+                    plan = program.region.plan
+                else:
+                    node, keep = self.partial_root(root, shape)
+                    program = _Program(node, leaves, keep)
+                    plan = program.plan
+                if not plan.device.is_cpu:
                     return self.evaluate(blocks)
                 if len(_PROGRAMS) >= _PROGRAMS_MAX:
                     _PROGRAMS.clear()

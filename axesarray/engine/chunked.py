@@ -37,8 +37,9 @@ from ..expr import Leaf, Node, Reduce
 from ..expr_chunked import Chunked, has_chunked
 from ..expr_ops import reduce as reduce_node
 from ..options import OPTIONS
+from ..storage import wrap_array
 from . import executor, reference
-from .chunk_run import BlockFunction, Combine, arg_dtype, keep_partials, run_assign
+from .chunk_run import BlockFunction, Combine, arg_dtype, keep_partials, run_assign, splits
 from .chunk_run import evaluate as _run
 
 __all__ = [
@@ -292,6 +293,16 @@ class _Lowering:
                 meta=np.empty((0,) * node.ndim, node.dtype),
             )  # fmt: skip
             how = "numpy: the first max/min record of the chunks' (value, index) partials"
+        elif _one_combine(parts, node.axes):
+            # Few partials per result chunk: one task per result chunk gathers them
+            # (concatenated along the reduced dims) and reduces them with one kernel call.
+            out = tuple(_LETTERS[d] for d in range(root.ndim) if d not in node.axes)
+            arr = da.blockwise(
+                aggregate, out, parts, ind, concatenate=True, dtype=node.dtype,
+                axis=node.axes, keepdims=False, meta=np.empty((0,) * node.ndim, node.dtype),
+                token="axesarray-combine",
+            )  # fmt: skip
+            how = f"our {node.op} kernel over the gathered partials ({pdtype})"
         else:
             arr = da.reduction(
                 parts, keep_partials, aggregate, combine=Combine(node.op, self.engine),
@@ -313,6 +324,19 @@ class _Lowering:
         )
 
 
+# Partials one combine task may gather (more go through da.reduction's tree, which keeps
+# each task's input bounded): by count, and by bytes.
+_COMBINE_MAX_PARTS = 256
+_COMBINE_MAX_BYTES = 64 << 20
+
+
+def _one_combine(parts, axes: tuple) -> bool:
+    """Whether the partials of one result chunk are few and small enough for one task."""
+    count = math.prod(len(parts.chunks[d]) for d in axes)
+    block = math.prod(max(c) if c else 0 for c in parts.chunks) * parts.dtype.itemsize
+    return count <= _COMBINE_MAX_PARTS and count * block <= _COMBINE_MAX_BYTES
+
+
 def _accumulator(node: Reduce) -> np.dtype:
     """The partials' dtype: floats sum in float64 (as the fused kernels accumulate), so
     the combined result rounds once."""
@@ -330,6 +354,12 @@ def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
     red = fn.reduce
     if red is not None and red[0] == "arg":
         root = reduce_node(red[1], root, (red[2],))
+    elif splits(fn.recipe, red):  # two kernels: the region into scratch, then its reduction
+        scratch = Leaf(*wrap_array(np.empty(shape, root.dtype)), False)
+        first = executor.explain(root).kernels
+        return tuple(
+            str(k) for k in first + executor.explain(fn.partial_root(scratch, shape)[0]).kernels
+        )
     else:
         root = fn.partial_root(root, shape)[0]
     return tuple(str(k) for k in executor.explain(root).kernels)
