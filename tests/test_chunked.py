@@ -189,6 +189,41 @@ def test_fused_chunks_of_any_strides_broadcasts_and_reductions():
     assert_close((c - b).argmax("N"), (x - bn).argmax(0))
 
 
+def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkeypatch):
+    """On a local scheduler, an elementwise result is computed into one array (each task's
+    kernel writes its chunk there: no per-chunk result, no concatenation); the partials
+    of a reduction along chunked axes are combined by one task, or by da.reduction's tree
+    when too many."""
+    from axesarray.engine import chunk_run
+    from axesarray.engine import chunked as lowering
+
+    calls = []
+    real = chunk_run.IntoFunction.__call__
+
+    def spy(self, *args):
+        calls.append(args[-1])
+        return real(self, *args)
+
+    monkeypatch.setattr(chunk_run.IntoFunction, "__call__", spy)
+    rng = np.random.default_rng(4)
+    x = rng.random((7, 6), "float32")
+    c = ax.tensor(x, "N C").chunk({"N": 3, "C": 4})  # 3 x 2 chunks, uneven last ones
+    b = ax.tensor(rng.random(6, "float32"), "C")
+    for scheduler in ("threads", "sync"):
+        calls.clear()
+        with dask.config.set(scheduler=scheduler):
+            assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
+        assert len(calls) == 6 and len({id(t) for t in calls}) == 1
+    e = c * 2 - b
+    want = (x * 2 - b.numpy()).max(0)
+    plan = ax.explain(e.max("N"))
+    assert [(s.kind, s.tasks) for s in plan.steps] == [("blockwise", 6), ("reduction", 2)]
+    assert_close(e.max("N"), want)
+    monkeypatch.setattr(lowering, "_COMBINE_MAX_PARTS", 2)
+    assert "in a tree" in str(ax.explain(e.max("N")))
+    assert_close(e.max("N"), want)
+
+
 def test_chunk_programs_keep_no_block_alive():
     """The plan kept per block signature holds no chunk's data once a compute is done."""
     made = []

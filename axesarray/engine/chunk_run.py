@@ -41,6 +41,8 @@ __all__ = [
     "arg_dtype",
     "keep_partials",
     "splits",
+    "Into",
+    "IntoFunction",
 ]
 
 # Parallel kernels of one-chunk layers: one at a time per process (they use every core
@@ -175,13 +177,18 @@ class _Program:
         self.keep = keep
         self.dst = None if dst is None else (dst.view, dst.key, dst.dtype)
 
-    def __call__(self, blocks) -> np.ndarray:
+    def __call__(self, blocks, out: np.ndarray | None = None) -> np.ndarray:
+        """Run on ``blocks``; a program with ``dst`` writes into ``out`` (an array with the
+        planned strides) or, without it, this thread's scratch."""
         params = self.params.copy()
         fresh = Leaf.fresh
         for i, k, view, key in self.slots:
             params[i] = fresh(_storage(blocks[k]), view, key)
         if self.dst is not None:
             view, key, dtype = self.dst
+            if out is not None:
+                _run_serial(self.plan, params, fresh(wrap_array(out)[0], view, key))
+                return out
             buf = _scratch(math.prod(view.shape), dtype)
             _run_serial(self.plan, params, fresh(buf, view, key))
             return buf.reshape(view.shape)
@@ -324,6 +331,56 @@ class BlockFunction:
         node, keep = self.partial_root(root, shape)
         out = evaluate(node, self.engine, self.serial)
         return out if keep is None else out.reshape(keep)
+
+
+class Into:
+    """A numpy array that tasks of the local schedulers (threads, sync: one process) write
+    their chunks into; tokenized by identity, never by its values."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def __dask_tokenize__(self):
+        return ("axesarray-into", id(self))
+
+
+class IntoFunction:
+    """An elementwise block function whose kernel writes its chunk straight into the
+    result (an ``Into``): no chunk allocated per task and no concatenation afterwards.
+
+    Called with the operand blocks, then one block per dim holding the chunk's start along
+    it, then the ``Into``; returns a one-element placeholder."""
+
+    def __init__(self, fn: BlockFunction):
+        self.fn = fn
+        self.token = ("axesarray-into", fn.token)
+
+    def __dask_tokenize__(self):
+        return self.token
+
+    def __call__(self, *args):
+        fn, ndim = self.fn, len(self.fn.shape)
+        blocks = tuple(np.asarray(b) for b in args[: len(fn.dims)])
+        starts = [int(np.asarray(b).reshape(-1)[0]) for b in args[len(fn.dims) : -1]]
+        root, shape, leaves = fn.block_root(blocks)
+        region = tuple(slice(s, s + n) for s, n in zip(starts, shape, strict=True))
+        out = args[-1].array[(*region, Ellipsis)]  # an array view even when 0-d
+        if fn.engine == "numba" and out.size:
+            sig = tuple((b.shape, b.strides, b.dtype.str) for b in blocks) + (out.strides,)
+            key = (self.token, sig)
+            program = _PROGRAMS.get(key)
+            if program is None:
+                base, view = wrap_array(out)
+                program = _Program(root, leaves, None, Leaf(base, view, True))
+                if program.plan.device.is_cpu:
+                    if len(_PROGRAMS) >= _PROGRAMS_MAX:
+                        _PROGRAMS.clear()
+                    _PROGRAMS[key] = program
+            if program.plan.device.is_cpu:
+                program(blocks, out)
+                return np.zeros((1,) * ndim, bool)
+        out[...] = fn.evaluate(blocks)
+        return np.zeros((1,) * ndim, bool)
 
 
 class Combine:
