@@ -61,6 +61,17 @@ def _peak_rss_mb(client) -> list:
     return sorted(client.run(rss).values())
 
 
+def _cpu_s(client) -> float:
+    """CPU seconds (user + system) used so far by all worker processes: on a shared,
+    loaded machine this varies less than the wall time."""
+
+    def cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    return sum(client.run(cpu).values())
+
+
 def _plain_copy(src: Path, dst: Path) -> None:
     arr = da.from_zarr(str(src))
     out = zarr.create_array(
@@ -84,11 +95,12 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
     print(f"(written in {time.perf_counter() - t0:.0f} s; {_load()})")
     print(
         f"{'workers':>7} {'case':<26} {'median s':>9} {'GB/s':>6} {'ratio':>6}"
-        f" {'peak RSS/worker MB':>20}  runs"
+        f" {'worker CPU s':>12} {'ratio':>6} {'peak RSS/worker MB':>19}  load  runs (s)"
     )
     cases = (("plain dask copy", _plain_copy), ("axesarray NCHW -> NCHW32", _convert))
     for workers in (1, 2):
         times: dict = {name: [] for name, _ in cases}
+        cpus: dict = {name: [] for name, _ in cases}
         rss: dict = {name: [] for name, _ in cases}
         for _ in range(repeat):
             for name, fn in cases:
@@ -99,18 +111,22 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
                     dashboard_address=None,
                 ) as cluster, Client(cluster) as client:  # fmt: skip
                     client.run(ax.warmup)
+                    cpu0 = _cpu_s(client)
                     t0 = time.perf_counter()
                     fn(src, dst)
                     times[name].append(time.perf_counter() - t0)
+                    cpus[name].append(_cpu_s(client) - cpu0)
                     rss[name].append(max(_peak_rss_mb(client)))
                 shutil.rmtree(dst, ignore_errors=True)
         base = statistics.median(times["plain dask copy"])
+        base_cpu = statistics.median(cpus["plain dask copy"])
         for name, ts in times.items():
-            t = statistics.median(ts)
+            t, c = statistics.median(ts), statistics.median(cpus[name])
             runs = " ".join(f"{x:.1f}" for x in ts)
             print(
                 f"{workers:>7} {name:<26} {t:>9.2f} {nbytes / t / 1e9:>6.2f} {t / base:>6.2f}"
-                f" {statistics.median(rss[name]):>20.0f}  {runs}"
+                f" {c:>12.1f} {c / base_cpu:>6.2f} {statistics.median(rss[name]):>19.0f}"
+                f"  {os.getloadavg()[0]:.1f}  {runs}"
             )
     print(f"({_load()})")
 
@@ -193,7 +209,7 @@ def fused(n_mb: int, nchunks: int, repeat: int) -> None:
                     times[k].append(time.perf_counter() - t0)
             med = [statistics.median(ts) for ts in times]
             cells = "".join(f"{t * 1e3:>10.1f} ms {mb / 1e3 / t:>3.1f}" for t in med)
-            print(f"  {label:<22}{cells}  x{med[1] / med[0]:.2f}")
+            print(f"  {label:<22}{cells}  x{med[1] / med[0]:.2f}  (load {os.getloadavg()[0]:.1f})")
     print(f"  (columns: median ms and GB/s of input; {_load()})")
 
 
