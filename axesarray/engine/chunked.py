@@ -369,7 +369,7 @@ def _one_combine(parts, axes: tuple) -> bool:
 
 def _what(fn: BlockFunction, reduction: str) -> str:
     """What a reducing task runs, for ``explain``."""
-    if splits(fn.recipe, fn.reduce):
+    if splits(fn.recipe, fn.reduce, len(fn.shape)):
         return f"fused evaluation into this thread's scratch, then its {reduction}"
     return f"fused evaluation and {reduction}"
 
@@ -391,7 +391,9 @@ def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
     red = fn.reduce
     if red is not None and red[0] == "arg":
         root = reduce_node(red[1], root, (red[2],))
-    elif splits(fn.recipe, red):  # two kernels: the region into scratch, then its reduction
+    elif splits(
+        fn.recipe, red, len(fn.shape)
+    ):  # two kernels: the region into scratch, then its reduction
         scratch = Leaf(*wrap_array(np.empty(shape, root.dtype)), False)
         first = executor.explain(root).kernels
         return tuple(
