@@ -204,6 +204,7 @@ def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkey
         return real(self, *args)
 
     monkeypatch.setattr(chunk_run.IntoFunction, "__call__", spy)
+    monkeypatch.setattr(lowering, "_INTO_MIN_BYTES", 1)  # small arrays are gathered
     rng = np.random.default_rng(4)
     x = rng.random((7, 6), "float32")
     c = ax.tensor(x, "N C").chunk({"N": 3, "C": 4})  # 3 x 2 chunks, uneven last ones
@@ -213,6 +214,15 @@ def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkey
         with dask.config.set(scheduler=scheduler):
             assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
         assert len(calls) == 6 and len({id(t) for t in calls}) == 1
+    with ax.set_options(engine="numpy"):  # the reference engine; a 0-d result
+        calls.clear()
+        assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
+        assert_close(((c * 2 - b).sum() + 1).numpy(), (x * 2 - b.numpy()).sum() + 1)
+        assert len(calls) == 7
+    monkeypatch.setattr(lowering, "_INTO_MIN_BYTES", x.nbytes + 1)
+    calls.clear()
+    assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
+    assert not calls
     # an expensive op: the region into scratch, then the reduction (two kernels per chunk)
     e = ax.exp(c * 2 - b)
     want = np.exp(x * 2 - b.numpy()).max(0)

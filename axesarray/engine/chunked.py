@@ -507,16 +507,23 @@ def evaluate(root: Node) -> Chunked:
 def compute(root: Node) -> np.ndarray:
     """``root``'s value computed by dask, as a numpy array in logical order.
 
-    An elementwise root on a local scheduler (threads or sync: tasks share this process's
-    memory) is computed into one result array, each task's kernel writing its chunk there;
-    otherwise dask gathers the chunks."""
-    if root.kind in _REGION and math.prod(root.shape) and _local():
+    A big elementwise root on a local scheduler (threads or sync: tasks share this
+    process's memory) is computed into one result array, each task's kernel writing its
+    chunk there; otherwise dask gathers the chunks."""
+    nbytes = math.prod(root.shape) * root.dtype.itemsize
+    if root.kind in _REGION and nbytes >= _INTO_MIN_BYTES and _local():
         out = np.empty(root.shape, root.dtype)
         low = _Lowering()
         low.root, low.into = root, Into(out)
         low.lower(root)[0].compute()
         return out
     return np.asarray(logical_array(root).compute())
+
+
+# Below this, dask's gathering is as fast (its concatenation reuses heap memory; from 32
+# MiB, glibc's largest mmap threshold, every result is fresh pages): measured 16 MB 12.7 ms
+# gathered vs 15.3 ms written into; 32 MB 39 vs 18 ms; 268 MB 160 vs 102 ms.
+_INTO_MIN_BYTES = 32 << 20
 
 
 def _local() -> bool:
