@@ -4,14 +4,17 @@ per-chunk programs behind them.
 A layer of many chunks runs every kernel **serial**: dask already runs one task per core,
 so a parallel kernel per task would only oversubscribe the cores (on a loaded machine a
 parallel launch waits for a descheduled thread: ~12 ms per chunk measured, against 0.1 ms
-serial, see ``docs/dask.md``). A layer of one chunk keeps the engine's variant choice, one
-parallel kernel at a time per process (numba's workqueue layer aborts on two at once).
+serial). A layer of one chunk keeps the engine's variant choice, one parallel kernel at a
+time per process (numba's workqueue layer aborts on two at once).
 
 A block function plans its first chunk of each block signature (shapes, strides, dtypes)
 and keeps the schedule as a ``_Program``; every later chunk of that signature binds its
 blocks to the program's parameters and runs the kernels: no region rebuild, no plan
-lookup. Block functions are picklable: they hold the region as tuples (ops, dtypes,
-dims), never nodes (whose keys are per process) or compiled kernels.
+lookup. Some reductions run as two programs (``_SplitProgram``: the region into a
+per-thread scratch, then the reduction); an ``IntoFunction`` writes its chunk straight
+into the caller's result array. Block functions are picklable: they hold the region as
+tuples (ops, dtypes, dims), never nodes (whose keys are per process) or compiled kernels.
+Measurements: ``docs/guide/dask.md``.
 """
 
 from __future__ import annotations
