@@ -283,6 +283,15 @@ class BlockFunction:
     def __setstate__(self, token):
         self.__init__(*token[1:])
 
+    @property
+    def two_kernels(self) -> bool:
+        """Whether each task runs a ``_SplitProgram`` (fused engine, serial layers)."""
+        return (
+            self.engine == "numba"
+            and self.serial
+            and splits(self.recipe, self.reduce, len(self.shape))
+        )
+
     def block_root(self, blocks) -> tuple[Node, tuple, list]:
         """The region over ``blocks``: root, block shape, and the leaf of each block."""
         shape = list(self.shape)
@@ -312,7 +321,7 @@ class BlockFunction:
             program = _PROGRAMS.get(key)
             if program is None:
                 root, shape, leaves = self.block_root(blocks)
-                if splits(self.recipe, red, len(self.shape)):
+                if self.two_kernels:
                     program = _SplitProgram(self, root, shape, leaves)
                     plan = program.region.plan
                 else:

@@ -47,7 +47,6 @@ from .chunk_run import (
     arg_dtype,
     keep_partials,
     run_assign,
-    splits,
 )
 from .chunk_run import evaluate as _run
 
@@ -369,7 +368,7 @@ def _one_combine(parts, axes: tuple) -> bool:
 
 def _what(fn: BlockFunction, reduction: str) -> str:
     """What a reducing task runs, for ``explain``."""
-    if splits(fn.recipe, fn.reduce, len(fn.shape)):
+    if fn.two_kernels:
         return f"fused evaluation into this thread's scratch, then its {reduction}"
     return f"fused evaluation and {reduction}"
 
@@ -391,14 +390,10 @@ def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
     red = fn.reduce
     if red is not None and red[0] == "arg":
         root = reduce_node(red[1], root, (red[2],))
-    elif splits(
-        fn.recipe, red, len(fn.shape)
-    ):  # two kernels: the region into scratch, then its reduction
+    elif fn.two_kernels:  # the region into scratch, then its reduction
         scratch = Leaf(*wrap_array(np.empty(shape, root.dtype)), False)
-        first = executor.explain(root).kernels
-        return tuple(
-            str(k) for k in first + executor.explain(fn.partial_root(scratch, shape)[0]).kernels
-        )
+        second = executor.explain(fn.partial_root(scratch, shape)[0]).kernels
+        return tuple(str(k) for k in executor.explain(root).kernels + second)
     else:
         root = fn.partial_root(root, shape)[0]
     return tuple(str(k) for k in executor.explain(root).kernels)
