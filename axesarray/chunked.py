@@ -163,7 +163,7 @@ def to_physical(arr, axes: Axes, layout: Layout):
     fn = _ToPhysical(layout, axes.names, arr.dtype, arr.npartitions > 1)
     return da.blockwise(
         fn, ind, arr, _LETTERS[: len(axes)], new_axes=new, adjust_chunks=adjust,
-        dtype=arr.dtype, meta=np.empty((0,) * len(dims), arr.dtype),
+        dtype=arr.dtype, meta=np.empty((0,) * len(dims), arr.dtype), token="axesarray-to-physical",
     )  # fmt: skip
 
 
@@ -183,6 +183,7 @@ def to_logical(phys, axes: Axes, layout: Layout):
     arr = da.blockwise(
         fn, _LETTERS[: len(axes)], phys, _letters(dims), adjust_chunks=adjust,
         concatenate=True, dtype=phys.dtype, meta=np.empty((0,) * len(axes), phys.dtype),
+        token="axesarray-to-logical",
     )  # fmt: skip
     if arr.shape != axes.shape:
         arr = arr[tuple(slice(0, n) for n in axes.shape)]

@@ -1,10 +1,11 @@
 """Chunked tensors on dask: Zarr layout conversion on a LocalCluster, and a fused
 elementwise + reduction against plain dask.array and xarray+dask (same run).
 
-python benchmarks/bench_dask.py                  # both parts: 4 GB store, 2 x 256 MB arrays
+python benchmarks/bench_dask.py                  # every part: 4 GB store, 2 x 256 MB arrays
 python benchmarks/bench_dask.py --quick          # 64 MB store, 2 x 16 MB: checks everything runs
 python benchmarks/bench_dask.py fused --mb 256 --chunks 16 --repeat 7
 python benchmarks/bench_dask.py conversion --gb 4 --repeat 3 --dir /tmp
+python benchmarks/bench_dask.py split             # reductions per chunk: two kernels vs one
 
 Numbers are medians over repeats, the implementations interleaved inside each repeat (the
 machine is shared: each comparison is measured in the same run, and the load average is
@@ -61,6 +62,17 @@ def _peak_rss_mb(client) -> list:
     return sorted(client.run(rss).values())
 
 
+def _cpu_s(client) -> float:
+    """CPU seconds (user + system) used so far by all worker processes: on a shared,
+    loaded machine this varies less than the wall time."""
+
+    def cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    return sum(client.run(cpu).values())
+
+
 def _plain_copy(src: Path, dst: Path) -> None:
     arr = da.from_zarr(str(src))
     out = zarr.create_array(
@@ -84,11 +96,12 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
     print(f"(written in {time.perf_counter() - t0:.0f} s; {_load()})")
     print(
         f"{'workers':>7} {'case':<26} {'median s':>9} {'GB/s':>6} {'ratio':>6}"
-        f" {'peak RSS/worker MB':>20}  runs"
+        f" {'worker CPU s':>12} {'ratio':>6} {'peak RSS/worker MB':>19}  load  runs (s)"
     )
     cases = (("plain dask copy", _plain_copy), ("axesarray NCHW -> NCHW32", _convert))
     for workers in (1, 2):
         times: dict = {name: [] for name, _ in cases}
+        cpus: dict = {name: [] for name, _ in cases}
         rss: dict = {name: [] for name, _ in cases}
         for _ in range(repeat):
             for name, fn in cases:
@@ -99,18 +112,22 @@ def conversion(tmp: Path, gbytes: float, repeat: int) -> None:
                     dashboard_address=None,
                 ) as cluster, Client(cluster) as client:  # fmt: skip
                     client.run(ax.warmup)
+                    cpu0 = _cpu_s(client)
                     t0 = time.perf_counter()
                     fn(src, dst)
                     times[name].append(time.perf_counter() - t0)
+                    cpus[name].append(_cpu_s(client) - cpu0)
                     rss[name].append(max(_peak_rss_mb(client)))
                 shutil.rmtree(dst, ignore_errors=True)
         base = statistics.median(times["plain dask copy"])
+        base_cpu = statistics.median(cpus["plain dask copy"])
         for name, ts in times.items():
-            t = statistics.median(ts)
+            t, c = statistics.median(ts), statistics.median(cpus[name])
             runs = " ".join(f"{x:.1f}" for x in ts)
             print(
                 f"{workers:>7} {name:<26} {t:>9.2f} {nbytes / t / 1e9:>6.2f} {t / base:>6.2f}"
-                f" {statistics.median(rss[name]):>20.0f}  {runs}"
+                f" {c:>12.1f} {c / base_cpu:>6.2f} {statistics.median(rss[name]):>19.0f}"
+                f"  {os.getloadavg()[0]:.1f}  {runs}"
             )
     print(f"({_load()})")
 
@@ -193,13 +210,60 @@ def fused(n_mb: int, nchunks: int, repeat: int) -> None:
                     times[k].append(time.perf_counter() - t0)
             med = [statistics.median(ts) for ts in times]
             cells = "".join(f"{t * 1e3:>10.1f} ms {mb / 1e3 / t:>3.1f}" for t in med)
-            print(f"  {label:<22}{cells}  x{med[1] / med[0]:.2f}")
+            print(f"  {label:<22}{cells}  x{med[1] / med[0]:.2f}  (load {os.getloadavg()[0]:.1f})")
     print(f"  (columns: median ms and GB/s of input; {_load()})")
+
+
+def _always_split(recipe, reduce, ndim) -> bool:
+    return reduce is not None and reduce[0] != "arg" and any(e[0] == "map" for e in recipe)
+
+
+def _never_split(recipe, reduce, ndim) -> bool:
+    return False
+
+
+def split(repeat: int) -> None:
+    """Per chunk, a reduction as two kernels (region into scratch, then reduce) against one
+    fused reduction kernel: CPU time of 4 chunks of float32 (128, 64, 256), sync scheduler
+    (``engine.chunk_run.splits`` forced either way; "used" is what it picks)."""
+    from axesarray.engine import chunk_run
+
+    real = chunk_run.splits
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.random((512, 64, 256), "f4"), rng.random((512, 64, 256), "f4")
+    ta = ax.from_dask(da.from_array(a_np, chunks=(128, 64, 256)), "N C W")
+    tb = ax.from_dask(da.from_array(b_np, chunks=(128, 64, 256)), "N C W")
+    print(f"\nreductions per chunk: CPU ms of 4 chunks, median of {repeat} ({_load()})")
+    print(f"  {'region':<14} {'over':<5} {'two kernels':>12} {'one kernel':>11}  used")
+    exprs = (("exp(a*2-1)*b", ax.exp(ta * 2 - 1) * tb), ("(a*2-1)*b", (ta * 2 - 1) * tb))
+    with dask.config.set(scheduler="sync"):
+        for label, e in exprs:
+            for name in ("C", "W", "N"):
+                arr = e.sum(name).to_dask()
+                cpu = []
+                for forced in (_always_split, _never_split):
+                    chunk_run.splits = forced
+                    chunk_run._PROGRAMS.clear()
+                    try:
+                        arr.compute()
+                        ts = []
+                        for _ in range(repeat):
+                            t0 = time.process_time()
+                            arr.compute()
+                            ts.append(time.process_time() - t0)
+                    finally:
+                        chunk_run.splits = real
+                    cpu.append(statistics.median(ts) * 1e3)
+                chunk_run._PROGRAMS.clear()
+                used = "two" if "scratch" in str(ax.explain(e.sum(name))) else "one"
+                print(f"  {label:<14} {name:<5} {cpu[0]:>12.1f} {cpu[1]:>11.1f}  {used}")
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", nargs="?", choices=("all", "conversion", "fused"), default="all")
+    p.add_argument(
+        "part", nargs="?", choices=("all", "conversion", "fused", "split"), default="all"
+    )
     p.add_argument("--quick", action="store_true", help="small sizes: checks that it runs")
     p.add_argument("--gb", type=float, help="conversion: store size (default 4)")
     p.add_argument("--mb", type=int, help="fused: MB per operand (default 256)")
@@ -214,6 +278,8 @@ def main(argv=None) -> None:
     if args.part in ("all", "fused"):
         mb = args.mb or (16 if args.quick else 256)
         fused(mb, args.chunks, args.repeat or (2 if args.quick else 7))
+    if args.part in ("all", "split"):
+        split(args.repeat or (2 if args.quick else 7))
 
 
 if __name__ == "__main__":

@@ -134,8 +134,11 @@ def test_one_blockwise_layer_of_fused_kernels():
     assert_close(e, 1 / (1 + np.exp(-(a.numpy() * 2 + b.numpy()))))
     s = (c * 2 + b).sum("N")
     steps = ax.explain(s).steps
+    # cheap ops reduced along an outer dim: one fused reduction kernel per chunk
     assert steps[0].kind == "blockwise" and "reduction kernel" in steps[0].kernels[0]
-    assert steps[1].kind == "reduction"
+    assert len(steps[0].kernels) == 1
+    # the partials of the 8 chunks along N: one combine task, no tree
+    assert (steps[1].kind, steps[1].tasks) == ("reduction", 1)
     assert_close(s, (a.numpy() * 2 + b.numpy()).sum(0))
 
 
@@ -183,6 +186,58 @@ def test_fused_chunks_of_any_strides_broadcasts_and_reductions():
     assert_close((c * b).sum("N"), (x * bn).sum(0))
     assert_close((c - b).argmax("C"), (x - bn).argmax(1))
     assert_close((c - b).argmax("N"), (x - bn).argmax(0))
+
+
+def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkeypatch):
+    """On a local scheduler, an elementwise result is computed into one array (each task's
+    kernel writes its chunk there: no per-chunk result, no concatenation); the partials
+    of a reduction along chunked axes are combined by one task, or by da.reduction's tree
+    when too many."""
+    from axesarray.engine import chunk_run
+    from axesarray.engine import chunked as lowering
+
+    calls = []
+    real = chunk_run.IntoFunction.__call__
+
+    def spy(self, *args):
+        calls.append(args[-1])
+        return real(self, *args)
+
+    monkeypatch.setattr(chunk_run.IntoFunction, "__call__", spy)
+    monkeypatch.setattr(lowering, "_INTO_MIN_BYTES", 1)  # small arrays are gathered
+    rng = np.random.default_rng(4)
+    x = rng.random((7, 6), "float32")
+    c = ax.tensor(x, "N C").chunk({"N": 3, "C": 4})  # 3 x 2 chunks, uneven last ones
+    b = ax.tensor(rng.random(6, "float32"), "C")
+    for scheduler in ("threads", "sync"):
+        calls.clear()
+        with dask.config.set(scheduler=scheduler):
+            assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
+        assert len(calls) == 6 and len({id(t) for t in calls}) == 1
+    with ax.set_options(engine="numpy"):  # the reference engine; a 0-d result
+        calls.clear()
+        assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
+        assert_close(((c * 2 - b).sum() + 1).numpy(), (x * 2 - b.numpy()).sum() + 1)
+        assert len(calls) == 7
+    monkeypatch.setattr(lowering, "_INTO_MIN_BYTES", x.nbytes + 1)
+    calls.clear()
+    assert_close((c * 2 - b).numpy(), x * 2 - b.numpy())
+    assert not calls
+    # an expensive op: the region into scratch, then the reduction (two kernels per chunk)
+    e = ax.exp(c * 2 - b)
+    want = np.exp(x * 2 - b.numpy()).max(0)
+    plan = ax.explain(e.max("N"))
+    assert [(s.kind, s.tasks) for s in plan.steps] == [("blockwise", 6), ("reduction", 2)]
+    assert "into this thread's scratch" in str(plan) and len(plan.steps[0].kernels) == 2
+    # a cheap op reduced along a middle dim: two kernels too (a bool scratch here)
+    x3 = rng.standard_normal((5, 4, 3)).astype("float32")
+    c3 = ax.tensor(x3, "N C W").chunk({"N": 2})
+    assert "scratch" in str(ax.explain((c3 > 0).any("C")))
+    assert_close((c3 > 0).any("C"), (x3 > 0).any(1))
+    assert_close(e.max("N"), want)
+    monkeypatch.setattr(lowering, "_COMBINE_MAX_PARTS", 2)
+    assert "in a tree" in str(ax.explain(e.max("N")))
+    assert_close(e.max("N"), want)
 
 
 def test_chunk_programs_keep_no_block_alive():

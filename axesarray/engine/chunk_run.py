@@ -4,14 +4,17 @@ per-chunk programs behind them.
 A layer of many chunks runs every kernel **serial**: dask already runs one task per core,
 so a parallel kernel per task would only oversubscribe the cores (on a loaded machine a
 parallel launch waits for a descheduled thread: ~12 ms per chunk measured, against 0.1 ms
-serial, see ``docs/dask.md``). A layer of one chunk keeps the engine's variant choice, one
-parallel kernel at a time per process (numba's workqueue layer aborts on two at once).
+serial). A layer of one chunk keeps the engine's variant choice, one parallel kernel at a
+time per process (numba's workqueue layer aborts on two at once).
 
 A block function plans its first chunk of each block signature (shapes, strides, dtypes)
 and keeps the schedule as a ``_Program``; every later chunk of that signature binds its
 blocks to the program's parameters and runs the kernels: no region rebuild, no plan
-lookup. Block functions are picklable: they hold the region as tuples (ops, dtypes,
-dims), never nodes (whose keys are per process) or compiled kernels.
+lookup. Some reductions run as two programs (``_SplitProgram``: the region into a
+per-thread scratch, then the reduction); an ``IntoFunction`` writes its chunk straight
+into the caller's result array. Block functions are picklable: they hold the region as
+tuples (ops, dtypes, dims), never nodes (whose keys are per process) or compiled kernels.
+Measurements: ``docs/guide/dask.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 from ..devices import host_array
 from ..expr import Cast, Const, Leaf, Map, Node, Reduce
 from ..expr_ops import reduce as reduce_node
+from ..ops import OPS
 from ..options import OPTIONS
 from ..storage import wrap_array
 from ..strided import remap_view
@@ -33,7 +37,17 @@ from .dispatch import kernel_for
 from .routes import ROUTES, try_copy
 from .schedule import KernelStep
 
-__all__ = ["BlockFunction", "Combine", "evaluate", "run_assign", "arg_dtype", "keep_partials"]
+__all__ = [
+    "BlockFunction",
+    "Combine",
+    "evaluate",
+    "run_assign",
+    "arg_dtype",
+    "keep_partials",
+    "splits",
+    "Into",
+    "IntoFunction",
+]
 
 # Parallel kernels of one-chunk layers: one at a time per process (they use every core
 # already, and numba's workqueue threading layer aborts on two concurrent launches).
@@ -150,12 +164,13 @@ def arg_dtype(dtype: np.dtype) -> np.dtype:
 class _Program:
     """The schedule of one block signature, planned on its first chunk: later chunks put
     their blocks' storage in place of the first chunk's leaves among the kernel
-    parameters (views and keys are the same for the whole signature)."""
+    parameters (views and keys are the same for the whole signature). ``dst`` (a leaf
+    over this thread's scratch) makes the program write there instead of a fresh result."""
 
-    __slots__ = ("plan", "params", "slots", "keep")
+    __slots__ = ("plan", "params", "slots", "keep", "dst")
 
-    def __init__(self, root: Node, leaves: list, keep: tuple | None):
-        self.plan, _ = executor.schedule_for(root, None)
+    def __init__(self, root: Node, leaves: list, keep: tuple | None, dst: Leaf | None = None):
+        self.plan, _ = executor.schedule_for(root, dst)
         at = {id(leaf): k for k, leaf in enumerate(leaves)}
         params = root.params
         self.slots = tuple(
@@ -164,14 +179,75 @@ class _Program:
         # the first chunk's blocks are not kept alive: their places are filled per call
         self.params = [None if id(p) in at else p for p in params]
         self.keep = keep
+        self.dst = None if dst is None else (dst.view, dst.key, dst.dtype)
 
-    def __call__(self, blocks) -> np.ndarray:
+    def __call__(self, blocks, out: np.ndarray | None = None) -> np.ndarray:
+        """Run on ``blocks``; a program with ``dst`` writes into ``out`` (an array with the
+        planned strides) or, without it, this thread's scratch."""
         params = self.params.copy()
         fresh = Leaf.fresh
         for i, k, view, key in self.slots:
             params[i] = fresh(_storage(blocks[k]), view, key)
+        if self.dst is not None:
+            view, key, dtype = self.dst
+            if out is not None:
+                _run_serial(self.plan, params, fresh(wrap_array(out)[0], view, key))
+                return out
+            buf = _scratch(math.prod(view.shape), dtype)
+            _run_serial(self.plan, params, fresh(buf, view, key))
+            return buf.reshape(view.shape)
         out = _result(self.plan, _run_serial(self.plan, params, None))
         return out if self.keep is None else out.reshape(self.keep)
+
+
+class _SplitProgram:
+    """A reduction of a computed region as two kernels: the region into this thread's
+    scratch (an elementwise kernel: contiguous, vectorized) and the reduction of the
+    scratch. The fused kernel loops over the reduced dims innermost, where a transcendental
+    op does not vectorize (3-5x slower per element than the two kernels, see
+    ``docs/guide/dask.md``); the scratch is one chunk per thread, reused."""
+
+    __slots__ = ("region", "reduce")
+
+    def __init__(self, fn: BlockFunction, root: Node, shape: tuple, leaves: list):
+        base, view = wrap_array(np.empty(shape, root.dtype))
+        scratch = Leaf(base, view, True)
+        self.region = _Program(root, leaves, None, scratch)
+        node, keep = fn.partial_root(Leaf(base, view, False), shape)
+        self.reduce = _Program(node, [node.params[0]], keep)
+
+    def __call__(self, blocks) -> np.ndarray:
+        return self.reduce([self.region(blocks)])
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int, dtype: np.dtype) -> np.ndarray:
+    """``n`` elements of this thread's scratch (one per dask thread, grown as needed; the
+    values live only until the thread's next chunk)."""
+    nbytes = n * dtype.itemsize
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _SCRATCH.buf = np.empty(max(nbytes, 64), np.uint8)
+    return buf[:nbytes].view(dtype)
+
+
+def splits(recipe: tuple, reduce, ndim: int) -> bool:
+    """Whether a block function's reduction runs as two kernels (``_SplitProgram``): a
+    whole-row or partial reduction of a region with an expensive op (exp, log...: they do
+    not vectorize inside the fused reduction loop), or of cheap ops reduced along a dim
+    lying between kept dims (a strided inner loop). Measured per chunk in
+    ``docs/guide/dask.md``; otherwise the fused reduction kernel is as fast or faster."""
+    if reduce is None or reduce[0] == "arg":
+        return False
+    ops = [e[1] for e in recipe if e[0] == "map"]
+    if not ops:
+        return False
+    if any(OPS[op].expensive for op in ops):
+        return True
+    kept = [d for d in range(ndim) if d not in reduce[2]]
+    return bool(kept) and any(kept[0] < d < kept[-1] for d in reduce[2])
 
 
 def _one(block):
@@ -207,6 +283,15 @@ class BlockFunction:
     def __setstate__(self, token):
         self.__init__(*token[1:])
 
+    @property
+    def two_kernels(self) -> bool:
+        """Whether each task runs a ``_SplitProgram`` (fused engine, serial layers)."""
+        return (
+            self.engine == "numba"
+            and self.serial
+            and splits(self.recipe, self.reduce, len(self.shape))
+        )
+
     def block_root(self, blocks) -> tuple[Node, tuple, list]:
         """The region over ``blocks``: root, block shape, and the leaf of each block."""
         shape = list(self.shape)
@@ -236,9 +321,14 @@ class BlockFunction:
             program = _PROGRAMS.get(key)
             if program is None:
                 root, shape, leaves = self.block_root(blocks)
-                node, keep = self.partial_root(root, shape)
-                program = _Program(node, leaves, keep)
-                if not program.plan.device.is_cpu:
+                if self.two_kernels:
+                    program = _SplitProgram(self, root, shape, leaves)
+                    plan = program.region.plan
+                else:
+                    node, keep = self.partial_root(root, shape)
+                    program = _Program(node, leaves, keep)
+                    plan = program.plan
+                if not plan.device.is_cpu:
                     return self.evaluate(blocks)
                 if len(_PROGRAMS) >= _PROGRAMS_MAX:
                     _PROGRAMS.clear()
@@ -265,6 +355,56 @@ class BlockFunction:
         node, keep = self.partial_root(root, shape)
         out = evaluate(node, self.engine, self.serial)
         return out if keep is None else out.reshape(keep)
+
+
+class Into:
+    """A numpy array that tasks of the local schedulers (threads, sync: one process) write
+    their chunks into; tokenized by identity, never by its values."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def __dask_tokenize__(self):
+        return ("axesarray-into", id(self))
+
+
+class IntoFunction:
+    """An elementwise block function whose kernel writes its chunk straight into the
+    result (an ``Into``): no chunk allocated per task and no concatenation afterwards.
+
+    Called with the operand blocks, then one block per dim holding the chunk's start along
+    it, then the ``Into``; returns a one-element placeholder."""
+
+    def __init__(self, fn: BlockFunction):
+        self.fn = fn
+        self.token = ("axesarray-into", fn.token)
+
+    def __dask_tokenize__(self):
+        return self.token
+
+    def __call__(self, *args):
+        fn, ndim = self.fn, len(self.fn.shape)
+        blocks = tuple(np.asarray(b) for b in args[: len(fn.dims)])
+        starts = [int(np.asarray(b).reshape(-1)[0]) for b in args[len(fn.dims) : -1]]
+        root, shape, leaves = fn.block_root(blocks)
+        region = tuple(slice(s, s + n) for s, n in zip(starts, shape, strict=True))
+        out = args[-1].array[(*region, Ellipsis)]  # an array view even when 0-d
+        if fn.engine == "numba" and out.size:
+            sig = tuple((b.shape, b.strides, b.dtype.str) for b in blocks) + (out.strides,)
+            key = (self.token, sig)
+            program = _PROGRAMS.get(key)
+            if program is None:
+                base, view = wrap_array(out)
+                program = _Program(root, leaves, None, Leaf(base, view, True))
+                if program.plan.device.is_cpu:
+                    if len(_PROGRAMS) >= _PROGRAMS_MAX:
+                        _PROGRAMS.clear()
+                    _PROGRAMS[key] = program
+            if program.plan.device.is_cpu:
+                program(blocks, out)
+                return np.zeros((1,) * ndim, bool)
+        out[...] = fn.evaluate(blocks)
+        return np.zeros((1,) * ndim, bool)
 
 
 class Combine:

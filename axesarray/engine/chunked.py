@@ -37,8 +37,17 @@ from ..expr import Leaf, Node, Reduce
 from ..expr_chunked import Chunked, has_chunked
 from ..expr_ops import reduce as reduce_node
 from ..options import OPTIONS
+from ..storage import wrap_array
 from . import executor, reference
-from .chunk_run import BlockFunction, Combine, arg_dtype, keep_partials, run_assign
+from .chunk_run import (
+    BlockFunction,
+    Combine,
+    Into,
+    IntoFunction,
+    arg_dtype,
+    keep_partials,
+    run_assign,
+)
 from .chunk_run import evaluate as _run
 
 __all__ = [
@@ -120,6 +129,7 @@ class _Lowering:
         self.steps: list[ChunkedStep] = []
         self.names = names
         self.describe = describe
+        self.into = None  # an ``Into``: the root region writes there (``compute``)
 
     def label(self, node: Node, d: int) -> str:
         return self.names[d] if self.names is not None and node is self.root else f"d{d}"
@@ -238,6 +248,8 @@ class _Lowering:
         present = {d for _, odims, _ in reg.operands for d in odims}
         new_axes = {_LETTERS[d]: shape[d] for d in range(root.ndim) if d not in present}
         serial = math.prod(len(c) for c in chunks.values()) > 1
+        if reduce is None and self.into is not None and root is self.root:
+            return self.region_into(reg, root, chunks, args, dims, serial)
         if reduce is None:
             fn = BlockFunction(reg.recipe, tuple(dims), shape, self.engine, None, serial)
             arr = da.blockwise(
@@ -247,6 +259,24 @@ class _Lowering:
             self.note(arr, "fused elementwise evaluation", fn, args)
             return arr, tuple(range(root.ndim))
         return self.reduction(reduce, reg, fn_args=(ind, args, dims, new_axes, chunks, serial))
+
+    def region_into(self, reg, root: Node, chunks: dict, args: list, dims: list, serial: bool):
+        """The root region's layer when computing into memory on a local scheduler: each
+        task's kernel writes its chunk into ``self.into`` (placeholders come back)."""
+        fn = BlockFunction(reg.recipe, tuple(dims), root.shape, self.engine, None, serial)
+        args = list(args)
+        for d, n in enumerate(root.shape):
+            sizes = chunks.get(d, (n,))
+            starts = np.cumsum((0,) + tuple(sizes[:-1]), dtype=np.int64)
+            args += [da.from_array(starts, chunks=1), (_LETTERS[d],)]
+        ind = tuple(_LETTERS[d] for d in range(root.ndim))
+        adjust = {_LETTERS[d]: (1,) * len(chunks.get(d, (n,))) for d, n in enumerate(root.shape)}
+        arr = da.blockwise(
+            IntoFunction(fn), ind, *args, self.into, None, dtype=bool, align_arrays=False,
+            adjust_chunks=adjust, meta=np.empty((0,) * root.ndim, bool), token="axesarray-into",
+        )  # fmt: skip
+        self.note(arr, "fused elementwise evaluation into the result", fn, args[: 2 * len(dims)])
+        return arr, tuple(range(root.ndim))
 
     def reduction(self, node: Reduce, reg, fn_args):
         ind, args, dims, new_axes, chunks, serial = fn_args
@@ -262,7 +292,7 @@ class _Lowering:
                 new_axes={k: n for k, n in new_axes.items() if k in out},
                 meta=np.empty((0,) * node.ndim, node.dtype), token="axesarray-reduce",
             )  # fmt: skip
-            self.note(arr, "fused evaluation and reduction of whole rows", fn, args)
+            self.note(arr, _what(fn, "reduction of whole rows"), fn, args)
             return arr, tuple(range(node.ndim))
         adjust = {_LETTERS[d]: (1,) * (len(chunks[d]) if d in chunks else 1) for d in node.axes}
         arg = node.op in ("argmax", "argmin")
@@ -282,7 +312,7 @@ class _Lowering:
             adjust_chunks=adjust, meta=np.empty((0,) * root.ndim, pdtype),
             token="axesarray-partials",
         )  # fmt: skip
-        self.note(parts, "fused evaluation and partial reduction", fn, args)
+        self.note(parts, _what(fn, "partial reduction"), fn, args)
         before = len(parts.__dask_graph__())
         aggregate = Combine(node.op, self.engine, node.dtype)
         if arg:
@@ -292,6 +322,16 @@ class _Lowering:
                 meta=np.empty((0,) * node.ndim, node.dtype),
             )  # fmt: skip
             how = "numpy: the first max/min record of the chunks' (value, index) partials"
+        elif _one_combine(parts, node.axes):
+            # Few partials per result chunk: one task per result chunk gathers them
+            # (concatenated along the reduced dims) and reduces them with one kernel call.
+            out = tuple(_LETTERS[d] for d in range(root.ndim) if d not in node.axes)
+            arr = da.blockwise(
+                aggregate, out, parts, ind, concatenate=True, dtype=node.dtype,
+                axis=node.axes, keepdims=False, meta=np.empty((0,) * node.ndim, node.dtype),
+                token="axesarray-combine",
+            )  # fmt: skip
+            how = f"our {node.op} kernel over the gathered partials ({pdtype})"
         else:
             arr = da.reduction(
                 parts, keep_partials, aggregate, combine=Combine(node.op, self.engine),
@@ -313,6 +353,26 @@ class _Lowering:
         )
 
 
+# Partials one combine task may gather (more go through da.reduction's tree, which keeps
+# each task's input bounded): by count, and by bytes.
+_COMBINE_MAX_PARTS = 256
+_COMBINE_MAX_BYTES = 64 << 20
+
+
+def _one_combine(parts, axes: tuple) -> bool:
+    """Whether the partials of one result chunk are few and small enough for one task."""
+    count = math.prod(len(parts.chunks[d]) for d in axes)
+    block = math.prod(max(c) if c else 0 for c in parts.chunks) * parts.dtype.itemsize
+    return count <= _COMBINE_MAX_PARTS and count * block <= _COMBINE_MAX_BYTES
+
+
+def _what(fn: BlockFunction, reduction: str) -> str:
+    """What a reducing task runs, for ``explain``."""
+    if fn.two_kernels:
+        return f"fused evaluation into this thread's scratch, then its {reduction}"
+    return f"fused evaluation and {reduction}"
+
+
 def _accumulator(node: Reduce) -> np.dtype:
     """The partials' dtype: floats sum in float64 (as the fused kernels accumulate), so
     the combined result rounds once."""
@@ -330,6 +390,10 @@ def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
     red = fn.reduce
     if red is not None and red[0] == "arg":
         root = reduce_node(red[1], root, (red[2],))
+    elif fn.two_kernels:  # the region into scratch, then its reduction
+        scratch = Leaf(*wrap_array(np.empty(shape, root.dtype)), False)
+        second = executor.explain(fn.partial_root(scratch, shape)[0]).kernels
+        return tuple(str(k) for k in executor.explain(root).kernels + second)
     else:
         root = fn.partial_root(root, shape)[0]
     return tuple(str(k) for k in executor.explain(root).kernels)
@@ -436,8 +500,32 @@ def evaluate(root: Node) -> Chunked:
 
 
 def compute(root: Node) -> np.ndarray:
-    """``root``'s value computed by dask, as a numpy array in logical order."""
+    """``root``'s value computed by dask, as a numpy array in logical order.
+
+    A big elementwise root on a local scheduler (threads or sync: tasks share this
+    process's memory) is computed into one result array, each task's kernel writing its
+    chunk there; otherwise dask gathers the chunks."""
+    nbytes = math.prod(root.shape) * root.dtype.itemsize
+    if root.kind in _REGION and nbytes >= _INTO_MIN_BYTES and _local():
+        out = np.empty(root.shape, root.dtype)
+        low = _Lowering()
+        low.root, low.into = root, Into(out)
+        low.lower(root)[0].compute()
+        return out
     return np.asarray(logical_array(root).compute())
+
+
+# Below this, dask's gathering is as fast (its concatenation reuses heap memory; from 32
+# MiB, glibc's largest mmap threshold, every result is fresh pages): measured 16 MB 12.7 ms
+# gathered vs 15.3 ms written into; 32 MB 39 vs 18 ms; 268 MB 160 vs 102 ms.
+_INTO_MIN_BYTES = 32 << 20
+
+
+def _local() -> bool:
+    """Whether a dask array would be computed by a scheduler sharing this process's memory
+    (the configured one, else a distributed client's, else dask.array's default)."""
+    get = dask.base.get_scheduler(cls=da.Array)
+    return get in (dask.threaded.get, dask.local.get_sync)
 
 
 def explain(root: Node, names=None) -> ChunkedPlan:
