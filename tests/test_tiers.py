@@ -69,6 +69,14 @@ def test_the_numpy_tier_is_bounded_by_memory_not_elements(tiered):
     assert ax.explain(x * 3 - 1).tier.startswith("numpy")
 
 
+def test_numpy_temporaries_past_256_mib_wait_for_the_kernels(tiered):
+    # two 256 MiB temporaries: the kernel is awaited, the peak stays input + output
+    x = ax.zeros((ax.Axis("M", 64 << 20),), "float32")  # calloc: no pages touched
+    assert tiers.NUMPY_MAX_BYTES <= 256 << 20
+    assert ax.explain(ax.sigmoid(x) * 2).tier.startswith("kernels")
+    assert ax.explain(ax.sigmoid(x[{"M": slice(0, 1 << 20)}])).tier.startswith("numpy")
+
+
 def test_big_expressions_wait_for_their_kernels(tiered, monkeypatch):
     monkeypatch.setattr(tiers, "NUMPY_MAX_BYTES", 4000)
     big = ax.zeros((ax.Axis("M", 1001),), "float32")

@@ -36,12 +36,14 @@ def _physical_memory() -> int:
         return 8 << 30
 
 
-# numpy answers while its temporaries stay under 1/16 of the machine's memory and 1 GiB.
-# The bound is on memory, not on elements: numpy writes and reads 1 GiB of temporaries in
-# about 0.3-0.5 s, one kernel's compile, so up to there its answer comes much sooner than
-# the kernels' (a batch norm of 6.4M float32, 150 MB of temporaries: 25 ms, against 1-3 s
-# of compiles); past it waiting costs little and spares the memory.
-NUMPY_MAX_BYTES = min(_physical_memory() // 16, 1 << 30)
+# numpy answers while its temporaries stay under 1/16 of the machine's memory and 256 MiB.
+# The bound is on memory, not on elements: numpy writes and reads 256 MiB of temporaries in
+# about 0.1 s, less than one kernel's compile, so up to there its answer comes much sooner
+# than the kernels' (a batch norm of 6.4M float32, 150 MB of temporaries: 25 ms, against
+# 1-3 s of compiles). Past it, the temporaries would double the memory of a big evaluation,
+# for users whose data is near the machine's memory: waiting for the kernel costs a second
+# once and keeps the peak at input + output.
+NUMPY_MAX_BYTES = min(_physical_memory() // 16, 256 << 20)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.RLock()
