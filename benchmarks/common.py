@@ -6,6 +6,7 @@ Every number is a median over repeats, next to ``np.copyto`` of the same number 
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -65,6 +66,9 @@ def interleaved(fns: dict, traffic_bytes: int, repeat: int = 9) -> tuple[dict, f
 
 def optional(name: str):
     """Import a peer library if installed, else None."""
+    # Peers measured round-robin: OpenMP threads that spin after each call (torch's, by
+    # default) would steal the next library's cores on a small machine.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         return __import__(name)
     except ImportError:
