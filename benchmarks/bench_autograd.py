@@ -170,6 +170,7 @@ def main(argv=None) -> None:
         f"Autograd benchmarks: axesarray {ax.__version__}; torch "
         f"{getattr(torch, '__version__', 'absent')}; {os.cpu_count()} cpus"
     )
+    ax.set_options(tiered=False)  # the kernels, not the numpy tier, are measured
     ax.warmup()
     if args.quick:
         bench_tanh(256, 256, repeat)
