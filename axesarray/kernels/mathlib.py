@@ -399,17 +399,7 @@ def _tanh_f32(x):
     # lanes of float64), 8x faster than the float64 algorithm.
     a = min(abs(x), 9.5)  # tanh(9.02) rounds to 1 in float32
     n, r, _ = _reduce_f64(2.0 * a)
-    q = 1.0 / 39916800.0
-    q = q * r + 1.0 / 3628800.0
-    q = q * r + 1.0 / 362880.0
-    q = q * r + 1.0 / 40320.0
-    q = q * r + 1.0 / 5040.0
-    q = q * r + 1.0 / 720.0
-    q = q * r + 1.0 / 120.0
-    q = q * r + 1.0 / 24.0
-    q = q * r + 1.0 / 6.0
-    q = q * r + 0.5
-    e = (1.0 + r + r * r * q) * _pow2_f64(n)
+    e = (1.0 + (r + _expm1_tail_f64(r))) * _pow2_f64(n)
     big = (e - 1.0) / (e + 1.0)
     small = a - a * a * a * (1.0 / 3.0)
     y = np.copysign(big if a >= 0.000244140625 else small, x)
