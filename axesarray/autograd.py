@@ -370,20 +370,7 @@ def _edges(node: ex.Node) -> tuple:
 
 def _order(root: ex.Node) -> list[ex.Node]:
     """Nodes reachable from ``root`` through autograd's edges, children first."""
-    order: list = []
-    seen: set = set()
-    stack = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if id(node) in seen:
-            continue
-        if expanded:
-            seen.add(id(node))
-            order.append(node)
-            continue
-        stack.append((node, True))
-        stack.extend((c, False) for c in reversed(_edges(node)) if id(c) not in seen)
-    return order
+    return ex.walk(root, _edges)
 
 
 def _total(parts: list) -> ex.Node:

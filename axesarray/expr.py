@@ -423,8 +423,9 @@ class Call(Node):
 # --- traversal -------------------------------------------------------------------------------
 
 
-def walk(root: Node) -> list[Node]:
-    """All distinct nodes, children before parents (a topological order)."""
+def walk(root: Node, edges=None) -> list[Node]:
+    """All distinct nodes, children before parents (a topological order); ``edges(node)``
+    replaces ``node.children`` (autograd follows fewer edges)."""
     order: list[Node] = []
     seen: set[int] = set()
     stack = [(root, False)]
@@ -437,7 +438,7 @@ def walk(root: Node) -> list[Node]:
             order.append(node)
             continue
         stack.append((node, True))
-        for c in reversed(node.children):
+        for c in reversed(node.children if edges is None else edges(node)):
             if id(c) not in seen:
                 stack.append((c, False))
     return order
