@@ -14,7 +14,16 @@ import attrs
 from .errors import AxesError, fmt_axes, message
 from .options import get_option
 
-__all__ = ["Axis", "Axes", "as_axes", "broadcast_axes", "parse_names", "check_size", "MAX_SIZE"]
+__all__ = [
+    "Axis",
+    "Axes",
+    "as_axes",
+    "axes_for_shape",
+    "broadcast_axes",
+    "parse_names",
+    "check_size",
+    "MAX_SIZE",
+]
 
 MAX_SIZE = (1 << 63) - 1  # element counts and offsets are int64 in every kernel
 
@@ -380,3 +389,53 @@ def broadcast_axes(a, b, op: str = "broadcast", mode: str | None = None) -> Axes
     union = tuple(a) + tuple(x for x in b if x.name not in names_a)
     check_size(union, op)
     return Axes._trusted(union)
+
+
+def axes_for_shape(axes, shape: tuple, op: str = "tensor", what: str = "data") -> Axes:
+    """Match an axes spec (Axes, Axis list, names, mixed) against the shape of ``what``
+    (the data of ``ax.tensor``, a dask array...): names take their lengths from the shape.
+
+    >>> axes_for_shape("N C", (2, 3)).names
+    ('N', 'C')
+    """
+    if isinstance(axes, str):
+        items = list(parse_names(axes, op))
+    elif isinstance(axes, Axis):
+        items = [axes]
+    else:
+        try:
+            items = list(axes)
+        except TypeError:
+            raise TypeError(
+                message(
+                    op,
+                    "axes must be names ('N C H W') or a sequence of names or Axis objects",
+                    f"got {axes!r}",
+                    "Use e.g. ax.tensor(array, 'N C')",
+                )
+            ) from None
+    if len(items) != len(shape):
+        raise AxesError(
+            message(
+                op,
+                f"the {what} has {len(shape)} dimensions but {len(items)} axes were given",
+                f"{what} shape {shape}; axes {' '.join(str(a) for a in items) or '()'}",
+                f"Give one axis per dimension of the {what}",
+            )
+        )
+    out = []
+    for item, n in zip(items, shape, strict=True):
+        if isinstance(item, Axis):
+            if item.length != n:
+                raise AxesError(
+                    message(
+                        op,
+                        f"axis {item.name!r} has length {item.length} but the {what} has {n}",
+                        f"{what} shape {shape}; axes {', '.join(str(a) for a in items)}",
+                        f"Pass names only to take lengths from the {what}",
+                    )
+                )
+            out.append(item)
+        else:
+            out.append(Axis(item, int(n)))
+    return Axes(out)

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import engine
 from . import expr as ex
-from .axes import Axes, Axis, parse_names
+from .axes import Axes, Axis, axes_for_shape
 from .devices import host_array
 from .errors import AxesError, LayoutError, fmt_axes, message
 from .expr_chunked import Chunked, has_chunked
@@ -217,32 +217,11 @@ class ChunkedMethods:
                     "Call array.compute_chunk_sizes() first",
                 )
             )
-        items = list(parse_names(axes, "from_dask")) if isinstance(axes, str) else list(axes)
-        if len(items) != len(shape):
-            raise AxesError(
-                message(
-                    "from_dask",
-                    f"the array has {len(shape)} dimensions but {len(items)} axes were given",
-                    f"shape {shape}; axes {' '.join(map(str, items)) or '()'}",
-                    "Name every dimension",
-                )
-            )
-        out = []
-        for item, n in zip(items, shape, strict=True):
-            if isinstance(item, Axis) and item.length != n:
-                raise AxesError(
-                    message(
-                        "from_dask",
-                        f"axis {item.name!r} has length {item.length} but the array has {n}",
-                        f"shape {shape}",
-                        "Pass names only to take lengths from the array",
-                    )
-                )
-            out.append(item if isinstance(item, Axis) else Axis(item, int(n)))
+        named = axes_for_shape(axes, tuple(int(n) for n in shape), "from_dask", "array")
         dtype = np.dtype(array.dtype)
         if dtype.hasobject or dtype.names:
             raise TypeError(message("from_dask", "unsupported dtype", str(dtype)))
-        return cls(Axes(out), Chunked(array))
+        return cls(named, Chunked(array))
 
     @property
     def chunks(self) -> dict | None:

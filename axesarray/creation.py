@@ -11,7 +11,7 @@ import reprlib
 import numpy as np
 
 from . import expr as ex
-from .axes import Axes, Axis, as_axes, parse_names
+from .axes import Axis, as_axes, axes_for_shape
 from .dtypes import as_dtype
 from .errors import AxesError, message
 from .layout_ops import wrap_physical
@@ -32,51 +32,6 @@ __all__ = [
 ]
 
 _PIECE = 1 << 16  # elements per piece when a fill goes through numpy temporaries
-
-
-def _axes_for_data(axes, shape: tuple[int, ...]) -> Axes:
-    """Match an axes spec (Axes, Axis list, names, mixed) against a data shape."""
-    if isinstance(axes, str):
-        items = list(parse_names(axes, "tensor"))
-    elif isinstance(axes, Axis):
-        items = [axes]
-    else:
-        try:
-            items = list(axes)
-        except TypeError:
-            raise TypeError(
-                message(
-                    "tensor",
-                    "axes must be names ('N C H W') or a sequence of names or Axis objects",
-                    f"got {axes!r}",
-                    "Use e.g. ax.tensor(array, 'N C')",
-                )
-            ) from None
-    if len(items) != len(shape):
-        raise AxesError(
-            message(
-                "tensor",
-                f"the data has {len(shape)} dimensions but {len(items)} axes were given",
-                f"data shape {shape}; axes {' '.join(str(a) for a in items) or '()'}",
-                "Give one axis per dimension of the data",
-            )
-        )
-    out = []
-    for item, n in zip(items, shape, strict=True):
-        if isinstance(item, Axis):
-            if item.length != n:
-                raise AxesError(
-                    message(
-                        "tensor",
-                        f"axis {item.name!r} has length {item.length} but the data has {n}",
-                        f"data shape {shape}; axes {', '.join(str(a) for a in items)}",
-                        "Pass names only to take lengths from the data",
-                    )
-                )
-            out.append(item)
-        else:
-            out.append(Axis(item, n))
-    return Axes(out)
 
 
 def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
@@ -103,7 +58,7 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     as_dtype(arr.dtype, "tensor")
     if layout is not None:
         return wrap_physical(arr, axes, layout, copy)
-    ax = _axes_for_data(axes, arr.shape)
+    ax = axes_for_shape(axes, arr.shape)
     wrapped = None if copy else wrap_array(arr)
     if wrapped is None:
         buf = allocate(arr.size, arr.dtype, axes=ax, op="tensor")
