@@ -38,6 +38,24 @@ def test_benchmarks_run_in_quick_mode():
         "sum(tanh(x*w+b)**2)",
         "forward+backward",
         "3-kernel function",
+        "softmax by hand over C",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out
+
+
+def test_workload_suite_runs_at_tiny_sizes(capsys):
+    """Every program of benchmarks/bench_workloads.py runs, matches numpy and is reported."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_workloads
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rows = bench_workloads.run(quick=True, repeat=1)
+    assert len(rows) >= 12
+    bench_workloads.report(rows)
+    out = capsys.readouterr().out
+    for w in bench_workloads.workloads(quick=True):
+        assert w.name in out
+    for r in rows:
+        assert r["kernels"] >= 1 and r["times"]["axesarray"] > 0

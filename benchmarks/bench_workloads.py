@@ -1,0 +1,744 @@
+"""Programs written the way users write them (DESIGN §13), each against numpy written the way
+numpy users write it (and torch when installed), measured in the same run.
+
+    python benchmarks/bench_workloads.py            # full sizes
+    python benchmarks/bench_workloads.py --quick    # tiny sizes, a smoke run
+    python benchmarks/bench_workloads.py --only softmax,quantize
+
+Per program: the steady state (``tiered=False``, kernels compiled; median of interleaved
+rounds), the first call (default options, a never-seen program: a fresh kernel cache
+directory unless ``--warm-cache``; one sample), the number of kernels (``ax.explain`` of each
+statement), and the bytes moved: the minimum (inputs read once, outputs written once) and
+the plan's (the minimum plus every temporary written and read once; with the planner's
+``est_bytes`` per kernel when the plan has it). Ratios are numpy's time / axesarray's (> 1:
+axesarray is faster). Target (DESIGN §13): every row at >= 1e5 elements >= 1.0, the
+reductions with transcendentals >= 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import optional  # noqa: E402
+
+import axesarray as ax  # noqa: E402
+
+torch = optional("torch")
+if torch is not None:
+    torch.set_grad_enabled(False)
+
+F32 = np.float32
+
+
+class Workload:
+    """One program: ``ax_program()`` yields ``(out or None, expression)`` statements (built
+    anew on every call, as a user's loop does); ``numpy()`` and ``torch()`` do the same."""
+
+    name = ""
+    transcendental_reduction = False  # target >= 1.5x numpy
+
+    def elements(self) -> int:
+        raise NotImplementedError
+
+    def min_bytes(self) -> int:
+        raise NotImplementedError
+
+    def ax_program(self):
+        raise NotImplementedError
+
+    def run_ax(self) -> None:
+        for out, e in self.ax_program():
+            if out is None:
+                e.eval()
+            else:
+                ax.assign(out, e)
+
+    def plans(self) -> list:
+        return [ax.explain(e, out) for out, e in self.ax_program()]
+
+    def numpy(self) -> None:
+        raise NotImplementedError
+
+    torch_fn = None  # a callable when torch is installed and the program has a torch twin
+
+    def check(self) -> None:
+        """axesarray's result against numpy's (a wrong fast result is no result)."""
+
+
+def _nbytes(*arrays) -> int:
+    return sum(a.nbytes for a in arrays)
+
+
+def _t(a):
+    return torch.from_numpy(a) if torch is not None else None
+
+
+def _close(got, want, rtol=1e-4, atol=1e-5):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+# --- the programs ------------------------------------------------------------------------
+
+
+class SoftmaxByHand(Workload):
+    name = "softmax by hand over C"
+    transcendental_reduction = True
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.x_np = np.random.default_rng(0).standard_normal(shape).astype(F32)
+        self.out_np = np.empty_like(self.x_np)
+        self.x = ax.tensor(self.x_np, "N C H W")
+        self.out = ax.tensor(self.out_np, "N C H W")
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.softmax(tx, 1)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return 2 * self.x_np.nbytes
+
+    def ax_program(self):
+        e = ax.exp(self.x - self.x.max("C"))
+        yield self.out, e / e.sum("C")
+
+    def numpy(self):
+        e = np.exp(self.x_np - self.x_np.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy())
+
+
+class Quantize(Workload):
+    """float32 NCHW -> int8 NCHW4: ``clip(round(x / s), -128, 127).astype(int8)``."""
+
+    def __init__(self, shape, how="clip"):
+        self.how = how
+        self.name = "int8 quantize (clip) NCHW4" if how == "clip" else "int8 quantize (min/max)"
+        n, c, h, w = shape
+        self.shape = shape
+        self.x_np = (np.random.default_rng(1).standard_normal(shape) * 40).astype(F32)
+        self.scale = 0.5
+        axes = ax.Axes([ax.Axis("N", n), ax.Axis("C", c), ax.Axis("H", h), ax.Axis("W", w)])
+        self.x = ax.tensor(self.x_np, "N C H W")
+        self.out = ax.empty_like_layout(axes, "int8", ax.Layout.parse("NCHW4"))
+        self.out_np = np.empty((n, (c + 3) // 4, h, w, 4), np.int8)
+        if torch is not None:
+            tx = _t(self.x_np)
+            to = _t(self.out_np)
+
+            def torch_fn():
+                q = torch.clamp(torch.round(tx / self.scale), -128, 127).to(torch.int8)
+                to.copy_(q.reshape(n, c // 4, 4, h, w).permute(0, 1, 3, 4, 2))
+
+            self.torch_fn = torch_fn
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return self.x_np.nbytes + self.out_np.nbytes
+
+    def ax_program(self):
+        r = ax.round(self.x / self.scale)
+        if self.how == "clip":
+            q = ax.clip(r, -128, 127)
+        else:
+            q = ax.minimum(ax.maximum(r, -128), 127)
+        yield self.out, q.astype("int8")
+
+    def numpy(self):
+        n, c, h, w = self.shape
+        q = np.clip(np.round(self.x_np / self.scale), -128, 127).astype(np.int8)
+        self.out_np[...] = q.reshape(n, c // 4, 4, h, w).transpose(0, 1, 3, 4, 2)
+
+    def check(self):
+        self.run_ax()
+        got = self.out.numpy()
+        want = np.clip(np.round(self.x_np / self.scale), -128, 127).astype(np.int8)
+        np.testing.assert_array_equal(got, want)
+
+
+class Attention(Workload):
+    name = "attention dot/softmax/dot"
+    transcendental_reduction = False
+
+    def __init__(self, b, h, t, s, d):
+        rng = np.random.default_rng(2)
+        self.q_np = rng.standard_normal((b, h, t, d)).astype(F32)
+        self.k_np = rng.standard_normal((b, h, s, d)).astype(F32)
+        self.v_np = rng.standard_normal((b, h, s, d)).astype(F32)
+        self.out_np = np.empty((b, h, t, d), F32)
+        self.q = ax.tensor(self.q_np, "B H T D")
+        self.k = ax.tensor(self.k_np, "B H S D")
+        self.v = ax.tensor(self.v_np, "B H S D")
+        self.out = ax.tensor(self.out_np, "B H T D")
+        self.scale = 1.0 / math.sqrt(d)
+        if torch is not None:
+            tq, tk, tv = _t(self.q_np), _t(self.k_np), _t(self.v_np)
+            self.torch_fn = lambda: torch.softmax(tq @ tk.transpose(-1, -2) * self.scale, -1) @ tv
+
+    def elements(self):
+        b, h, t, _ = self.q_np.shape
+        return b * h * t * self.k_np.shape[2]
+
+    def min_bytes(self):
+        return _nbytes(self.q_np, self.k_np, self.v_np, self.out_np)
+
+    def ax_program(self):
+        s = ax.dot(self.q, self.k, over="D") * self.scale
+        p = ax.softmax(s, "S")
+        yield self.out, ax.dot(p, self.v, over="S")
+
+    def numpy(self):
+        s = self.q_np @ self.k_np.transpose(0, 1, 3, 2) * self.scale
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ self.v_np
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy(), rtol=1e-3, atol=1e-4)
+
+
+class LayerNorm(Workload):
+    name = "layer norm over D"
+
+    def __init__(self, n, d):
+        rng = np.random.default_rng(3)
+        self.x_np = rng.standard_normal((n, d)).astype(F32)
+        self.g_np = rng.standard_normal(d).astype(F32)
+        self.b_np = rng.standard_normal(d).astype(F32)
+        self.out_np = np.empty_like(self.x_np)
+        self.x = ax.tensor(self.x_np, "N D")
+        self.g, self.b = ax.tensor(self.g_np, "D"), ax.tensor(self.b_np, "D")
+        self.out = ax.tensor(self.out_np, "N D")
+        if torch is not None:
+            tx, tg, tb = _t(self.x_np), _t(self.g_np), _t(self.b_np)
+            self.torch_fn = lambda: torch.nn.functional.layer_norm(tx, (d,), tg, tb, 1e-5)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return 2 * self.x_np.nbytes
+
+    def ax_program(self):
+        x = self.x
+        mu = x.mean("D")
+        xc = x - mu
+        var = (xc * xc).mean("D")
+        yield self.out, xc / ax.sqrt(var + 1e-5) * self.g + self.b
+
+    def numpy(self):
+        x = self.x_np
+        mu = x.mean(axis=-1, keepdims=True)
+        var = x.var(axis=-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * self.g_np + self.b_np
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy(), rtol=1e-3, atol=1e-4)
+
+
+class GeluByHand(Workload):
+    name = "GELU by hand (tanh form)"
+
+    def __init__(self, n):
+        self.x_np = np.random.default_rng(4).standard_normal(n).astype(F32)
+        self.out_np = np.empty_like(self.x_np)
+        self.x, self.out = ax.tensor(self.x_np, "I"), ax.tensor(self.out_np, "I")
+        self.c = math.sqrt(2 / math.pi)
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.nn.functional.gelu(tx, approximate="tanh")
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return 2 * self.x_np.nbytes
+
+    def ax_program(self):
+        x = self.x
+        yield self.out, 0.5 * x * (1 + ax.tanh(self.c * (x + 0.044715 * x**3)))
+
+    def numpy(self):
+        x = self.x_np
+        return 0.5 * x * (1 + np.tanh(self.c * (x + 0.044715 * x**3)))
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy())
+
+
+class MaskedMean(Workload):
+    name = "masked mean over lengths"
+
+    def __init__(self, b, t, d):
+        rng = np.random.default_rng(5)
+        self.x_np = rng.standard_normal((b, t, d)).astype(F32)
+        self.len_np = rng.integers(1, t + 1, size=b)
+        self.out_np = np.empty((b, d), F32)
+        self.x = ax.tensor(self.x_np, "B T D")
+        self.lens = ax.tensor(self.len_np, "B")
+        self.pos = ax.arange(ax.Axis("T", t))
+        self.out = ax.tensor(self.out_np, "B D")
+        if torch is not None:
+            tx, tl = _t(self.x_np), _t(self.len_np)
+            tpos = torch.arange(t)
+
+            def torch_fn():
+                mask = (tpos[None, :] < tl[:, None]).to(tx.dtype)
+                return (tx * mask[:, :, None]).sum(1) / tl[:, None]
+
+            self.torch_fn = torch_fn
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return self.x_np.nbytes + self.out_np.nbytes
+
+    def ax_program(self):
+        mask = self.pos < self.lens
+        yield self.out, ax.where(mask, self.x, 0.0).sum("T") / self.lens
+
+    def numpy(self):
+        mask = np.arange(self.x_np.shape[1])[None, :] < self.len_np[:, None]
+        return (self.x_np * mask[:, :, None]).sum(axis=1) / self.len_np[:, None]
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy(), rtol=1e-4, atol=1e-5)
+
+
+class Cosine(Workload):
+    name = "cosine similarity by names"
+
+    def __init__(self, n, m, d):
+        rng = np.random.default_rng(6)
+        self.a_np = rng.standard_normal((n, d)).astype(F32)
+        self.b_np = rng.standard_normal((m, d)).astype(F32)
+        self.out_np = np.empty((n, m), F32)
+        self.a, self.b = ax.tensor(self.a_np, "N D"), ax.tensor(self.b_np, "M D")
+        self.out = ax.tensor(self.out_np, "N M")
+        if torch is not None:
+            ta, tb = _t(self.a_np), _t(self.b_np)
+            self.torch_fn = lambda: (ta @ tb.T) / (ta.norm(dim=1)[:, None] * tb.norm(dim=1))
+
+    def elements(self):
+        return self.out_np.size
+
+    def min_bytes(self):
+        return _nbytes(self.a_np, self.b_np, self.out_np)
+
+    def ax_program(self):
+        a, b = self.a, self.b
+        yield self.out, (a * b).sum("D") / ax.sqrt((a * a).sum("D") * (b * b).sum("D"))
+
+    def numpy(self):
+        a, b = self.a_np, self.b_np
+        na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+        return (a @ b.T) / np.outer(na, nb)
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy(), rtol=1e-3, atol=1e-5)
+
+
+class AdamStep(Workload):
+    name = "Adam step by hand (3 statements)"
+
+    def __init__(self, n):
+        rng = np.random.default_rng(7)
+        self.arrays = [rng.standard_normal(n).astype(F32) for _ in range(3)]
+        self.arrays.append(np.abs(rng.standard_normal(n)).astype(F32))
+        self.p_np, self.g_np, self.m_np, self.v_np = self.arrays
+        self.p, self.g, self.m, self.v = (ax.tensor(a, "I") for a in self.arrays)
+        self.lr, self.b1, self.b2, self.eps, self.t = 1e-3, 0.9, 0.999, 1e-8, 10
+        if torch is not None:
+            tp, tg, tm, tv = (_t(a.copy()) for a in self.arrays)
+            c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
+
+            def torch_fn():
+                tm.mul_(self.b1).add_(tg, alpha=1 - self.b1)
+                tv.mul_(self.b2).addcmul_(tg, tg, value=1 - self.b2)
+                tp.addcdiv_(tm / c1, (tv / c2).sqrt_().add_(self.eps), value=-self.lr)
+
+            self.torch_fn = torch_fn
+
+    def elements(self):
+        return self.p_np.size
+
+    def min_bytes(self):
+        return 4 * self.p_np.nbytes + 3 * self.p_np.nbytes
+
+    def ax_program(self):
+        b1, b2 = self.b1, self.b2
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        yield self.m, b1 * self.m + (1 - b1) * self.g
+        yield self.v, b2 * self.v + (1 - b2) * self.g * self.g
+        yield self.p, self.p - self.lr * (self.m / c1) / (ax.sqrt(self.v / c2) + self.eps)
+
+    def numpy(self):
+        b1, b2 = self.b1, self.b2
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        p, g, m, v = self.p_np, self.g_np, self.m_np, self.v_np
+        m[...] = b1 * m + (1 - b1) * g
+        v[...] = b2 * v + (1 - b2) * g * g
+        p[...] = p - self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+
+
+class MlpStep(Workload):
+    name = "MLP forward + MSE loss"
+
+    def __init__(self, b, i, h, o):
+        rng = np.random.default_rng(8)
+        self.x_np = rng.standard_normal((b, i)).astype(F32)
+        self.w1_np = (rng.standard_normal((i, h)) / math.sqrt(i)).astype(F32)
+        self.b1_np = rng.standard_normal(h).astype(F32)
+        self.w2_np = (rng.standard_normal((h, o)) / math.sqrt(h)).astype(F32)
+        self.b2_np = rng.standard_normal(o).astype(F32)
+        self.y_np = rng.standard_normal((b, o)).astype(F32)
+        self.x = ax.tensor(self.x_np, "B I")
+        self.w1, self.b1 = ax.tensor(self.w1_np, "I H"), ax.tensor(self.b1_np, "H")
+        self.w2, self.b2 = ax.tensor(self.w2_np, "H O"), ax.tensor(self.b2_np, "O")
+        self.y = ax.tensor(self.y_np, "B O")
+        if torch is not None:
+            tx, tw1, tb1, tw2, tb2, ty = (
+                _t(a) for a in (self.x_np, self.w1_np, self.b1_np, self.w2_np, self.b2_np, self.y_np)
+            )
+            self.torch_fn = lambda: float(
+                ((torch.relu(tx @ tw1 + tb1) @ tw2 + tb2 - ty) ** 2).mean()
+            )
+
+    def elements(self):
+        return self.x_np.shape[0] * self.w1_np.shape[1]
+
+    def min_bytes(self):
+        return _nbytes(self.x_np, self.w1_np, self.b1_np, self.w2_np, self.b2_np, self.y_np)
+
+    def ax_program(self):
+        h = ax.maximum(ax.dot(self.x, self.w1, over="I") + self.b1, 0)
+        yhat = ax.dot(h, self.w2, over="H") + self.b2
+        yield None, ((yhat - self.y) ** 2).mean()
+
+    def run_ax(self):
+        for _, e in self.ax_program():
+            float(e)
+
+    def numpy(self):
+        h = np.maximum(self.x_np @ self.w1_np + self.b1_np, 0)
+        return float(((h @ self.w2_np + self.b2_np - self.y_np) ** 2).mean())
+
+    def check(self):
+        (_, e), = self.ax_program()
+        _close(float(e), self.numpy(), rtol=1e-3)
+
+
+class LogSumExpByHand(Workload):
+    name = "logsumexp by hand over K"
+    transcendental_reduction = True
+
+    def __init__(self, n, k):
+        self.x_np = np.random.default_rng(9).standard_normal((n, k)).astype(F32)
+        self.out_np = np.empty(n, F32)
+        self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N")
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.logsumexp(tx, 1)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return self.x_np.nbytes + self.out_np.nbytes
+
+    def ax_program(self):
+        m = self.x.max("K")
+        yield self.out, m + ax.log(ax.exp(self.x - m).sum("K"))
+
+    def numpy(self):
+        m = self.x_np.max(axis=1, keepdims=True)
+        return (m + np.log(np.exp(self.x_np - m).sum(axis=1, keepdims=True)))[:, 0]
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy())
+
+
+class ExpSum(Workload):
+    name = "exp(x).sum over K"
+    transcendental_reduction = True
+
+    def __init__(self, n, k):
+        self.x_np = np.random.default_rng(10).standard_normal((n, k)).astype(F32)
+        self.out_np = np.empty(n, F32)
+        self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N")
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.exp(tx).sum(1)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return self.x_np.nbytes + self.out_np.nbytes
+
+    def ax_program(self):
+        yield self.out, ax.exp(self.x).sum("K")
+
+    def numpy(self):
+        return np.exp(self.x_np).sum(axis=1)
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy(), rtol=1e-4)
+
+
+class ImagePipeline(Workload):
+    """uint8 NHWC images -> normalized per channel -> int8 NCHW4 (a CNN's input)."""
+
+    name = "image uint8 NHWC -> int8 NCHW4"
+
+    def __init__(self, n, h, w):
+        c = 3
+        rng = np.random.default_rng(11)
+        self.img_np = rng.integers(0, 256, size=(n, h, w, c), dtype=np.uint8)
+        self.mean_np = np.array([0.485, 0.456, 0.406], F32)
+        self.std_np = np.array([0.229, 0.224, 0.225], F32)
+        self.scale = 1 / 32
+        axes = ax.Axes([ax.Axis("N", n), ax.Axis("C", c), ax.Axis("H", h), ax.Axis("W", w)])
+        self.img = ax.tensor(self.img_np, "N H W C")
+        self.mean, self.std = ax.tensor(self.mean_np, "C"), ax.tensor(self.std_np, "C")
+        self.out = ax.empty_like_layout(axes, "int8", ax.Layout.parse("NCHW4"))
+        self.out_np = np.zeros((n, 1, h, w, 4), np.int8)
+        if torch is not None:
+            ti, tm, ts, to = _t(self.img_np), _t(self.mean_np), _t(self.std_np), _t(self.out_np)
+
+            def torch_fn():
+                x = (ti.to(torch.float32) / 255 - tm) / ts
+                to[:, 0, :, :, :3] = torch.clamp(torch.round(x / self.scale), -128, 127).to(
+                    torch.int8
+                )
+
+            self.torch_fn = torch_fn
+
+    def elements(self):
+        return self.img_np.size
+
+    def min_bytes(self):
+        return self.img_np.nbytes + self.out_np.nbytes
+
+    def ax_program(self):
+        x = (self.img.astype("float32") / 255 - self.mean) / self.std
+        yield self.out, ax.clip(ax.round(x / self.scale), -128, 127).astype("int8")
+
+    def numpy(self):
+        x = (self.img_np.astype(np.float32) / 255 - self.mean_np) / self.std_np
+        q = np.clip(np.round(x / self.scale), -128, 127).astype(np.int8)
+        self.out_np[:, 0, :, :, :3] = q
+
+    def check(self):
+        self.run_ax()
+        self.numpy()
+        want = self.out_np[:, 0, :, :, :3].transpose(0, 3, 1, 2)
+        got = self.out.numpy()
+        # float32 rounding of x / scale may land a tie differently: at most one step.
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
+class SoftmaxByName(Workload):
+    name = "ax.softmax over K (rows)"
+    transcendental_reduction = True
+
+    def __init__(self, n, k):
+        self.x_np = np.random.default_rng(12).standard_normal((n, k)).astype(F32)
+        self.out_np = np.empty_like(self.x_np)
+        self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N K")
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.softmax(tx, 1)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return 2 * self.x_np.nbytes
+
+    def ax_program(self):
+        yield self.out, ax.softmax(self.x, "K")
+
+    def numpy(self):
+        e = np.exp(self.x_np - self.x_np.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy())
+
+
+def workloads(quick: bool) -> list[Workload]:
+    if quick:
+        return [
+            SoftmaxByHand((2, 8, 4, 4)),
+            Quantize((2, 8, 4, 4), "clip"),
+            Quantize((2, 8, 4, 4), "minmax"),
+            Attention(2, 2, 8, 8, 4),
+            LayerNorm(8, 16),
+            GeluByHand(64),
+            MaskedMean(4, 8, 4),
+            Cosine(8, 6, 4),
+            AdamStep(64),
+            MlpStep(4, 8, 16, 4),
+            LogSumExpByHand(8, 16),
+            ExpSum(8, 16),
+            ImagePipeline(1, 8, 8),
+            SoftmaxByName(8, 16),
+        ]
+    return [
+        SoftmaxByHand((8, 32, 64, 64)),
+        Quantize((8, 64, 56, 56), "clip"),
+        Quantize((8, 64, 56, 56), "minmax"),
+        Attention(8, 8, 128, 128, 64),
+        LayerNorm(8192, 512),
+        GeluByHand(1 << 22),
+        MaskedMean(64, 256, 128),
+        Cosine(1024, 1024, 128),
+        AdamStep(1 << 22),
+        MlpStep(256, 512, 1024, 256),
+        LogSumExpByHand(4096, 1024),
+        ExpSum(4096, 1024),
+        ImagePipeline(16, 224, 224),
+        SoftmaxByName(4096, 1024),
+    ]
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def _interleaved(fns: dict, repeat: int) -> dict:
+    times = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _plan_numbers(w: Workload) -> tuple[int, int, int | None]:
+    """(kernels, temporary bytes, sum of the planner's est_bytes or None)."""
+    plans = w.plans()
+    kernels = sum(len(p.kernels) for p in plans)
+    temps = sum(p.temporary_bytes for p in plans)
+    est = [getattr(k, "est_bytes", None) for p in plans for k in p.kernels]
+    est_total = sum(est) if est and all(e is not None for e in est) else None
+    return kernels, temps, est_total
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s * 1e3:8.2f} ms" if s >= 1e-3 else f"{s * 1e6:8.1f} us"
+
+
+def measure(w: Workload, repeat: int) -> dict:
+    ax.set_options(tiered=True)
+    t0 = time.perf_counter()
+    w.run_ax()
+    first_ax = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    w.numpy()
+    first_np = time.perf_counter() - t0
+    ax.set_options(tiered=False)
+    w.check()
+    fns = {"axesarray": w.run_ax, "numpy": w.numpy}
+    if w.torch_fn is not None:
+        fns["torch"] = w.torch_fn
+    times = _interleaved(fns, repeat)
+    kernels, temps, est = _plan_numbers(w)
+    return dict(
+        w=w, times=times, first_ax=first_ax, first_np=first_np, kernels=kernels, temps=temps, est=est
+    )
+
+
+def run(quick: bool, repeat: int, only: str = "") -> list[dict]:
+    """Measure the workloads (names containing one of the comma-separated ``only``)."""
+    keys = [k.strip().lower() for k in only.split(",") if k.strip()]
+    tiered = ax.get_option("tiered")
+    rows = []
+    try:
+        for w in workloads(quick):
+            if not keys or any(k in w.name.lower() for k in keys):
+                rows.append(measure(w, repeat))
+    finally:
+        ax.set_options(tiered=tiered)
+    return rows
+
+
+def report(rows: list[dict]) -> None:
+    print(f"\nworkloads (load average {open('/proc/loadavg').read().split()[0]})")
+    head = (
+        f"{'program':<34} {'elements':>9} {'axesarray':>11} {'numpy':>11} {'x numpy':>7}"
+        f" {'torch':>11} {'x torch':>7} {'1st call':>11} {'1st x np':>8} {'kern':>4}"
+        f" {'bytes/min':>9}  note"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        w, t = r["w"], r["times"]
+        ratio = t["numpy"] / t["axesarray"]
+        tt = t.get("torch")
+        minb = w.min_bytes()
+        moved = r["est"] if r["est"] is not None else minb + 2 * r["temps"]
+        notes = []
+        target = 1.5 if w.transcendental_reduction else 1.0
+        if w.elements() >= 1e5 and ratio < target:
+            notes.append(f"below {target}x numpy")
+        print(
+            f"{w.name:<34} {w.elements():9.2g} {_fmt_s(t['axesarray']):>11}"
+            f" {_fmt_s(t['numpy']):>11} {ratio:7.2f}"
+            f" {_fmt_s(tt) if tt else '-':>11} {(tt / t['axesarray']) if tt else float('nan'):7.2f}"
+            f" {_fmt_s(r['first_ax']):>11} {r['first_np'] / r['first_ax']:8.2f}"
+            f" {r['kernels']:4d} {moved / minb:9.2f}  {'; '.join(notes)}"
+        )
+    print(
+        "x numpy / x torch: their time / axesarray's (> 1: axesarray faster); 1st call: a"
+        " never-seen program, default options; bytes/min: bytes the plan moves / the minimum"
+    )
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--warm-cache", action="store_true", help="keep the usual kernel cache")
+    p.add_argument("--only", default="", help="comma-separated name fragments")
+    p.add_argument("--repeat", type=int, default=0)
+    args = p.parse_args(argv)
+    if not args.warm_cache:
+        # A never-seen program: nothing compiled on disk either (the cache directory is read
+        # at the first compile).
+        os.environ["AXESARRAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="axesarray-workloads-")
+    repeat = args.repeat or (3 if args.quick else 9)
+    report(run(args.quick, repeat, args.only))
+
+
+if __name__ == "__main__":
+    main()
