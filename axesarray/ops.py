@@ -185,6 +185,26 @@ _ROWS = [
     """,
         grad=_max_grad,
     ),
+    # ``np.clip`` against a scalar bound: x on a tie (clip(-0.0, 0.0) is -0.0, where maximum
+    # gives the bound), a NaN in x or in the bound gives NaN. One row per side so that the
+    # argument is evaluated once (a ``where`` chain repeats it); a tensor bound is
+    # ``maximum``/``minimum`` (numpy's array clip: the bound wins a tie).
+    _op(
+        "clip_lo", 2, "maximum", Code("max({0}, {1})", f="({0} if ({0} >= {1} or {0} != {0}) else {1})"),
+        grad=lambda F, a, out, g: (
+            F.where((a[0] >= a[1]) | F.isnan(a[0]), g, 0.0),
+            F.where((a[0] >= a[1]) | F.isnan(a[0]), 0.0, g),
+        ),
+        reference=lambda x, lo: np.where((x >= lo) | np.isnan(x), x, lo),
+    ),
+    _op(
+        "clip_hi", 2, "minimum", Code("min({0}, {1})", f="({0} if ({0} <= {1} or {0} != {0}) else {1})"),
+        grad=lambda F, a, out, g: (
+            F.where((a[0] <= a[1]) | F.isnan(a[0]), g, 0.0),
+            F.where((a[0] <= a[1]) | F.isnan(a[0]), 0.0, g),
+        ),
+        reference=lambda x, hi: np.where((x <= hi) | np.isnan(x), x, hi),
+    ),
     _op(
         "minimum", 2, "minimum", Code("min({0}, {1})", f="fmin_nan({0}, {1})"),
         ufunc="minimum", public="minimum",

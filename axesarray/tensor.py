@@ -303,16 +303,15 @@ class Tensor(
         """
         if lo is None and hi is None:
             raise ValueError(message("clip", "give lo, hi or both"))
-        # numpy's rule, not maximum/minimum's: a NaN x stays NaN, a NaN bound gives NaN,
-        # and on a tie (-0.0 against 0.0) a scalar bound keeps x, a tensor bound wins (numpy
-        # clips with scalars and arrays by two different loops).
+        # numpy's rule: a NaN x stays NaN, a NaN bound gives NaN, and on a tie (-0.0 against
+        # 0.0) a scalar bound keeps x (the ``clip_lo``/``clip_hi`` rows), a tensor bound wins
+        # (numpy clips with arrays by maximum/minimum). Each side reads its argument once.
         out = self
-        for bound, scalar_op, tensor_op in ((lo, "ge", "gt"), (hi, "le", "lt")):
+        for bound, scalar_op, tensor_op in ((lo, "clip_lo", "maximum"), (hi, "clip_hi", "minimum")):
             if bound is None:
                 continue
-            cmp = tensor_op if isinstance(bound, Tensor) else scalar_op
-            keep = elementwise(cmp, out, bound, name="clip") | elementwise("isnan", out)
-            out = elementwise("where", keep, out, bound, name="clip")
+            op = tensor_op if isinstance(bound, Tensor) else scalar_op
+            out = elementwise(op, out, bound, name="clip")
         return out
 
     def where(self, cond, other=np.nan) -> Tensor:

@@ -17,6 +17,7 @@ from conftest import assert_close
 
 import axesarray as ax
 from axesarray.ops import OPS, UFUNCS
+from axesarray.tensor import elementwise
 
 rng = np.random.default_rng(7)
 
@@ -31,6 +32,9 @@ CASES = {
     "pow": (operator.pow, np.power, "positive"),
     "maximum": (ax.maximum, np.maximum, "any"),
     "minimum": (ax.minimum, np.minimum, "any"),
+    # np.clip against one bound (scalar-bound tie rule: tests/test_special_values.py)
+    "clip_lo": (lambda x, b: elementwise("clip_lo", x, b), lambda x, b: np.clip(x, b, None), "any"),
+    "clip_hi": (lambda x, b: elementwise("clip_hi", x, b), lambda x, b: np.clip(x, None, b), "any"),
     "hypot": (ax.hypot, np.hypot, "any"),
     "and": (operator.and_, np.bitwise_and, "int"),
     "or": (operator.or_, np.bitwise_or, "int"),
