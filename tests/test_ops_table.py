@@ -16,8 +16,8 @@ import pytest
 from conftest import assert_close
 
 import axesarray as ax
-from axesarray.ops import OPS, UFUNCS
-from axesarray.tensor import elementwise
+from axesarray.core.ops import OPS, UFUNCS
+from axesarray.tensors.tensor import elementwise
 
 rng = np.random.default_rng(7)
 
