@@ -54,6 +54,7 @@ ORDER = [
     "kernels.cache",
     "kernels",
     "engine.schedule",
+    "engine.cost",
     "engine.order",
     "engine.reference",
     "engine.rewrite",

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..display.reprs import plan_html
 from ..kernels.ir import kernel_nodes
+from .cost import step_estimate
 from .dispatch import debug_level, source_for, variant
 from .schedule import CallStep, KernelStep, Schedule
 
@@ -32,6 +33,10 @@ class KernelInfo:
     operands: int  # arrays read
     order_from: str | None  # which input ("t0", "t1"...) set a fresh output's memory order
     cache: str  # "in memory", "on disk", "to compile" (the variant that would run), "blas", "numpy"
+    # the planner's cost model (engine.cost): bytes read and written (each distinct input
+    # element once, the output once) and work in flop-equivalents (an exp counts 4)
+    est_bytes: int = 0
+    est_flops: int = 0
 
     def __str__(self) -> str:
         loops = " x ".join(f"{n}[{label}]" for n, label in self.loops) or "scalar"
@@ -96,7 +101,10 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
             loops = tuple((n, f"d{d}") for d, n in enumerate(step.out.view.shape))
             writes = _writes(step.out.src, schedule)
             kernels.append(
-                KernelInfo("numpy", step.why, writes, loops, len(step.args), None, "numpy")
+                KernelInfo(
+                    "numpy", step.why, writes, loops, len(step.args), None, "numpy",
+                    *step_estimate(step),
+                )  # fmt: skip
             )
             continue
         if type(step) is not KernelStep:
@@ -106,8 +114,9 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
             )
             kernels.append(
                 KernelInfo(
-                    "blas", step.why, _writes(step.out.src, schedule), loops, 2, None, "blas"
-                )
+                    "blas", step.why, _writes(step.out.src, schedule), loops, 2, None, "blas",
+                    *step_estimate(step),
+                )  # fmt: skip
             )
             continue
         is_result = step.out.src == schedule.result.src
@@ -133,6 +142,7 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
                 len(step.leaves()),
                 None if step.order_from is None else f"input t{step.order_from}",
                 _cache_state(step, schedule.device),
+                *step_estimate(step),
             )
         )
     result = schedule.result.src

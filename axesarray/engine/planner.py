@@ -9,8 +9,10 @@ Owns the materialization rules (DESIGN §3, §5):
   other way (broadcast back, as in softmax, or under a pad) is materialized;
 - a computed value read through a view (broadcast along a new axis, transposed, sliced) is
   materialized once instead of being recomputed per element;
-- a heavy subexpression (an expensive op, or more than 4 leaves) that ends up in more than
-  one kernel is materialized once;
+- a subexpression that ends up in more than one kernel is materialized once when the cost
+  model (``engine.cost``: work with shared nodes counted once, against the bytes of a
+  temporary) says writing it once is cheaper than recomputing it; a reduction is never
+  recomputed per element of its consumer (it is read from a temporary);
 - everything else fuses into one kernel: maps, casts, constants, pads and concats (guarded
   reads whose children are shifted so every leaf reads ``offset + sum(stride * index)``).
 
@@ -33,12 +35,12 @@ from ..kernels.loops import LoopNest, build_loop_nest
 from ..core.ops import OPS
 from ..dag.reshape import merge_order
 from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
+from . import cost
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
 __all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
 
-_HEAVY_LEAVES = 4
 # ``_stage_it``: outputs at least this big, inputs at most this big (elements), 1/16 of it.
 _STAGE_MIN_OUTPUT = 1 << 16
 _STAGE_MAX_INPUT = 1 << 18
@@ -54,27 +56,20 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, tuple]:
     return canon
 
 
-def _heavy_nodes(root: Node) -> set[int]:
-    """Ids of computed nodes that are expensive to recompute. A reduction, a dot, or a
-    computed value read through a view is computed once into a temp anyway (or is its
-    kernel's own accumulator): reading it again costs a load, so it counts as a leaf (batch
-    norm's ``x - x.mean(r)`` is recomputed where needed, never written out in full)."""
-    leaves: dict[int, int] = {}
-    costly: dict[int, bool] = {}
-    heavy: set[int] = set()
+def _shared_candidates(root: Node, canon: dict) -> dict:
+    """Canonical value -> ``(work, elements, itemsize)`` of the elementwise nodes that could
+    be worth materializing when several kernels read them (``cost.worth_materializing``
+    decides, once the first pass knows how many). A reduction, a dot, or a computed value
+    read through a view is computed once into a temp anyway (or is its kernel's own
+    accumulator): reading it again costs a load, so the cost model counts it as a leaf
+    (batch norm's ``x - x.mean(r)`` is recomputed where needed, never written out)."""
+    work = cost.dag_work(walk(root))
+    found = {}
     for node in walk(root):
-        kind = node.kind
-        if kind in ("leaf", "remap", "reduce", "dot", "call"):
-            leaves[id(node)], costly[id(node)] = 1, False
-            continue
-        kids = node.children
-        leaves[id(node)] = sum(leaves[id(c)] for c in kids)
-        own = kind == "map" and OPS[node.op].expensive
-        costly[id(node)] = own or any(costly[id(c)] for c in kids)
-        elementwise = kind in ("map", "cast")
-        if elementwise and (costly[id(node)] or leaves[id(node)] > _HEAVY_LEAVES):
-            heavy.add(id(node))
-    return heavy
+        if node.kind in ("map", "cast"):
+            w = work[id(node)][0]
+            found[canon[id(node)]] = (w, math.prod(node.shape), node.dtype.itemsize)
+    return found
 
 
 def make_nest(out: KLeaf, tree) -> LoopNest:
@@ -122,7 +117,9 @@ def _shifted(tree, shape: tuple, dim: int, delta: int, length: int):
 
 
 class _Builder:
-    def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool):
+    def __init__(
+        self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict
+    ):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
         self.canon = canon  # id(node) -> canonical value; all memos are keyed by it
         self.param_index = {id(p): i for i, p in enumerate(params)}
@@ -130,11 +127,11 @@ class _Builder:
         leaves = [p for p in params if type(p) is Leaf]
         self.ordinals = {id(p): k for k, p in enumerate(leaves)}
         self.force = force
-        self.heavy = {canon[k] for k in _heavy_nodes(dag)}
+        self.heavy = heavy  # canonical value -> (work, elements, itemsize)
         self.temps: list = []
         self.steps: list = []
         self.realized: dict = {}
-        self.kernel_of: dict = {}  # heavy node -> kernels it was fused into
+        self.kernel_of: dict = {}  # candidate node -> kernels it was fused into
         self._kernels = 0
         self._kernel = 0  # id of the kernel being fused
         self._root = None  # canonical value of the node that kernel computes
@@ -353,6 +350,11 @@ class _Builder:
     def _dot_operand(self, node: Node) -> KLeaf:
         if node.kind == "leaf" and node.view.blocks is None:
             return KLeaf(node.view, node.dtype, ("param", self.param_index[id(node)]))
+        if node.kind == "remap" and node.arg.kind == "leaf" and node.arg.view.blocks is None:
+            # a view of an input (a contraction's operand without its broadcast dims)
+            view = remap_view(node.arg.view, node.shape, node.maps)
+            if view is not None:
+                return KLeaf(view, node.dtype, ("param", self.param_index[id(node.arg)]))
         return self.realize(node)
 
     def _dot_reduce(self, node) -> KLeaf:
@@ -432,24 +434,36 @@ _EXPENSIVE_COST = 4  # an exp/log/division counts as four additions
 def _size_cuts(dag: Node, canon: dict) -> dict:
     """``id(node) -> canonical value`` of the elementwise nodes to materialize so that no
     kernel body exceeds ``KERNEL_BUDGET``: bottom-up, a node whose fused children would
-    take it past the budget cuts its biggest child, then the next."""
+    take it past the budget cuts its biggest child, then the next. A body's size counts
+    each distinct node once (it is one local in the generated source: a ``where`` chain
+    that repeats its argument does not grow with the repeats)."""
     size: dict[int, int] = {}
+    body: dict[int, frozenset] = {}
+    own: dict[int, int] = {}
     cuts: dict[int, tuple] = {}
     for node in walk(dag):
         kind = node.kind
         if kind not in ("map", "cast", "pad", "concat"):
             size[id(node)] = 0  # a boundary: a leaf, or computed by a kernel of its own
+            body[id(node)] = frozenset()
             continue
-        own = _EXPENSIVE_COST if kind == "map" and OPS[node.op].expensive else 1
+        own[id(node)] = _EXPENSIVE_COST if kind == "map" and OPS[node.op].expensive else 1
         kids = sorted(node.children, key=lambda c: -size[id(c)])
-        total = own + sum(size[id(c)] for c in kids)
+        kept = list(kids)
+
+        def measure(kept):
+            ids = frozenset((id(node),)).union(*(body[id(c)] for c in kept))
+            return sum(own[i] for i in ids), ids
+
+        total, ids = measure(kept)
         for c in kids:
             if total <= KERNEL_BUDGET:
                 break
             if size[id(c)]:
-                total -= size[id(c)]
+                kept.remove(c)
                 cuts[id(c)] = canon[id(c)]
-        size[id(node)] = total
+                total, ids = measure(kept)
+        size[id(node)], body[id(node)] = total, ids
     return cuts
 
 
@@ -466,14 +480,16 @@ def build_schedule(
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
     ``params`` are the run-time parameters in the order kernels will receive them (the
-    original root's, before rewrites). Runs the builder twice: the first pass finds heavy
-    subexpressions fused into more than one kernel; the second materializes those once.
+    original root's, before rewrites). Runs the builder twice: the first pass finds the
+    subexpressions fused into more than one kernel; the second materializes those that
+    the cost model says are cheaper written once than recomputed (``cost``).
     """
     canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
     cuts = _size_cuts(dag, canon)
+    heavy = _shared_candidates(dag, canon)
     force: set = set(cuts.values())
     for attempt in range(2):
-        b = _Builder(dag, params, canon, force, blas)
+        b = _Builder(dag, params, canon, force, blas, heavy)
         for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
@@ -486,7 +502,9 @@ def build_schedule(
             view, dtype = dst
             result = KLeaf(view, dtype, ("dst",))
             b.kernel(result, dag, "assignment")
-        shared = {n for n, ks in b.kernel_of.items() if len(ks) > 1}
+        shared = {
+            n for n, ks in b.kernel_of.items() if cost.worth_materializing(*heavy[n], len(ks))
+        }
         if attempt == 0 and shared:
             force = shared | set(cuts.values())
             continue

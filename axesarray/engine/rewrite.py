@@ -21,7 +21,7 @@ writes them as literals, they are not run-time parameters.
 
 from __future__ import annotations
 
-from ..dag.nodes import Const, Map, Node, Reduce, Remap, rebuild_dag
+from ..dag.nodes import Const, Dot, Map, Node, Reduce, Remap, rebuild_dag
 
 __all__ = ["rewrite", "RULES", "CPU_RULES"]
 
@@ -188,7 +188,72 @@ def logsumexp(node: Node, kids: tuple) -> Node | None:
     return None
 
 
-RULES = (sigmoid, fast_power)
+# --- contractions --------------------------------------------------------------------------
+
+# ``(a * b).sum(k)`` runs on BLAS when the product has a free dim on each side (a matrix
+# product) and at least this many multiply-adds; below, the fused reduction is as fast.
+CONTRACT_MIN_WORK = 1 << 15
+
+
+def _spread(node: Node) -> tuple[bool, ...] | None:
+    """Per dim, whether a leaf operand really varies along it (False: broadcast, stride 0,
+    or length 1); None when ``node`` is not a plain leaf."""
+    if node.kind != "leaf" or node.view.blocks is not None:
+        return None
+    return tuple(s != 0 and n > 1 for n, s in zip(node.shape, node.view.strides, strict=True))
+
+
+def contraction(node: Node, kids: tuple) -> Node | None:
+    """``(a * b).sum(K)`` over two float leaves broadcast against each other (``a`` with
+    dims ``b`` lacks and the other way round) is ``dot(a, b)`` over ``K``: BLAS instead of
+    a reduction over the joint index space (as torchdim does)."""
+    if node.kind != "reduce" or node.op != "sum" or node.dtype.kind != "f":
+        return None
+    prod = kids[0]
+    if not _is(prod, "map", "mul") or prod.dtype != node.dtype:
+        return None
+    a, b = prod.children
+    if a.dtype != node.dtype or b.dtype != node.dtype:
+        return None
+    sa, sb = _spread(a), _spread(b)
+    if sa is None or sb is None:
+        return None
+    shape = prod.shape
+    red = set(node.axes)
+    if any(shape[d] != 1 and not (sa[d] and sb[d]) for d in red):
+        return None  # a reduced dim only one side has: not a contraction
+    kept = [d for d in range(len(shape)) if d not in red]
+    if any(shape[d] != 1 and not (sa[d] or sb[d]) for d in kept):
+        return None  # an output dim neither side has (broadcast in the result)
+    free_a = [d for d in kept if sa[d] and not sb[d]]
+    free_b = [d for d in kept if sb[d] and not sa[d]]
+    work = 1
+    for n in shape:
+        work *= n
+    if not free_a or not free_b or work < CONTRACT_MIN_WORK:
+        return None
+    n = len(shape)
+    # contracted dims on both sides; a length-1 output dim neither side varies along is a
+    # free dim (of length 1) of ``a``
+    a_dims = [d for d in range(n) if d in red or sa[d] or (shape[d] == 1 and not sb[d])]
+    b_dims = [d for d in range(n) if d in red or sb[d]]
+
+    def compact(x: Node, dims: list) -> Node:
+        maps = tuple((dims.index(d), 0, 1) if d in dims else (-1, 0, 1) for d in range(len(shape)))
+        return Remap(x, tuple(shape[d] for d in dims), maps)
+
+    return Dot(
+        compact(a, a_dims),
+        compact(b, b_dims),
+        tuple(a_dims),
+        tuple(b_dims),
+        tuple(kept),
+        node.shape,
+        node.dtype,
+    )
+
+
+RULES = (sigmoid, fast_power, contraction)
 CPU_RULES = RULES + (softmax, log_softmax, logsumexp)
 
 
@@ -196,7 +261,7 @@ def rewrite(root: Node, rules: tuple = RULES) -> Node:
     """``root`` with every rule applied bottom-up (shared subtrees stay shared)."""
 
     def apply(node: Node, kids: tuple) -> Node | None:
-        if node.kind != "map":
+        if node.kind != "map" and node.kind != "reduce":
             return None
         for rule in rules:
             out = rule(node, kids)

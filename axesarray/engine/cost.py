@@ -1,0 +1,162 @@
+"""The planner's cost model: estimated work and bytes moved, with shared nodes counted once.
+
+Owns every number the planner compares when it decides to materialize or recompute a value
+and to fuse or split a kernel (DESIGN §13), and the estimate ``explain`` shows per kernel
+(``KernelInfo.est_bytes``, ``est_flops``). Work is in flop-equivalents: an arithmetic op,
+a comparison or a cast is 1, an op marked ``expensive`` in the op table (exp, log, tanh,
+division...) is ``TRANSCENDENTAL``; a leaf read is ``LOAD``. Over a DAG every node counts
+once however many parents read it (a ``where`` chain that repeats its argument costs its
+argument once: it is one local in the generated body).
+
+Decisions, in terms of these estimates:
+
+- ``worth_materializing(work, elements, itemsize, uses)``: a value read by ``uses`` kernels
+  is written once and read ``uses`` times (``2 * itemsize`` bytes per element and use,
+  weighted by ``FLOPS_PER_BYTE``) instead of being computed ``uses`` times. Cheap shared
+  subexpressions (``x - mean`` of batch norm) are recomputed; transcendental ones are not;
+- a reduction is never recomputed per element of its consumer: the planner reads a
+  reduction used outside its own kernel from a temporary (``planner._fuse_reduce``), which
+  this model treats as a leaf (``BOUNDARY`` kinds);
+- ``body_size``: the compile-time size of a fused body, shared nodes once, which
+  ``planner._size_cuts`` keeps under ``KERNEL_BUDGET``.
+
+Imports only the op table and the kernel IR (``engine.planner`` and ``engine.plan`` use it).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..core.ops import OPS
+from ..kernels.ir import kernel_nodes
+
+__all__ = [
+    "TRANSCENDENTAL",
+    "LOAD",
+    "FLOPS_PER_BYTE",
+    "BOUNDARY",
+    "op_work",
+    "dag_work",
+    "worth_materializing",
+    "step_estimate",
+]
+
+TRANSCENDENTAL = 4  # an exp/log/division as additions (vectorized math library)
+LOAD = 1  # reading an input element (an L1 hit once streamed)
+# Flop-equivalents one core does in the time it moves one byte to or from memory: ~8
+# vectorized float32 ops per ns against ~10 GB/s per core on the reference machine.
+FLOPS_PER_BYTE = 0.8
+# Nodes a kernel reads as stored values (a leaf, or a value computed by its own kernel).
+BOUNDARY = ("leaf", "remap", "reduce", "dot", "call", "reshape")
+
+
+def op_work(node) -> int:
+    """Work of one DAG or kernel-IR node (not its children)."""
+    kind = node.kind
+    if kind == "map":
+        return TRANSCENDENTAL if OPS[node.op].expensive else 1
+    if kind in ("cast", "pad", "concat"):
+        return 1
+    if kind in BOUNDARY:
+        return LOAD
+    return 0  # a constant
+
+
+_SET_CAP = 256  # past this many nodes a body is cut anyway: children's work simply adds
+
+
+def dag_work(order) -> dict[int, tuple[int, bool, frozenset | None]]:
+    """``id(node) -> (work, transcendental, ids)`` for every node of ``order`` (children
+    first, as ``expr.walk`` gives them): the work of computing the node's value at one
+    element with every distinct node below it counted once, stopping at ``BOUNDARY``
+    nodes (loaded); ``ids`` are the nodes counted (None past ``_SET_CAP``: then shared
+    nodes below may count twice, an overestimate of a body that is cut anyway)."""
+    own: dict[int, int] = {}
+    out: dict[int, tuple[int, bool, frozenset | None]] = {}
+    for node in order:
+        i = id(node)
+        own[i] = op_work(node)
+        if node.kind in BOUNDARY or node.kind == "const":
+            out[i] = (own[i], False, frozenset((i,)))
+            continue
+        trans = node.kind == "map" and OPS[node.op].expensive
+        ids: set | None = {i}
+        for c in node.children:
+            _, t, below = out[id(c)]
+            trans = trans or t
+            if ids is not None and below is not None and len(ids) + len(below) <= _SET_CAP:
+                ids |= below
+            else:
+                ids = None
+        if ids is not None:
+            out[i] = (sum(own[k] for k in ids), trans, frozenset(ids))
+        else:
+            work = own[i] + sum(out[id(c)][0] for c in node.children)
+            out[i] = (work, trans, None)
+    return out
+
+
+def worth_materializing(work: float, elements: int, itemsize: int, uses: int) -> bool:
+    """Whether a value read by ``uses`` kernels is cheaper written once and read back than
+    computed in each of them (per element: ``work`` flop-equivalents per computation, and
+    a temporary costs a write plus ``uses`` reads)."""
+    if uses <= 1:
+        return False
+    recompute = (uses - 1) * work
+    traffic = (1 + uses) * itemsize * FLOPS_PER_BYTE
+    return recompute > traffic
+
+
+def _distinct(view) -> int:
+    """Elements a view reaches at most once each (its broadcast dims counted once)."""
+    return math.prod(n for n, s in zip(view.shape, view.strides, strict=True) if s)
+
+
+def step_estimate(step) -> tuple[int, int]:
+    """``(bytes moved, flop-equivalents)`` of one schedule step: every distinct input read
+    once, the output written once; work per element of the kernel tree (shared nodes
+    once) times the elements it runs on (under a reduction: the full index space; above
+    it: the outputs). A BLAS call is ``2 * batch * M * K * N`` flops."""
+    kind = type(step).__name__
+    if kind == "DotStep":
+        nb, m, k, n = step.sizes
+        moved = sum(_distinct(x.view) * x.dtype.itemsize for x in (step.a, step.b))
+        moved += nb * m * n * step.out.dtype.itemsize
+        return int(moved), int(2 * nb * m * k * n)
+    if kind == "CallStep":
+        moved = sum(_distinct(a.view) * a.dtype.itemsize for a in step.args)
+        size = math.prod(step.out.view.shape)
+        return int(moved + size * step.out.dtype.itemsize), int(size)
+    outs = [(step.out, step.tree)] + list(getattr(step, "extra", ()))
+    moved, flops = 0, 0
+    seen_leaves = set()
+    total = math.prod(step.nest.lengths) if step.nest.lengths else 1
+    for out, tree in outs:
+        n_out = math.prod(out.view.shape)
+        moved += _distinct(out.view) * out.dtype.itemsize
+        nodes = kernel_nodes(tree)
+        under = _under_reduce(tree)
+        for node in nodes:
+            if node.kind == "leaf":
+                key = (node.src, node.view)
+                if key not in seen_leaves:
+                    seen_leaves.add(key)
+                    moved += _distinct(node.view) * node.dtype.itemsize
+            per = _reduce_work(node.op) if node.kind == "reduce" else op_work(node)
+            flops += per * (total if id(node) in under else n_out)
+    return int(moved), int(flops)
+
+
+def _reduce_work(op: str) -> int:
+    """Work per element folded: logsumexp finds the max, then adds ``exp(x - max)``."""
+    return 2 + TRANSCENDENTAL if op == "logsumexp" else 1
+
+
+def _under_reduce(tree) -> set[int]:
+    """Ids of the kernel-IR nodes evaluated per element of the reduction's index space."""
+    found: set[int] = set()
+    for node in kernel_nodes(tree):
+        if node.kind == "reduce":
+            found.update(id(n) for n in kernel_nodes(node.child))
+            found.add(id(node))
+    return found
