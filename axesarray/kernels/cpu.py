@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.ops import OPS
+from .ir import kernel_nodes
 from .lower import Lowered
 from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, type_name
 
@@ -298,6 +300,8 @@ def _reduce_pass(
 
     if not red_dims:
         accumulate(indent, acc, "v")
+    elif reassoc and op == "sum" and (value is not None or _expensive(red.child)):
+        _buffered_sum(src, low, indent, red_dims[-1], ranges, rbase, inner, acc, acc_t, value)
     elif arg or op in ("sum", "prod"):
         d = red_dims[-1]
         src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
@@ -307,8 +311,41 @@ def _reduce_pass(
         _unrolled(src, indent, d, ranges[d], accumulate, op, init, fl, acc)
 
 
+ROW_BUFFER = 4096  # values of a transcendental reduction computed ahead of the sum
+
+
+def _expensive(tree) -> bool:
+    return any(n.kind == "map" and OPS[n.op].expensive for n in kernel_nodes(tree))
+
+
+def _buffered_sum(src, low, indent, d, ranges, rbase, inner, acc, acc_t, value) -> None:
+    """A float sum of transcendental values (``exp(x).sum(K)``, logsumexp's second sweep)
+    in two loops per block of the innermost reduce dim: one computes the values into a
+    buffer (an elementwise loop: the math library's exp vectorizes there), one adds the
+    buffer up with the reassociable add. In one loop the exp stays scalar (the loop
+    carries the sum), about 2x slower (benchmarks/bench_workloads.py)."""
+    red = low.reduce
+    lo, hi = ranges[d]
+    src.lines.insert(0, f"    rowbuf = np.empty(min(max(n{d}, 1), {ROW_BUFFER}), {acc_t})")
+    src.add(indent, f"for jb in range({lo}, {hi}, {ROW_BUFFER}):")
+    src.add(indent + 1, f"mb = min({ROW_BUFFER}, {hi} - jb)")
+    src.add(indent + 1, "for k in range(mb):")
+    src.add(indent + 2, f"i{d} = jb + k")
+    body = _emit_body(low, rbase, inner, prefix="v")
+    v = body.emit(red.child, indent + 2, {})
+    src.lines.extend(body.lines)
+    v = f"{acc_t}({v})"
+    if value is not None:
+        v = value(v)
+    src.add(indent + 2, f"rowbuf[k] = {v}")
+    src.add(indent + 1, "for k in range(mb):")
+    src.add(indent + 2, f"{acc} = radd({acc}, rowbuf[k])")
+
+
 def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
+    if red.op == "logsumexp" and _rows_first(low):
+        return _logsumexp_rows_kernel(low, src, loop)
     if red.op == "logsumexp":
         return _logsumexp_kernel(low, src, loop, parallel)
     if _rows_first(low):
@@ -424,6 +461,56 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     src.add(3, f"i{last} = j0 + k")
     result = "acc[k]" if red.dtype.kind == "b" else f"{type_name(red.dtype)}(acc[k])"
     src.add(3, f"r = {result}")
+    body = _emit_body(low, base, range(last, last + 1), reduce_value="r", prefix="e")
+    value = body.emit(low.tree, 3, {})
+    src.lines.extend(body.lines)
+    src.add(3, _store(low, value, low.tree.dtype, base[0], range(last, last + 1)))
+
+
+def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
+    """logsumexp reduced rows-first (see ``_rows_first``: a softmax over ``C`` of an NCHW
+    tensor): a block of up to ``ROW_BLOCK`` outputs along the contiguous innermost output
+    dim keeps a running max and then a sum per output; both sweeps over the block's rows
+    walk memory contiguously and vectorize across outputs. Per output the formula and its
+    special values are those of ``_logsumexp_kernel`` (max first, then ``exp(x - max)``)."""
+    red, nest = low.reduce, low.nest
+    n_out, rank = nest.n_out, nest.rank
+    last = n_out - 1
+    outer = list(range(last))
+    blocks = f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"
+    src.par_loop(1, "jo", " * ".join([f"n{d}" for d in outer] + [blocks]), loop)
+    src.add(2, f"blk = jo % {blocks}")
+    src.add(2, f"qr = jo // {blocks}")
+    base = {k: f"o{k}" for k in range(len(low.operands))}
+    if outer:
+        _decompose(src, 2, "qr", outer)
+        base = _bases(src, low, 2, range(last), base, "o")
+    src.add(2, f"j0 = blk * {ROW_BLOCK}")
+    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    src.add(2, f"am = np.empty({ROW_BLOCK}, np.float64)")
+    src.add(2, f"acc = np.empty({ROW_BLOCK}, np.float64)")
+    src.add(2, "for k in range(m):")
+    src.add(3, "am[k] = -np.inf")
+    src.add(3, "acc[k] = 0.0")
+
+    def sweep(tag: str, fold) -> None:
+        indent, rbase = 2, base
+        for d in range(n_out, rank):
+            src.add(indent, f"for i{d} in range(n{d}):")
+            indent += 1
+            rbase = _bases(src, low, indent, range(d, d + 1), rbase, f"{tag}{d}")
+        src.add(indent, "for k in range(m):")
+        src.add(indent + 1, f"i{last} = j0 + k")
+        body = _emit_body(low, rbase, range(last, last + 1), prefix=f"{tag}_")
+        v = body.emit(red.child, indent + 1, {})
+        src.lines.extend(body.lines)
+        src.add(indent + 1, fold(f"np.float64({v})"))
+
+    sweep("mx", lambda v: f"am[k] = fmax_nan(am[k], {v})")
+    sweep("sx", lambda v: f"acc[k] += exp_f64({v} - am[k])")
+    src.add(2, "for k in range(m):")
+    src.add(3, f"i{last} = j0 + k")
+    src.add(3, f"r = {type_name(red.dtype)}(am[k] + log_f64(acc[k]))")
     body = _emit_body(low, base, range(last, last + 1), reduce_value="r", prefix="e")
     value = body.emit(low.tree, 3, {})
     src.lines.extend(body.lines)
