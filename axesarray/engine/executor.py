@@ -146,7 +146,7 @@ def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
         return None
     out = allocate_for(root) if dst is None else dst
     try:
-        reference.assign(out, root)  # computes everything before it writes
+        reference.assign(out, root, wide=True)  # computes everything before it writes
     except (ValueError, TypeError, ArithmeticError):
         # numpy refuses what a kernel computes (an integer to a negative power): give the
         # kernels' answer, as every later call will.

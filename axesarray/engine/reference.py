@@ -11,7 +11,7 @@ import numpy as np
 from ..storage.devices import device_of, host_array
 from ..errors import AxesError, message
 from ..dag.nodes import Leaf, Node, walk
-from ..core.ops import REDUCERS, apply_map
+from ..core.ops import OPS, REDUCERS, apply_map
 from ..dag.reshape import merge_order
 from ..storage.memory import leaf_array, wrap_array
 from ..core.strided import addresses
@@ -114,18 +114,79 @@ EVAL = {
 }
 
 
-def evaluate_array(root: Node) -> np.ndarray:
-    """The value of ``root`` as a numpy array in logical dim order (a view for leaves)."""
+_NARROW = (np.dtype(np.float32), np.dtype(np.float16))
+_F64 = np.dtype(np.float64)
+# Nodes that only move values: a wide (float64) value passes through them unrounded.
+_MOVES = ("remap", "pad", "concat", "reshape")
+
+
+def _widen(node: Node, kids: list, wide: dict) -> bool:
+    """Whether the numpy tier computes ``node`` (float32/float16) in float64: from its first
+    transcendental op on (numpy's float32 ``log`` is 4 ulp off, ``1/(1+exp(-x))`` loses its
+    subnormal results) and on through every elementwise op that reads such a value, so
+    that the chain is rounded once; plain arithmetic on float32 inputs stays float32
+    (numpy rounds each op correctly, as the kernels do, and at numpy's speed)."""
+    if node.dtype not in _NARROW:
+        return False
+    if node.kind == "map":
+        return OPS[node.op].expensive or any(wide.get(id(c), False) for c in node.children)
+    if node.kind == "reduce" and node.op not in ("argmax", "argmin"):
+        return wide.get(id(node.children[0]), False)
+    return node.kind in _MOVES and wide.get(id(node.children[0]), False)
+
+
+def evaluate_array(root: Node, wide: bool = False) -> np.ndarray:
+    """The value of ``root`` as a numpy array in logical dim order (a view for leaves).
+
+    ``wide`` (the numpy tier): float32 chains from their first transcendental op on are
+    computed in float64 and rounded once where they end (``_widen``). Each node is
+    evaluated once, and a value is dropped after its last reader (numpy reuses the
+    memory for the next temporary)."""
+    order = walk(root)
+    last: dict[int, int] = {}
+    for k, node in enumerate(order):
+        for c in node.children:
+            last[id(c)] = k
     vals: dict[int, np.ndarray] = {}
+    is_wide: dict[int, bool] = {}
     with np.errstate(all="ignore"):
-        for node in walk(root):
-            vals[id(node)] = EVAL[node.kind](node, *(vals[id(c)] for c in node.children))
-    return vals[id(root)]
+        for k, node in enumerate(order):
+            kids = [vals[id(c)] for c in node.children]
+            if wide and node.children:
+                if _widen(node, kids, is_wide):
+                    is_wide[id(node)] = True
+                    value = _wide_value(node, kids)
+                else:  # a wide child is rounded to its own dtype where it is read
+                    kids = [
+                        v.astype(c.dtype) if is_wide.get(id(c)) else v
+                        for c, v in zip(node.children, kids, strict=True)
+                    ]
+                    value = EVAL[node.kind](node, *kids)
+            else:
+                value = EVAL[node.kind](node, *kids)
+            vals[id(node)] = value
+            for c in node.children:
+                if last.get(id(c)) == k and c is not root:
+                    vals.pop(id(c), None)
+    out = vals[id(root)]
+    if is_wide.get(id(root)):
+        out = out.astype(root.dtype)
+    return out
 
 
-def assign(dst: Leaf, root: Node) -> None:
-    """Write ``root`` (same shape as ``dst``) into ``dst``; evaluates fully first."""
-    value = evaluate_array(root)
+def _wide_value(node: Node, kids: list) -> np.ndarray:
+    if node.kind == "map":
+        args = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
+        return apply_map(node.op, args, _F64)
+    if node.kind == "reduce":
+        return np.asarray(REDUCERS[node.op](kids[0], axis=node.axes), dtype=_F64)
+    return EVAL[node.kind](node, *kids)  # a move: the value stays float64
+
+
+def assign(dst: Leaf, root: Node, wide: bool = False) -> None:
+    """Write ``root`` (same shape as ``dst``) into ``dst``; evaluates fully first (``wide``:
+    see ``evaluate_array``)."""
+    value = evaluate_array(root, wide)
     device = device_of(dst.data)
     if not device.is_cpu:  # device storage: edit a host copy
         staged = device.to_host(dst.data)

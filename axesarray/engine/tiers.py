@@ -6,17 +6,23 @@ reference engine; its kernels compile on one background thread
 (importing numba there too, so the first result never waits for numba's start-up). Later
 calls find the schedule ready and run the kernels. Big expressions wait for their
 kernels: numpy's temporaries would cost memory, and take as long as a compile.
-``ax.set_options(tiered=False)`` always waits, for results identical run to run (the
-tiers may differ in the last ulp: numpy rounds each op, the kernels fuse them, with FMA
-contraction).
+``ax.set_options(tiered=False)`` always waits, for results identical run to run. The
+tier meets the kernels' accuracy: a float32 chain is computed in float64 from its first
+transcendental op on and rounded once (``reference.evaluate_array(wide=True)``); what still
+differs between the tiers is the last ulp of plain float32 arithmetic (numpy rounds each
+op, the kernels may contract a multiply and an add into one FMA) and float32 sums (numpy
+adds pairwise in float32, the kernels in float64). A process exits without waiting for
+compiles under way (``_Compiler``).
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
+import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -45,22 +51,53 @@ def _physical_memory() -> int:
 # once and keeps the peak at input + output.
 NUMPY_MAX_BYTES = min(_physical_memory() // 16, 256 << 20)
 
-_pool: ThreadPoolExecutor | None = None
+class _Compiler:
+    """One daemon thread running compiles in order (numba serializes them anyway, and the
+    caller keeps a core). Not a ``ThreadPoolExecutor``: the interpreter joins those at exit,
+    so a script waited for compiles it would never use (0.8 s after its last result). A
+    daemon thread is abandoned at exit; compiles not started are dropped, and a compile cut
+    short leaves no half-written file (the kernel cache writes a temporary file and
+    renames it, as numba's own cache does)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.closing = False
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="axesarray-compile", daemon=True
+                )
+                self._thread.start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, fn, args = self._jobs.get()
+            if self.closing or not future.set_running_or_notify_cancel():
+                continue  # the interpreter is exiting: nobody will read the result
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - surfaces at the caller's result()
+                future.set_exception(exc)
+
+
+_compiler = _Compiler()
 _pool_lock = threading.RLock()
 
 
-def _background() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            # One thread: compiles are serialized by numba anyway, and the caller keeps a core.
-            _pool = ThreadPoolExecutor(1, thread_name_prefix="axesarray-compile")
-        return _pool
+@atexit.register
+def _abandon() -> None:
+    _compiler.closing = True
 
 
-def in_background(fn, *args) -> Future:
-    """Run ``fn`` on the compile thread."""
-    return _background().submit(fn, *args)
+def _background() -> _Compiler:
+    return _compiler
 
 
 def numpy_cost(root: Node) -> int:
