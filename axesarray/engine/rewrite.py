@@ -75,21 +75,8 @@ def _same(a: Node, b: Node) -> bool:
     return a is b or (a.key == b.key and a.params == b.params)
 
 
-def _unguard(node: Node) -> Node:
-    """``m`` when ``node`` is ``ax.softmax``'s guarded shift
-    ``stop_gradient(where(isfinite(m), m, 0))``, else ``node``. The guard changes no result
-    of the rewritten forms (a row holding an inf or a NaN gives inf/NaN either way)."""
-    if not _is(node, "map", "stop_gradient") or not _is(node.children[0], "map", "where"):
-        return node
-    cond, m, zero = node.children[0].children
-    if _is(cond, "map", "isfinite") and _same(cond.children[0], m) and _special(zero) == 0.0:
-        return m
-    return node
-
-
 def _max_of(node: Node):
-    """``(x, axes)`` when ``node`` is ``x.max(axes)`` (float), perhaps guarded."""
-    node = _unguard(node)
+    """``(x, axes)`` when ``node`` is ``x.max(axes)`` (float)."""
     if _is(node, "reduce") and node.op == "max" and node.dtype.kind == "f":
         return node.arg, node.axes
     return None
@@ -109,7 +96,6 @@ def _shifted(node: Node):
     if not _is(node, "map", "sub"):
         return None
     x, back = node.children
-    back = _unguard(back)
     if not _is(back, "remap"):
         return None
     found = _max_of(back.arg)
@@ -183,8 +169,8 @@ def logsumexp(node: Node, kids: tuple) -> Node | None:
         if _max_of(m) is None or not _is(lg, "map", "log"):
             continue
         inner = _sum_exp_shifted(lg.children[0])
-        if inner is not None and _same(inner[1], _unguard(m)) and m.dtype == node.dtype:
-            return _lse(inner[0], inner[1].axes, node.dtype)
+        if inner is not None and _same(inner[1], m) and m.dtype == node.dtype:
+            return _lse(inner[0], m.axes, node.dtype)
     return None
 
 
