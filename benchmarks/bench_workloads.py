@@ -157,10 +157,7 @@ class Quantize(Workload):
 
     def ax_program(self):
         r = ax.round(self.x / self.scale)
-        if self.how == "clip":
-            q = ax.clip(r, -128, 127)
-        else:
-            q = ax.minimum(ax.maximum(r, -128), 127)
+        q = ax.clip(r, -128, 127) if self.how == "clip" else ax.minimum(ax.maximum(r, -128), 127)
         yield self.out, q.astype("int8")
 
     def numpy(self):
@@ -422,7 +419,8 @@ class MlpStep(Workload):
         self.y = ax.tensor(self.y_np, "B O")
         if torch is not None:
             tx, tw1, tb1, tw2, tb2, ty = (
-                _t(a) for a in (self.x_np, self.w1_np, self.b1_np, self.w2_np, self.b2_np, self.y_np)
+                _t(a)
+                for a in (self.x_np, self.w1_np, self.b1_np, self.w2_np, self.b2_np, self.y_np)
             )
             self.torch_fn = lambda: float(
                 ((torch.relu(tx @ tw1 + tb1) @ tw2 + tb2 - ty) ** 2).mean()
@@ -448,7 +446,7 @@ class MlpStep(Workload):
         return float(((h @ self.w2_np + self.b2_np - self.y_np) ** 2).mean())
 
     def check(self):
-        (_, e), = self.ax_program()
+        ((_, e),) = self.ax_program()
         _close(float(e), self.numpy(), rtol=1e-3)
 
 
@@ -675,7 +673,13 @@ def measure(w: Workload, repeat: int) -> dict:
     times = _interleaved(fns, repeat)
     kernels, temps, est = _plan_numbers(w)
     return dict(
-        w=w, times=times, first_ax=first_ax, first_np=first_np, kernels=kernels, temps=temps, est=est
+        w=w,
+        times=times,
+        first_ax=first_ax,
+        first_np=first_np,
+        kernels=kernels,
+        temps=temps,
+        est=est,
     )
 
 
@@ -694,7 +698,8 @@ def run(quick: bool, repeat: int, only: str = "") -> list[dict]:
 
 
 def report(rows: list[dict]) -> None:
-    print(f"\nworkloads (load average {open('/proc/loadavg').read().split()[0]})")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\nworkloads (load average {load:.2f})")
     head = (
         f"{'program':<34} {'elements':>9} {'axesarray':>11} {'numpy':>11} {'x numpy':>7}"
         f" {'torch':>11} {'x torch':>7} {'1st call':>11} {'1st x np':>8} {'kern':>4}"

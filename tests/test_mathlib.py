@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
 
+import axesarray as ax
+from axesarray.engine import reference
 from axesarray.kernels import mathlib
 
 rng = np.random.default_rng(1)
@@ -218,3 +220,25 @@ def test_float_floordiv_and_mod_match_numpy_exactly(fn, ref):
     with np.errstate(all="ignore"):
         expected = ref(a, b)
     np.testing.assert_array_equal(out, expected)
+
+
+# The numpy tier (first calls while kernels compile) meets the same bounds in float32: it
+# computes a chain in float64 from its first transcendental op and rounds once.
+_TIER_EXPR = {
+    "exp": lambda t: ax.exp(t),
+    "expm1": lambda t: ax.expm1(t),
+    "log": lambda t: ax.log(t),
+    "log1p": lambda t: ax.log1p(t),
+    "tanh": lambda t: ax.tanh(t),
+    "sigmoid": lambda t: 1 / (1 + ax.exp(-t)),  # as a user writes it (no rewrite here)
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_numpy_tier_meets_the_bounds_in_float32(name):
+    x = _grid(name, np.float32)
+    expr = _TIER_EXPR[name](ax.tensor(x, "N"))
+    got = reference.evaluate_array(expr._node, wide=True)  # what the tier runs
+    assert got.dtype == np.float32
+    dist, at = ulp_distance(name, x, got, np.float32)
+    assert dist <= BOUND[name, np.float32], f"tier {name}: {dist} ulp at {at!r}"

@@ -104,3 +104,34 @@ def test_batch_norm_is_three_passes_without_a_full_temporary(engine):
         plan = ax.explain(e, out)
         assert [k.kind for k in plan.kernels] == ["reduction", "reduction", "elementwise"]
         assert plan.temporary_bytes == 2 * 3 * 4  # mean and scale per channel only
+
+
+@pytest.mark.parametrize("width", [1, 7, 600])
+def test_softmax_over_an_outer_axis_rows_first(engine, data, width):
+    """Softmax and logsumexp over C of an NCHW tensor (the reduced dim outer, rows of
+    outputs contiguous): the rows-first logsumexp, with numpy's special values."""
+    rng = np.random.default_rng(width)
+    a = (rng.standard_normal((2, 6, 3, width)) * 30).astype(data.dtype)
+    a[0, :, 0, 0] = -np.inf
+    a[1, 2, 1, 0] = np.nan
+    a[1, 4, 2, -1] = np.inf
+    x = ax.tensor(a, "N C H W")
+    with np.errstate(all="ignore"):
+        expected = _np_softmax(a, 1)
+        m = a.max(1)
+        expected_lse = m + np.log(np.exp(a - m[:, None]).sum(1))
+    assert_close(_softmax(x, "C"), expected)
+    assert_close(_logsumexp(x, "C"), expected_lse)
+    if engine == "numba":
+        assert len(ax.explain(_softmax(x, "C")).kernels) == 2
+        assert len(ax.explain(_logsumexp(x, "C")).kernels) == 1
+
+
+@pytest.mark.parametrize("k", [0, 1, 4095, 4097, 9000])
+def test_sums_of_transcendental_values_in_buffered_blocks(engine, k):
+    """``exp(x).sum(K)`` computes its values into a 4096-value buffer, block by block."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((3, k)).astype(np.float32)
+    x = ax.tensor(a, "R K")
+    assert_close(ax.exp(x).sum("K"), np.exp(a.astype(np.float64)).sum(1).astype(np.float32))
+    assert_close(ax.log1p(x * x).sum(), np.float32(np.log1p(a.astype(np.float64) ** 2).sum()))

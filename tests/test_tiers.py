@@ -134,6 +134,57 @@ def test_a_new_process_gets_its_first_result_without_numba(tmp_path):
     assert dt < 0.25, f"first result took {dt:.3f} s"  # numba's start-up alone is ~0.5 s
 
 
+def test_the_tier_rounds_a_float32_chain_once(tiered):
+    """``1/(1+exp(-x))`` for x near -100: numpy in float32 overflows exp and gives 0; the
+    tier computes the chain in float64 and rounds once (a subnormal, as the kernels)."""
+    xn = np.array([-100.0, -95.5, -90.25, -1.0, 0.0, 3.0, 80.0], np.float32)
+    x = ax.tensor(xn, "N")
+    e = 1 / (1 + ax.exp(-x)) + 0.0 * x  # a structure no other test builds
+    first = e.numpy()
+    assert not _plan(e).ready  # the numpy tier ran
+    expected = (1 / (1 + np.exp(-xn.astype(np.float64)))).astype(np.float32)
+    np.testing.assert_array_equal(first, expected)
+    assert (first[:3] > 0).all()
+
+
+def _exit_delay(script: str, env: dict) -> float:
+    """Seconds from the script's last result to the end of its process."""
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    import time
+
+    return time.time() - float(out.stdout.split()[-1])
+
+
+def test_a_script_exits_without_waiting_for_background_compiles(tmp_path):
+    """A script whose last result came from the numpy tier exits about as soon as one that
+    only used numpy: the compile under way is abandoned (DESIGN §12), not awaited (a
+    ThreadPoolExecutor is joined at exit: seconds)."""
+    body = """
+        import time
+        import numpy as np
+        x = np.linspace(-3, 3, 1000).astype(np.float32)
+        {work}
+        print(time.time())
+        """
+    tier = textwrap.dedent(
+        body.format(
+            work="import axesarray as ax\n        "
+            "r = (ax.tanh(ax.tensor(x, 'N') * 1.75 + 0.5) / 3).numpy()"
+        )
+    )
+    plain = textwrap.dedent(
+        body.format(work="import axesarray as ax\n        r = np.tanh(x * 1.75 + 0.5) / 3")
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
+    base = min(_exit_delay(plain, env) for _ in range(2))
+    delay = min(
+        _exit_delay(tier, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))) for k in range(2)
+    )
+    assert delay < base + 0.3, f"exit {delay:.3f} s after the last result (numpy: {base:.3f})"
+
+
 def test_option_is_validated():
     with pytest.raises(ValueError, match=r"set_options: bad value for 'tiered' \(got 1\)"):
         ax.set_options(tiered=1)

@@ -190,7 +190,8 @@ _ROWS = [
     # argument is evaluated once (a ``where`` chain repeats it); a tensor bound is
     # ``maximum``/``minimum`` (numpy's array clip: the bound wins a tie).
     _op(
-        "clip_lo", 2, "maximum", Code("max({0}, {1})", f="({0} if ({0} >= {1} or {0} != {0}) else {1})"),
+        "clip_lo", 2, "maximum",
+        Code("max({0}, {1})", f="({0} if ({0} >= {1} or {0} != {0}) else {1})"),
         grad=lambda F, a, out, g: (
             F.where((a[0] >= a[1]) | F.isnan(a[0]), g, 0.0),
             F.where((a[0] >= a[1]) | F.isnan(a[0]), 0.0, g),
@@ -198,7 +199,8 @@ _ROWS = [
         reference=lambda x, lo: np.where((x >= lo) | np.isnan(x), x, lo),
     ),
     _op(
-        "clip_hi", 2, "minimum", Code("min({0}, {1})", f="({0} if ({0} <= {1} or {0} != {0}) else {1})"),
+        "clip_hi", 2, "minimum",
+        Code("min({0}, {1})", f="({0} if ({0} <= {1} or {0} != {0}) else {1})"),
         grad=lambda F, a, out, g: (
             F.where((a[0] <= a[1]) | F.isnan(a[0]), g, 0.0),
             F.where((a[0] <= a[1]) | F.isnan(a[0]), 0.0, g),

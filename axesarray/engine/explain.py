@@ -102,9 +102,15 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
             writes = _writes(step.out.src, schedule)
             kernels.append(
                 KernelInfo(
-                    "numpy", step.why, writes, loops, len(step.args), None, "numpy",
+                    "numpy",
+                    step.why,
+                    writes,
+                    loops,
+                    len(step.args),
+                    None,
+                    "numpy",
                     *step_estimate(step),
-                )  # fmt: skip
+                )
             )
             continue
         if type(step) is not KernelStep:
@@ -114,9 +120,15 @@ def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kern
             )
             kernels.append(
                 KernelInfo(
-                    "blas", step.why, _writes(step.out.src, schedule), loops, 2, None, "blas",
+                    "blas",
+                    step.why,
+                    _writes(step.out.src, schedule),
+                    loops,
+                    2,
+                    None,
+                    "blas",
                     *step_estimate(step),
-                )  # fmt: skip
+                )
             )
             continue
         is_result = step.out.src == schedule.result.src

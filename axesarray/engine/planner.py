@@ -29,12 +29,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..core.ops import OPS
+from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from ..dag.nodes import Leaf, Node, walk
+from ..dag.reshape import merge_order
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
-from ..core.ops import OPS
-from ..dag.reshape import merge_order
-from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from . import cost
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
@@ -117,9 +117,7 @@ def _shifted(tree, shape: tuple, dim: int, delta: int, length: int):
 
 
 class _Builder:
-    def __init__(
-        self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict
-    ):
+    def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
         self.canon = canon  # id(node) -> canonical value; all memos are keyed by it
         self.param_index = {id(p): i for i, p in enumerate(params)}
@@ -431,6 +429,13 @@ KERNEL_BUDGET = 48
 _EXPENSIVE_COST = 4  # an exp/log/division counts as four additions
 
 
+def _body_of(node_id: int, kept: list, body: dict, own: dict) -> tuple[int, frozenset]:
+    """Size and nodes of a fused body: the node and its kept children's bodies, each
+    distinct node once."""
+    ids = frozenset((node_id,)).union(*(body[id(c)] for c in kept))
+    return sum(own[i] for i in ids), ids
+
+
 def _size_cuts(dag: Node, canon: dict) -> dict:
     """``id(node) -> canonical value`` of the elementwise nodes to materialize so that no
     kernel body exceeds ``KERNEL_BUDGET``: bottom-up, a node whose fused children would
@@ -450,19 +455,14 @@ def _size_cuts(dag: Node, canon: dict) -> dict:
         own[id(node)] = _EXPENSIVE_COST if kind == "map" and OPS[node.op].expensive else 1
         kids = sorted(node.children, key=lambda c: -size[id(c)])
         kept = list(kids)
-
-        def measure(kept):
-            ids = frozenset((id(node),)).union(*(body[id(c)] for c in kept))
-            return sum(own[i] for i in ids), ids
-
-        total, ids = measure(kept)
+        total, ids = _body_of(id(node), kept, body, own)
         for c in kids:
             if total <= KERNEL_BUDGET:
                 break
             if size[id(c)]:
                 kept.remove(c)
                 cuts[id(c)] = canon[id(c)]
-                total, ids = measure(kept)
+                total, ids = _body_of(id(node), kept, body, own)
         size[id(node)], body[id(node)] = total, ids
     return cuts
 

@@ -51,6 +51,7 @@ def _physical_memory() -> int:
 # once and keeps the peak at input + output.
 NUMPY_MAX_BYTES = min(_physical_memory() // 16, 256 << 20)
 
+
 class _Compiler:
     """One daemon thread running compiles in order (numba serializes them anyway, and the
     caller keeps a core). Not a ``ThreadPoolExecutor``: the interpreter joins those at exit,
