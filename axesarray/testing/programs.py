@@ -235,13 +235,6 @@ def _np_binary(op, a: Shadow, b, side: str) -> Shadow:
     return Shadow(arr, names, exact, max(mag, _absmax(arr)))
 
 
-def _lengths(a: Shadow, b, names):
-    lengths = dict(zip(a.names, a.arr.shape, strict=True))
-    if isinstance(b, Shadow):
-        lengths.update(zip(b.names, b.arr.shape, strict=True))
-    return [lengths[n] for n in names]
-
-
 def _ax_binary(op, a, b, side: str):
     fn = BINARY[op][0]
     if side == "l":
