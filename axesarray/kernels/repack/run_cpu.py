@@ -496,7 +496,7 @@ def try_repack(dst: Leaf, src: Leaf) -> bool:
     then uses the general engine. Padding of ``dst`` is never written.
 
     >>> import numpy as np
-    >>> from axesarray.strided import contiguous, permute
+    >>> from axesarray.core.strided import contiguous, permute
     >>> a = np.arange(6.0); b = np.zeros(6)
     >>> try_repack(Leaf(b, contiguous((2, 3))), Leaf(a, permute(contiguous((3, 2)), (1, 0))))
     True
