@@ -703,7 +703,7 @@ def report(rows: list[dict]) -> None:
     head = (
         f"{'program':<34} {'elements':>9} {'axesarray':>11} {'numpy':>11} {'x numpy':>7}"
         f" {'torch':>11} {'x torch':>7} {'1st call':>11} {'1st x np':>8} {'kern':>4}"
-        f" {'bytes/min':>9}  note"
+        f" {'bytes/min':>9} {'est/min':>7}  note"
     )
     print(head)
     print("-" * len(head))
@@ -712,7 +712,8 @@ def report(rows: list[dict]) -> None:
         ratio = t["numpy"] / t["axesarray"]
         tt = t.get("torch")
         minb = w.min_bytes()
-        moved = r["est"] if r["est"] is not None else minb + 2 * r["temps"]
+        moved = minb + 2 * r["temps"]  # every temporary written once and read once
+        est = f"{r['est'] / minb:6.2f}" if r["est"] is not None else "     -"
         notes = []
         target = 1.5 if w.transcendental_reduction else 1.0
         if w.elements() >= 1e5 and ratio < target:
@@ -722,11 +723,13 @@ def report(rows: list[dict]) -> None:
             f" {_fmt_s(t['numpy']):>11} {ratio:7.2f}"
             f" {_fmt_s(tt) if tt else '-':>11} {(tt / t['axesarray']) if tt else float('nan'):7.2f}"
             f" {_fmt_s(r['first_ax']):>11} {r['first_np'] / r['first_ax']:8.2f}"
-            f" {r['kernels']:4d} {moved / minb:9.2f}  {'; '.join(notes)}"
+            f" {r['kernels']:4d} {moved / minb:9.2f} {est:>7}  {'; '.join(notes)}"
         )
     print(
         "x numpy / x torch: their time / axesarray's (> 1: axesarray faster); 1st call: a"
-        " never-seen program, default options; bytes/min: bytes the plan moves / the minimum"
+        " never-seen program, default options; bytes/min: (minimum + each temporary written"
+        " and read once) / minimum; est/min: the planner's est_bytes (each kernel's reads) /"
+        " minimum"
     )
 
 
