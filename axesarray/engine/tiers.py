@@ -101,6 +101,11 @@ def _background() -> _Compiler:
     return _compiler
 
 
+def in_background(fn, *args) -> Future:
+    """Run ``fn`` on the compile thread."""
+    return _compiler.submit(fn, *args)
+
+
 def numpy_cost(root: Node) -> int:
     """Bytes of temporaries the reference engine allocates for ``root`` (one array per
     computed node)."""
