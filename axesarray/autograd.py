@@ -42,6 +42,7 @@ from . import expr as ex
 from . import expr_ops, expr_views
 from .errors import fmt_axes
 from .ops import OPS
+from .reductions_table import REDUCTIONS
 from .reshape import Reshape, reshape
 
 __all__ = [
@@ -181,36 +182,27 @@ def _back(v: ex.Node, axes: tuple[int, ...], shape: tuple[int, ...]) -> ex.Node:
     return _remap(v, shape, tuple((kept[k], 0, 1) for k in range(v.ndim)))
 
 
+class _R:
+    """What a reduction row's ``grad`` builds nodes with (``reductions_table``)."""
+
+    def __init__(self, axes: tuple[int, ...], shape: tuple[int, ...]):
+        self.axes, self.shape = axes, shape
+
+    map = staticmethod(expr_ops.map_op)
+    reduce = staticmethod(expr_ops.reduce)
+    cast = staticmethod(expr_ops.cast)
+
+    def back(self, v: ex.Node) -> ex.Node:
+        return _back(v, self.axes, self.shape)
+
+
 def _reduce_rule(node: ex.Reduce, g: ex.Node) -> tuple:
-    x, axes, op = node.arg, node.axes, node.op
-    if node.dtype.kind != "f" or op not in ("sum", "max", "min", "prod"):
+    """The row's ``grad`` (float reductions only; argmax and the like have none)."""
+    rule = REDUCTIONS[node.op].grad
+    if node.dtype.kind != "f" or rule is None:
         return (None,)
-    shape = x.shape
-    if op == "sum":
-        return (_back(g, axes, shape),)
-    if op in ("max", "min"):
-        # Ties share the gradient evenly (numpy-style subgradient): mask / count.
-        mask = expr_ops.cast(expr_ops.map_op("eq", (x, _back(node, axes, shape)), shape), x.dtype)
-        share = expr_ops.map_op("truediv", (g, expr_ops.reduce("sum", mask, axes)), node.shape)
-        return (expr_ops.map_op("mul", (_back(share, axes, shape), mask), shape),)
-    # prod: the product of the other elements, exact when some are zero.
-    zero = expr_ops.map_op("eq", (x, 0.0), shape)
-    others = expr_ops.reduce("prod", expr_ops.map_op("where", (zero, 1.0, x), shape), axes)
-    zeros = expr_ops.reduce("sum", expr_ops.cast(zero, x.dtype), axes)
-    none_zero = _back(expr_ops.map_op("eq", (zeros, 0.0), node.shape), axes, shape)
-    one_zero = _back(expr_ops.map_op("eq", (zeros, 1.0), node.shape), axes, shape)
-    others_b = _back(others, axes, shape)
-    lone = expr_ops.map_op("and", (one_zero, zero), shape)
-    d = expr_ops.map_op(
-        "where",
-        (
-            none_zero,
-            expr_ops.map_op("truediv", (others_b, x), shape),
-            expr_ops.map_op("where", (lone, others_b, 0.0), shape),
-        ),
-        shape,
-    )
-    return (expr_ops.map_op("mul", (_back(g, axes, shape), d), shape),)
+    x = node.arg
+    return (rule(_R(node.axes, x.shape), x, node, g, node.axes),)
 
 
 def _crop(g: ex.Node, shape: tuple[int, ...], dim: int, start: int) -> ex.Node:

@@ -20,7 +20,7 @@ import numpy as np
 from . import expr as ex
 from .errors import AxesError, fmt_axes, message
 
-__all__ = ["AlongAxis", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
+__all__ = ["AlongAxis", "OverAxes", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
 
 
 @attrs.frozen
@@ -34,6 +34,22 @@ class AlongAxis:
 
     def __call__(self, x):
         return self.func(x, axis=self.axis, **dict(self.kwargs))
+
+
+@attrs.frozen
+class OverAxes:
+    """``func(x, [q,] axis=dims, **kwargs)``: numpy reductions run as calls (``median``,
+    ``quantile``); ``q`` None, a number, or a tuple (a leading result dim)."""
+
+    func: object
+    dims: tuple[int, ...]
+    q: object = None
+    kwargs: tuple = ()
+
+    def __call__(self, x):
+        q = () if self.q is None else (np.asarray(self.q),)
+        out = self.func(x, *q, axis=self.dims, **dict(self.kwargs))
+        return np.asarray(out)
 
 
 @attrs.frozen

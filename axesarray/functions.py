@@ -18,6 +18,7 @@ from .axes import Axes, Axis, broadcast_axes, parse_names
 from .dtypes import check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
 from .ops import OPS
+from .reductions_table import REDUCTIONS
 from .tensor import Tensor, align, checked_assignment, elementwise
 
 
@@ -46,7 +47,27 @@ def _elementwise_function(row):
     return fn
 
 
+def _reduction_function(row):
+    """The public function of a ``reductions_table`` row: ``ax.nansum(x, "C")`` is
+    ``x.nansum("C")``."""
+    name = row.name
+
+    def fn(x, *args, **kwargs):
+        if not isinstance(x, Tensor):
+            raise TypeError(
+                message(name, "takes a tensor", f"got {type(x).__name__}",
+                        f"Wrap it: ax.{name}(ax.tensor(a, 'N C'), ...)")  # fmt: skip
+            )
+        return getattr(x, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = row.doc.replace("{f}", f"ax.{name}(x, ")
+    fn.__module__ = "axesarray"
+    return fn
+
+
 GENERATED = {row.public: _elementwise_function(row) for row in OPS.values() if row.public}
+GENERATED |= {r.name: _reduction_function(r) for r in REDUCTIONS.values() if r.function}
 globals().update(GENERATED)
 
 __all__ = sorted(GENERATED) + [

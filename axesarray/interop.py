@@ -22,6 +22,7 @@ from . import expr as ex
 from .devices import device_of
 from .errors import AxesError, fmt_axes, message
 from .ops import UFUNCS
+from .reductions_table import REDUCTIONS, UFUNC_REDUCE
 from .storage import wrap_array
 
 __all__ = [
@@ -450,16 +451,40 @@ def _sorter(method: str):
     return impl
 
 
-for _m in ("sum", "prod", "mean"):
-    implements(getattr(np, _m))(_reducer(_m))
-for _m, _fs in (("max", (np.max, np.amax)), ("min", (np.min, np.amin))):
-    implements(*_fs)(_extreme(_m))
-for _m in ("any", "all"):
-    implements(getattr(np, _m))(_logical(_m))
-for _m in ("var", "std"):
-    implements(getattr(np, _m))(_spread(_m))
-for _m in ("argmax", "argmin"):
-    implements(getattr(np, _m))(_arg(_m))
+def _median(method: str):
+    op = f"numpy.{method}"
+
+    def impl(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        return _finish(getattr(a, method)(axis_names(a, axis, op), bool(keepdims)), out, op)
+
+    return impl
+
+
+def _quantile(name: str):
+    op = f"numpy.{name}"
+
+    def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):  # fmt: skip
+        _refuse(op, weights=weights, interpolation=interpolation)
+        r = getattr(a, name)(q, axis_names(a, axis, op), bool(keepdims), method=method)
+        return _finish(r, out, op)
+
+    return impl
+
+
+# numpy's functions of each row of the reduction table, by how their arguments read
+_SIGNATURES = {
+    "reduce": _reducer,
+    "extreme": _extreme,
+    "logical": _logical,
+    "spread": _spread,
+    "arg": _arg,
+    "median": _median,
+    "quantile": _quantile,
+}
+for _row in REDUCTIONS.values():
+    if _row.numpy_functions:
+        implements(*_row.numpy_functions)(_SIGNATURES[_row.signature](_row.name))
 for _m in ("cumsum", "cumprod"):
     implements(getattr(np, _m))(_scan(_m))
 for _m in ("sort", "argsort"):
@@ -505,14 +530,7 @@ def _squeeze(a, axis=None):
 # --- numpy ufuncs ---------------------------------------------------------------------------
 
 # ufunc.reduce / ufunc.accumulate with a named meaning: the tensor method they are.
-_UFUNC_REDUCE = {
-    "add": "sum",
-    "multiply": "prod",
-    "maximum": "max",
-    "minimum": "min",
-    "logical_and": "all",
-    "logical_or": "any",
-}
+_UFUNC_REDUCE = UFUNC_REDUCE
 _UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
 
 

@@ -14,6 +14,7 @@ ORDER = [
     "errors",
     "options",
     "ops",
+    "reductions_table",
     "_version",
     "axes",
     "dtypes",

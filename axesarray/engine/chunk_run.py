@@ -29,6 +29,7 @@ from ..expr import Cast, Const, Leaf, Map, Node, Reduce
 from ..expr_ops import reduce as reduce_node
 from ..ops import OPS
 from ..options import OPTIONS
+from ..reductions_table import REDUCTIONS
 from ..storage import wrap_array
 from ..strided import remap_view
 from . import executor, reference
@@ -420,8 +421,8 @@ class Combine:
 
     def __call__(self, x, axis, keepdims):
         axes = tuple(sorted(a % x.ndim for a in axis))
-        if self.op in ("argmax", "argmin"):
-            pick = np.argmax if self.op == "argmax" else np.argmin
+        if REDUCTIONS[self.op].index:
+            pick = REDUCTIONS[self.op].numpy
             j = pick(x["v"], axis=axes[0], keepdims=True)
             out = np.take_along_axis(x, j, axis=axes[0])
             if self.dtype is not None:

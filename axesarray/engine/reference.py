@@ -11,7 +11,8 @@ import numpy as np
 from ..devices import device_of, host_array
 from ..errors import AxesError, message
 from ..expr import Leaf, Node, walk
-from ..ops import REDUCERS, apply_map
+from ..ops import apply_map
+from ..reductions_table import REDUCERS, REDUCTIONS
 from ..reshape import merge_order
 from ..storage import leaf_array, wrap_array
 from ..strided import addresses
@@ -46,7 +47,7 @@ def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndar
 
 def _reduce(node, x):
     # argmax/argmin reduce exactly one axis; numpy takes it as an int, not a tuple
-    axis = node.axes[0] if node.op in ("argmax", "argmin") else node.axes
+    axis = node.axes[0] if REDUCTIONS[node.op].index else node.axes
     return np.asarray(REDUCERS[node.op](x, axis=axis), dtype=node.dtype)
 
 
