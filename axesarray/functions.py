@@ -19,7 +19,7 @@ from .dtypes import check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
 from .ops import OPS
 from .reductions_table import REDUCTIONS
-from .tensor import Tensor, align, checked_assignment, elementwise
+from .tensor import Tensor, align, checked_assignment, contract, elementwise
 
 
 def _elementwise_function(row):
@@ -150,27 +150,7 @@ def dot(a: Tensor, b: Tensor, over) -> Tensor:
                 "dot", "name the axes to contract", "over=None", "Use e.g. ax.dot(a, b, over='K')"
             )
         )
-    over_names = parse_names(over, "dot")
-    for name in over_names:
-        a.axes.index(name, "dot")
-        b.axes.index(name, "dot")
-    broadcast_axes(a.axes, b.axes, op="dot", mode="union")  # same-name lengths must agree
-    out_axes = Axes(
-        [x for x in a.axes if x.name not in over_names]
-        + [x for x in b.axes if x.name not in over_names and x.name not in a.axes]
-    )
-    label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
-    loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), "dot")
-    node = ex.Dot(
-        expr_ops.cast(a._node, loop[0]),
-        expr_ops.cast(b._node, loop[1]),
-        tuple(label[n] for n in a.names),
-        tuple(label[n] for n in b.names),
-        tuple(label[x.name] for x in out_axes),
-        out_axes.shape,
-        loop[-1],
-    )
-    return Tensor(out_axes, node)
+    return contract(a, b, parse_names(over, "dot"), "dot")
 
 
 def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:

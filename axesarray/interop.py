@@ -299,6 +299,27 @@ class InteropMethods:
 
     # --- xarray ----------------------------------------------------------------------------
 
+    @property
+    def values(self) -> np.ndarray:
+        """The values as a numpy array in logical order (xarray's ``values``; ``numpy()``).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(3), "N").values
+        array([0, 1, 2])
+        """
+        return self.numpy()
+
+    def tolist(self):
+        """The values as nested Python lists in logical order (a number for a tensor
+        without axes), as ``ndarray.tolist``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.arange(4).reshape(2, 2), "N C")
+        >>> x.T.tolist(), x.sum().tolist()
+        ([[0, 2], [1, 3]], 6)
+        """
+        return self.numpy().tolist()
+
     def to_xarray(self, coords=None, name=None, attrs=None):
         """An ``xarray.DataArray`` with dims = axis names, sharing memory when the tensor is
         a plain view of host memory (a blocked layout converts to logical order; an

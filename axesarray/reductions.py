@@ -116,6 +116,7 @@ class ReductionMethods:
         """``func(x, [q,] axis=dims, **kwargs)`` as a numpy call (median, quantile): the
         reduced axes go; a list of ``q`` gives a leading axis ``quantile``."""
         dims = resolve_names(self._axes, names, op)
+        self._check_identity(op, dims)
         qs = None
         if q is not None:
             qs = np.asarray(q, dtype=np.float64)

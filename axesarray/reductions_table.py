@@ -417,14 +417,14 @@ _ROWS = [
              "``method=``). A list of ``q`` gives a leading axis ``quantile`` (xarray's "
              "name). A numpy call.", "[[1.0, 2.0, 3.0, 4.0]]",
              '[0.25, 0.5], "C").numpy()', "array([[1.75],\n           [2.5 ]])"),
-        (np.quantile,), "quantile", function=True, skipna="nanquantile",
+        (np.quantile,), "quantile", function=True, skipna="nanquantile", empty=False,
         build=_quantile(np.quantile),
     ),
     Reduction(
         "nanquantile", quiet(np.nanquantile),
         _doc("Quantile(s) of the non-NaN elements (``np.nanquantile``; as ``quantile``).",
              "[[1.0, np.nan, 3.0]]", '0.5, "C").numpy()', "array([2.])"),
-        (np.nanquantile,), "quantile", function=True, build=_quantile(np.nanquantile),
+        (np.nanquantile,), "quantile", function=True, empty=False, build=_quantile(np.nanquantile),
     ),
 ]
 # fmt: on

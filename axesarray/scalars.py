@@ -104,6 +104,21 @@ class ScalarMethods:
     def __trunc__(self) -> int:
         return self._to_int("trunc", math.trunc)
 
+    def equals(self, other) -> bool:
+        """Whether ``other`` is a tensor with the same axes (names and lengths, in any
+        order) and the same values, NaN equal to NaN (xarray's ``equals``; dtypes may
+        differ). A Python bool.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.array([[1.0, np.nan]]), "N C")
+        >>> x.equals(x.transpose("C N").copy()), x.equals(x + 1)
+        (True, False)
+        """
+        if not isinstance(other, ScalarMethods) or set(self._axes) != set(other._axes):
+            return False
+        both = (self == other) | ((self != self) & (other != other))
+        return bool(both.all())
+
     def __float__(self) -> float:
         return float(self.item())
 
