@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import expr as ex
-from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .calls import Apply, Same
-from .dtypes import as_dtype
+from .dag import nodes as ex
+from .core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
+from .tensors.calls import Apply, Same
+from .core.dtypes import as_dtype
 from .errors import AxesError, fmt_axes, message
+from .functions import clip, concat, dot, where
+from .tensors.interop import axis_names, implements, write_out
+from .tensors.tensor import Tensor
 from .functions import abs as _abs
-from .functions import clip, concat, dot, isfinite, isnan, where
-from .interop import axis_names, implements, write_out
-from .storage import wrap_array
-from .tensor import Tensor
+from .functions import isfinite, isnan
+from .storage.memory import wrap_array
 
 __all__ = ["stack", "einsum", "apply", "isclose", "allclose"]
 

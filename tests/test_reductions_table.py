@@ -249,7 +249,7 @@ def test_nanmax_of_an_empty_axis_is_refused_before_running():
 
 def test_a_new_row_is_all_it_takes(monkeypatch):
     """A composed reduction added as one row gets its method, skipna and numpy function."""
-    import axesarray.reductions as reductions
+    import axesarray.tensors.reducing as reductions
     from axesarray.reductions_table import Reduction
 
     def _range(x, names=None, keepdims=False):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lower import Lowered
-from ..reductions_table import REDUCTIONS
+from ..core.reductions_table import REDUCTIONS
 from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, type_name
 
 __all__ = ["cpu_source", "can_stream", "CHUNKS"]

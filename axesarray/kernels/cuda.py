@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .cpu import _bases, _combine, _decompose, _emit_body, _Src, _store, epilogue
 from .lower import Lowered
-from ..reductions_table import REDUCTIONS
+from ..core.reductions_table import REDUCTIONS
 from .scalar import REDUCE_INIT, acc_dtype, type_name
 
 __all__ = ["cuda_source", "threads_per_block"]

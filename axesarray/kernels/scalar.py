@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops import OPS
-from ..reductions_table import REDUCTIONS
+from ..core.ops import OPS
+from ..core.reductions_table import REDUCTIONS
 
 __all__ = ["Body", "type_name", "reg_dtype", "acc_dtype", "REDUCE_INIT"]
 
