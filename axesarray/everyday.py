@@ -400,7 +400,10 @@ def _operands(a, b, op: str) -> tuple:
             )
         return Tensor(ref.axes, ex.Leaf(*wrap_array(np.ascontiguousarray(arr))))
 
-    return named(a), named(b)
+    a, b = named(a), named(b)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        broadcast_axes(a.axes, b.axes, op=op)  # same names, different lengths: say so here
+    return a, b
 
 
 def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
@@ -412,9 +415,13 @@ def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = Fa
     >>> ax.isclose(a, a.transpose("C N") + 1e-9).numpy()
     array([[ True,  True]])
     """
+    return _isclose(a, b, rtol, atol, equal_nan, "isclose")
+
+
+def _isclose(a, b, rtol, atol, equal_nan, op: str) -> Tensor:
     a, b = (
         v.astype("float64") if isinstance(v, Tensor) and v.dtype.kind in "biu" else v
-        for v in _operands(a, b, "isclose")
+        for v in _operands(a, b, op)
     )  # numpy compares integers as floats (no wrapping differences)
     finite = isfinite(a) & isfinite(b)
     close = where(finite, _abs(a - b) <= atol + rtol * _abs(b), a == b)
@@ -432,17 +439,17 @@ def allclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = F
     >>> ax.allclose(a, a.transpose("C N").copy()), ax.allclose(a, a + 1)
     (True, False)
     """
-    return bool(isclose(a, b, rtol, atol, equal_nan).all())
+    return bool(_isclose(a, b, rtol, atol, equal_nan, "allclose").all())
 
 
 @implements(np.isclose)
 def _np_isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return isclose(a, b, rtol, atol, equal_nan)
+    return _isclose(a, b, rtol, atol, equal_nan, "numpy.isclose")
 
 
 @implements(np.allclose)
 def _np_allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return allclose(a, b, rtol, atol, equal_nan)
+    return bool(_isclose(a, b, rtol, atol, equal_nan, "numpy.allclose").all())
 
 
 @implements(np.array_equal)

@@ -169,7 +169,8 @@ class Tensor(
 
     def __setitem__(self, key, value) -> None:
         if key is Ellipsis:  # ``self[...]`` is ``self``: straight to the checks of assign
-            if not self.is_lvalue and _gathered(self) is not None:
+            node = self._node
+            if type(node) is ex.Call and isinstance(node.fn, Gather):
                 index_put(self, value)  # ``x.isel(C=[0, 2])[...] = v``
                 return
             assign(self, value)
@@ -532,9 +533,9 @@ def index_put(target: Tensor, value) -> None:
         return
     device = x.device
 
-    def leaf(arr):
-        data = arr if device.is_cpu else device.upload(arr)
-        return ex.Leaf(data, contiguous(arr.shape))
+    def leaf(arr):  # a leaf's data is its 1-D storage
+        flat = arr.reshape(-1)
+        return ex.Leaf(flat if device.is_cpu else device.upload(flat), contiguous(arr.shape))
 
     hit, keys = None, {}
     for dims, arrays, axis in groups:
