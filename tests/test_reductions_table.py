@@ -17,7 +17,7 @@ import pytest
 from conftest import assert_close
 
 import axesarray as ax
-from axesarray.reductions_table import KERNEL_REDUCTIONS, REDUCERS, REDUCTIONS, UFUNC_REDUCE
+from axesarray.core.reductions_table import KERNEL_REDUCTIONS, REDUCERS, REDUCTIONS, UFUNC_REDUCE
 
 rng = np.random.default_rng(11)
 FLOATS = ("float32", "float64")
@@ -250,7 +250,7 @@ def test_nanmax_of_an_empty_axis_is_refused_before_running():
 def test_a_new_row_is_all_it_takes(monkeypatch):
     """A composed reduction added as one row gets its method, skipna and numpy function."""
     import axesarray.tensors.reducing as reductions
-    from axesarray.reductions_table import Reduction
+    from axesarray.core.reductions_table import Reduction
 
     def _range(x, names=None, keepdims=False):
         return x.max(names, keepdims) - x.min(names, keepdims)
