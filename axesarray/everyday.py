@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dag import nodes as ex
 from .core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .tensors.calls import Apply, Same
 from .core.dtypes import as_dtype
+from .dag import nodes as ex
 from .errors import AxesError, fmt_axes, message
-from .functions import clip, concat, dot, where
+from .functions import abs as _abs
+from .functions import clip, concat, dot, isfinite, isnan, where
+from .storage.memory import wrap_array
+from .tensors.calls import Apply, Same
 from .tensors.interop import axis_names, implements, write_out
 from .tensors.tensor import Tensor
-from .functions import abs as _abs
-from .functions import isfinite, isnan
-from .storage.memory import wrap_array
 
 __all__ = ["stack", "einsum", "apply", "isclose", "allclose"]
 
@@ -455,9 +454,8 @@ def _np_allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 @implements(np.array_equal)
 def _np_array_equal(a1, a2, equal_nan=False):
     a1, a2 = _operands(a1, a2, "numpy.array_equal")
-    if isinstance(a1, Tensor) and isinstance(a2, Tensor):
-        if set(a1.axes) != set(a2.axes):
-            return False
+    if isinstance(a1, Tensor) and isinstance(a2, Tensor) and set(a1.axes) != set(a2.axes):
+        return False
     same = a1 == a2
     if equal_nan:
         same = same | (isnan(a1) & isnan(a2))

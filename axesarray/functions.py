@@ -13,15 +13,14 @@ import operator
 import numpy as np
 
 from . import engine
+from .core.axes import Axes, Axis, parse_names
+from .core.dtypes import check_weak_scalar, is_weak
+from .core.ops import OPS
+from .core.reductions_table import REDUCTIONS
 from .dag import build as expr_ops
 from .dag import nodes as ex
-from .core.axes import Axes, Axis, broadcast_axes, parse_names
-from .core.dtypes import check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
-from .core.ops import OPS
-from .tensors.tensor import Tensor, align, checked_assignment, elementwise
-from .core.reductions_table import REDUCTIONS
-from .tensors.tensor import contract
+from .tensors.tensor import Tensor, align, checked_assignment, contract, elementwise
 
 
 def _elementwise_function(row):

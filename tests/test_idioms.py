@@ -219,7 +219,7 @@ def test_sel_is_not_there_and_names_isel():
     with raises(AttributeError, "sel: tensors have axes, not coordinate labels"):
         t.sel(C=1)
     with pytest.raises(AttributeError, match="isel"):
-        t.sel
+        t.sel  # noqa: B018
     assert t.isel(C=1).names == ("N", "H")  # the hint
     with raises(AttributeError, "'Tensor' object has no attribute 'nope'"):
         t.nope  # noqa: B018
@@ -389,7 +389,8 @@ def test_topk_nan_is_largest_and_errors():
     values, indices = t.topk(2)
     assert_close(indices, np.array([1, 2]))
     assert np.isnan(values.numpy()[0])
-    with raises(ValueError, "topk: k must be an integer from 0 to the length of 'N' (N=3; got k=4)."):
+    msg = "topk: k must be an integer from 0 to the length of 'N' (N=3; got k=4)."
+    with raises(ValueError, msg):
         t.topk(4, "N")
     assert t.topk(1, "N")[1].numpy().tolist() == [1]  # the hint
     with raises(ax.AxesError, "topk: name the axis to work along"):

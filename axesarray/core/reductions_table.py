@@ -316,14 +316,16 @@ _ROWS = [
         init="True", combine=("{acc} = {acc} and {v}",),
     ),
     Reduction(
-        "argmax", np.argmax, "", (np.argmax,), "arg", generated=False, empty=False, index=True, better=">",
+        "argmax", np.argmax, "", (np.argmax,), "arg", generated=False, empty=False,
+        index=True, better=">",
         unroll=False, init="{t}({lo})", accumulator="value",
         combine=("if {v} > {acc}:", "    {acc} = {v}", "    ai = {index}"),
         combine_float=("if {v} > {acc} or ({v} != {v} and {acc} == {acc}):",
                        "    {acc} = {v}", "    ai = {index}"),
     ),
     Reduction(
-        "argmin", np.argmin, "", (np.argmin,), "arg", generated=False, empty=False, index=True, better="<",
+        "argmin", np.argmin, "", (np.argmin,), "arg", generated=False, empty=False,
+        index=True, better="<",
         unroll=False, init="{t}({hi})", accumulator="value",
         combine=("if {v} < {acc}:", "    {acc} = {v}", "    ai = {index}"),
         combine_float=("if {v} < {acc} or ({v} != {v} and {acc} == {acc}):",

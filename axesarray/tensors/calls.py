@@ -17,9 +17,9 @@ from typing import Self
 import attrs
 import numpy as np
 
+from ..core.axes import Axes, Axis
 from ..dag import nodes as ex
 from ..errors import AxesError, fmt_axes, message
-from ..core.axes import Axes, Axis
 
 __all__ = ["AlongAxis", "OverAxes", "TopK", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
 
@@ -268,16 +268,21 @@ def _topk(self, k, name, new_axis, largest: bool) -> tuple:
     axis = self._axes[d]
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= axis.length:
         raise ValueError(
-            message("topk", f"k must be an integer from 0 to the length of {axis.name!r}",
-                    f"{axis}; got k={k!r}", f"e.g. x.topk({min(axis.length, 1)}, {axis.name!r})")  # fmt: skip
+            message(
+                "topk",
+                f"k must be an integer from 0 to the length of {axis.name!r}",
+                f"{axis}; got k={k!r}",
+                f"e.g. x.topk({min(axis.length, 1)}, {axis.name!r})",
+            )
         )
     new = Axis(new_axis or axis.name, k)
     items = list(self._axes)
     items[d] = new
     out = Axes(items)
     ident = (tuple(range(self.ndim)),)
-    values = ex.Call(TopK(d, k, largest, False), (self._node,), out.shape, self.dtype, "topk", ident)
-    index = ex.Call(TopK(d, k, largest, True), (self._node,), out.shape, np.int64, "topk", ident)
+    node = (self._node,)
+    values = ex.Call(TopK(d, k, largest, False), node, out.shape, self.dtype, "topk", ident)
+    index = ex.Call(TopK(d, k, largest, True), node, out.shape, np.int64, "topk", ident)
     return type(self)(out, values), type(self)(out, index)
 
 

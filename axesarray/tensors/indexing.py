@@ -15,16 +15,16 @@ from typing import Self
 
 import numpy as np
 
-from ..dag import nodes as ex
-from ..dag import views as expr_views
 from ..autograd.rules import in_graph
 from ..core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .calls import Gather
+from ..core.strided import contiguous
+from ..dag import nodes as ex
+from ..dag import views as expr_views
+from ..dag.reshape import Reshape
 from ..errors import AxesError, fmt_axes, message
 from ..storage.layouts import isel_layout
-from ..dag.reshape import Reshape
 from ..storage.memory import fresh
-from ..core.strided import contiguous
+from .calls import Gather
 
 __all__ = ["ViewMethods", "align", "resolve_names"]
 

@@ -16,15 +16,15 @@ from typing import Self
 
 import numpy as np
 
-from ..dag import nodes as ex
-from ..dag import build as expr_ops, views as expr_views
 from ..core.axes import Axes, Axis, parse_names
-from .calls import ArgFlat
+from ..core.reductions_table import REDUCTIONS
+from ..dag import build as expr_ops
+from ..dag import nodes as ex
+from ..dag import views as expr_views
 from ..errors import AxesError, fmt_axes, message
 from ..storage.layouts import isel_layout
+from .calls import ArgFlat, OverAxes
 from .indexing import resolve_names
-from .calls import OverAxes
-from ..core.reductions_table import REDUCTIONS
 
 __all__ = ["ReductionMethods"]
 

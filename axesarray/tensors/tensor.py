@@ -13,28 +13,25 @@ from __future__ import annotations
 import numpy as np
 
 from .. import engine
+from ..core.axes import Axes, Axis, broadcast_axes
+from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak, ufunc_dtypes
+from ..core.ops import OPS
+from ..core.strided import contiguous
 from ..dag import build as expr_ops
 from ..dag import nodes as ex
-from ..display.reprs import tensor_html, tensor_repr
-from ..core.axes import Axes, broadcast_axes
-from .calls import CallMethods
-from .chunking import ChunkedMethods
-from .metadata import DescribeMethods, TensorDescription
-from ..storage.devices import as_device, device_of
-from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
-from ..errors import AxesError, fmt_axes, message
 from ..dag.chunked_leaf import Chunked, has_chunked
+from ..display.reprs import tensor_html, tensor_repr
+from ..errors import AxesError, fmt_axes, message
+from ..storage.devices import as_device, device_of
+from .calls import CallMethods, Gather
+from .chunking import ChunkedMethods
 from .gradients import GradMethods
+from .indexing import ViewMethods, align
 from .interop import InteropMethods, array_ufunc
 from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
-from ..core.ops import OPS
-from .reducing import ReductionMethods
+from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
-from .indexing import ViewMethods, align
-from ..core.axes import Axis
-from .calls import Gather
-from ..core.dtypes import ufunc_dtypes
-from ..core.strided import contiguous
+from .reducing import ReductionMethods
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
 
