@@ -221,8 +221,6 @@ def test_sel_is_not_there_and_names_isel():
     with pytest.raises(AttributeError, match="isel"):
         t.sel  # noqa: B018
     assert t.isel(C=1).names == ("N", "H")  # the hint
-    with raises(AttributeError, "'Tensor' object has no attribute 'nope'"):
-        t.nope  # noqa: B018
 
 
 # --- masks and scatter ---------------------------------------------------------------------

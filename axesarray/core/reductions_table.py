@@ -248,7 +248,8 @@ def _quantile(func):
     run = quiet(func)
 
     def build(x, q, names=None, keepdims=False, method="linear"):
-        return x._over_axes(func.__name__, run, names, keepdims, q, {"method": method})
+        kwargs = {"method": method}
+        return x._over_axes(func.__name__, run, names, keepdims, q, kwargs, quantile=True)
 
     return build
 

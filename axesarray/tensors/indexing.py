@@ -252,20 +252,26 @@ class ViewMethods:
         """
         return self.transpose()
 
-    def __getattr__(self, name: str):
-        # Only reached when normal lookup fails (never on the hot paths).
-        if name == "sel":
-            raise AttributeError(
-                message(
-                    "sel",
-                    "tensors have axes, not coordinate labels, so there is no label-based "
-                    "selection",
-                    None,
-                    "Select by position with x.isel(C=...) or x[{'C': ...}]; keep labels in "
-                    "xarray (x.to_xarray(coords=...).sel(...))",
-                )
+    @property
+    def sel(self):
+        """Not built: a tensor has axes, not coordinate labels, so there is no selection by
+        label; the ``AttributeError`` names ``isel`` (so ``hasattr(x, "sel")`` is False).
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.zeros((2, 3)), "N C")
+        >>> hasattr(x, "sel"), x.isel(C=1).names
+        (False, ('N',))
+        """
+        raise AttributeError(
+            message(
+                "sel",
+                "tensors have axes, not coordinate labels, so there is no label-based "
+                "selection",
+                None,
+                "Select by position with x.isel(C=...) or x[{'C': ...}]; keep labels in "
+                "xarray (x.to_xarray(coords=...).sel(...))",
             )
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        )
 
     def reshape(self, spec=None, **kwargs) -> Self:
         """Split and merge axes by name in one call: ``{"C": ("G", "Cg")}`` splits ``C``

@@ -113,31 +113,40 @@ class ReductionMethods:
             return (v.astype("float32") ** 0.5).astype("float16")
         return v**0.5
 
-    def _over_axes(self, op: str, func, names, keepdims: bool, q, kwargs: dict) -> Self:
+    def _over_axes(
+        self, op: str, func, names, keepdims: bool, q, kwargs: dict, quantile: bool = False
+    ) -> Self:
         """``func(x, [q,] axis=dims, **kwargs)`` as a numpy call (median, quantile): the
         reduced axes go; a list of ``q`` gives a leading axis ``quantile``."""
-        dims = resolve_names(self._axes, names, op)
-        self._check_identity(op, dims)
         qs = None
-        if q is not None:
-            qs = np.asarray(q, dtype=np.float64)
+        if quantile:
+            try:
+                qs = np.asarray(q, dtype=np.float64)
+            except (TypeError, ValueError):
+                qs = np.full(2, np.nan)  # refused below
             if qs.ndim > 1 or not np.all((qs >= 0) & (qs <= 1)):
                 raise ValueError(
                     message(op, "q must be a number or a list of numbers in [0, 1]",
                             f"got {q!r}", "e.g. x.quantile([0.25, 0.75], 'C')")  # fmt: skip
                 )
             qs = float(qs) if qs.ndim == 0 else tuple(float(v) for v in qs)
+        dims = resolve_names(self._axes, names, op)
+        self._check_identity(op, dims)
         if keepdims:
             reduced = [self._axes[d].name for d in dims]
             x = self._with_placeholders(dims)
-            return x._over_axes(op, func, reduced, False, q, kwargs)._placeholders_named()
+            out = x._over_axes(op, func, reduced, False, q, kwargs, quantile)
+            return out._placeholders_named()
         kept = tuple(a for d, a in enumerate(self._axes) if d not in dims)
         if isinstance(qs, tuple):
             kept = (Axis("quantile", len(qs)),) + kept
         axes = Axes(kept)
         fn = OverAxes(func, tuple(dims), qs, tuple(sorted(kwargs.items())))
-        sample = np.ones(2, self.dtype)
-        dtype = np.asarray(fn.func(sample, *(() if qs is None else (0.5,)), **kwargs)).dtype
+        try:  # numpy's result dtype, and its checks of the arguments, on a tiny sample
+            sample = fn.func(np.ones(2, self.dtype), *(() if qs is None else (0.5,)), **kwargs)
+        except (TypeError, ValueError) as e:
+            raise ValueError(message(op, "numpy refuses the arguments", str(e))) from None
+        dtype = np.asarray(sample).dtype
         return type(self)(axes, ex.Call(fn, (self._node,), axes.shape, dtype, op))
 
     def _arg(self, op: str, name, keepdims: bool):
