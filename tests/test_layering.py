@@ -74,6 +74,7 @@ ORDER = [
     "autograd.rules",
     "autograd.program",
     "autograd",
+    "tensors.base",
     "tensors.calls",
     "tensors.indexing",
     "tensors.reducing",

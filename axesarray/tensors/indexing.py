@@ -15,6 +15,7 @@ from typing import Self
 
 import numpy as np
 
+from .base import TensorBase
 from ..autograd.rules import in_graph
 from ..core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from ..core.strided import contiguous
@@ -52,7 +53,7 @@ def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
 
 def _is_basic(key) -> bool:
     """A slice or a plain integer (a view); everything else is gathered."""
-    if isinstance(key, (ViewMethods, list, tuple)):
+    if isinstance(key, (TensorBase, list, tuple)):
         return False
     # integers (and whatever isel's integer check then refuses); n-d arrays are gathered
     return not (isinstance(key, np.ndarray) and key.ndim > 0)
@@ -62,7 +63,7 @@ def _index_tensor(t, axis: Axis, key):
     """An integer index tensor for ``key`` on ``axis``: an integer tensor as it is; a list,
     a 1-D array or a boolean mask as a new 1-D tensor named like the axis (a mask is read
     now: it decides the length)."""
-    if isinstance(key, ViewMethods):
+    if isinstance(key, TensorBase):
         kind = key.dtype.kind
         if kind in "iu":
             return key
@@ -128,7 +129,7 @@ def _index_tensor(t, axis: Axis, key):
 def _short(key) -> str:
     """A key for a message: a tensor or an array by its type and axes or shape, never its
     values (a mask can be large)."""
-    if isinstance(key, ViewMethods):
+    if isinstance(key, TensorBase):
         return f"a {key.dtype} tensor ({fmt_axes(key._axes)})"
     if isinstance(key, np.ndarray):
         return f"a {key.dtype} array of shape {key.shape}"
@@ -138,12 +139,12 @@ def _short(key) -> str:
 
 def _mask_key(key):
     """``(mask, new axis name)`` for ``x[mask]`` / ``x[mask, "K"]``, else ``(None, None)``."""
-    if isinstance(key, ViewMethods) and key.dtype.kind == "b":
+    if isinstance(key, TensorBase) and key.dtype.kind == "b":
         return key, None
     if (
         isinstance(key, tuple)
         and len(key) == 2
-        and isinstance(key[0], ViewMethods)
+        and isinstance(key[0], TensorBase)
         and key[0].dtype.kind == "b"
         and isinstance(key[1], str)
     ):
@@ -507,7 +508,7 @@ class ViewMethods:
         >>> y.axes, y.numpy()
         (Axes(Axis('K', 3)), array([3., 4., 5.]))
         """
-        if not isinstance(mask, ViewMethods) or mask.dtype.kind != "b":
+        if not isinstance(mask, TensorBase) or mask.dtype.kind != "b":
             raise TypeError(
                 message(
                     "getitem",
@@ -572,7 +573,7 @@ class ViewMethods:
         >>> y.axes, y.strides
         (Axes(Axis('N', 2), Axis('C', 3)), (0, 8))
         """
-        target = as_axes(axes.axes if isinstance(axes, ViewMethods) else axes, "broadcast_to")
+        target = as_axes(axes.axes if isinstance(axes, TensorBase) else axes, "broadcast_to")
         names = set(target.names)
         missing = [a for a in self._axes if a.name not in names]
         if missing:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from ..errors import AxesError, fmt_axes, message
+from .base import TensorBase
 
 __all__ = ["ScalarMethods"]
 
@@ -114,7 +115,7 @@ class ScalarMethods:
         >>> x.equals(x.transpose("C N").copy()), x.equals(x + 1)
         (True, False)
         """
-        if not isinstance(other, ScalarMethods) or set(self._axes) != set(other._axes):
+        if not isinstance(other, TensorBase) or set(self._axes) != set(other._axes):
             return False
         both = (self == other) | ((self != self) & (other != other))
         return bool(both.all())
