@@ -3,9 +3,10 @@
 A ``Call`` node hands its children to a function as numpy arrays; the functions here are
 frozen value objects (their fields are the static arguments), so two equal calls have one
 structural key and are planned and computed once. ``CallMethods`` gives ``Tensor``
-``cumsum``, ``cumprod``, ``sort`` and ``argsort`` by name (results built with
+``cumsum``, ``cumprod``, ``sort``, ``argsort`` and ``topk`` by name (results built with
 ``type(self)``); ``views`` (vectorized ``isel``), ``reductions`` (``argmax`` over several
-axes) and ``ax.apply`` build their nodes from the classes below.
+axes; ``OverAxes`` for median and quantile) and ``ax.apply`` build their nodes from the
+classes below.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
-"""View methods of ``Tensor``: transpose, isel/indexing, rename, broadcast, split, flatten.
+"""View methods of ``Tensor``: transpose (``T``), isel/indexing, masks, rename, broadcast,
+split, flatten, ``reshape`` by names, ``flip``, ``roll``, ``diff``.
 
 Every method returns a view (stride arithmetic, no copy) built with ``strided.remap_view``
 through ``expr.remap``, except ``split``/``flatten`` when strides cannot express the result
 (then a copy, or an error with ``copy=False``), and ``isel`` with integer lists, boolean
-masks or integer tensors (a gather: an r-tensor, see ``_gather``). A mixin of ``Tensor``;
+masks or integer tensors, and ``x[mask]`` (a gather: an r-tensor, see ``_gather``; writing
+to one writes its source, see ``tensor.index_put``); ``roll`` and ``diff`` are
+concatenated / subtracted slices (r-tensors that fuse). A mixin of ``Tensor``;
 results are built with ``type(self)``, so this module does not import ``tensor``.
 """
 

@@ -1,10 +1,12 @@
-"""Reduction methods of ``Tensor``: sum, prod, max, min, any, all, mean, var, std, argmax,
-argmin.
+"""Reduction methods of ``Tensor``, generated from the rows of
+``core.reductions_table.REDUCTIONS`` (sum, prod, max, min, any, all, mean, var, std, the
+``nan*`` reductions, median, quantile, with ``skipna=``), and argmax/argmin.
 
 Reductions are lazy ``expr.Reduce`` nodes over named axes, with numpy's result dtypes;
 the result keeps the input's layout minus the reduced axes. ``keepdims=True`` keeps each
 reduced axis with length 1 in its place. ``var``/``std`` are built from ``mean`` and
-``sum`` (two fused reductions). A mixin of ``Tensor``.
+``sum`` (two fused reductions); median and quantile are numpy calls (``_over_axes``). A
+mixin of ``Tensor``.
 """
 
 from __future__ import annotations

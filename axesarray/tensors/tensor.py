@@ -4,7 +4,8 @@ Names live here and above; everything below sees positions. A Tensor is ``(axes,
 an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
 expression) otherwise. Metadata comes from ``metadata``, view methods from ``indexing``,
 reductions from ``reductions``, layout methods from ``tensors.layout_methods``; the operators are
-generated from ``ops.OPS``.
+generated from ``ops.OPS``; ``a @ b`` contracts the one shared name; assignment through a
+gather (``x[mask] = v``, ``x[{"C": [0, 2]}] = v``) writes its source (``index_put``).
 Every import points down.
 """
 
