@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import threading
 
 import numpy as np
@@ -98,23 +99,39 @@ def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
             disjoint = set(map(id, pa)).isdisjoint(map(id, pb))
         if disjoint:
             return _intern(head + (a.key, b.key)), pa + pb
-    params: list = []
-    index: dict[int, int] = {}
+    # Shared params. In a long program most nodes join a child holding hundreds of params
+    # (one view of the input per step) with a few shared ones (a recurrence's weights):
+    # then only the few are looked up, by identity scans in C, so building stays linear
+    # in practice; a dict over every param per node made it quadratic.
+    first = children[0].params
+    rest = [c.params for c in children[1:]]
     slots = []
     shared = False
-    for c in children:
-        slot = []
-        for p in c.params:
-            k = index.get(id(p))
-            if k is None:
-                k = index[id(p)] = len(params)
-                params.append(p)
-            else:
+    if sum(map(len, rest)) <= 8:
+        params = first
+        for pc in rest:
+            slot = []
+            for p in pc:
+                if p in params:  # an identity scan (nodes define no __eq__)
+                    shared = True
+                    slot.append(params.index(p))
+                else:
+                    slot.append(len(params))
+                    params += (p,)
+            slots.append(tuple(slot))
+    else:  # large children on both sides (a backward step reads both halves of a loop)
+        params = first
+        for pc in rest:  # C-level passes only: no Python loop over the params
+            index = dict(zip(map(id, params), itertools.count()))
+            known = list(map(index.__contains__, map(id, pc)))
+            if any(known):
                 shared = True
-            slot.append(k)
-        slots.append(tuple(slot))
+            if not all(known):
+                params += tuple(itertools.compress(pc, map(operator.not_, known)))
+                index = dict(zip(map(id, params), itertools.count()))
+            slots.append(tuple(map(index.__getitem__, map(id, pc))))
     keys = tuple(c.key for c in children)
-    return _intern(head + keys + ((tuple(slots),) if shared else ())), tuple(params)
+    return _intern(head + keys + ((tuple(slots),) if shared else ())), params
 
 
 class Node:

@@ -33,7 +33,7 @@ from .errors import AxesError, fmt_axes, message
 from .functions import explain as explain_tensor
 from .grads import seed_node
 from .layout_views import allocate_leaf, layout_for_axes
-from .program import RUN_LOCK, Program, root_leaf
+from .program import Program, root_leaf
 from .strided import contiguous
 from .tensor import Tensor
 
@@ -365,16 +365,10 @@ class Function:
             )
         pairs = list(zip(self.inputs, values, strict=True))
         data = [self._value(k, p, v) for k, (p, v) in enumerate(pairs)]
-        tags = [p._node.tag for p in self.inputs]
-        with RUN_LOCK:
-            for tag in tags:
-                engine.UNBOUND.discard(tag)
-            try:
-                bound = {p._node: d for (p, _), d in zip(pairs, data, strict=True)}
-                leaves = self.program.run(bound)
-            finally:
-                for tag in tags:
-                    engine.UNBOUND.add(tag)
+        # Values travel by argument (no shared node is mutated): concurrent calls of one
+        # function run in parallel, and the placeholders stay unbound outside the call.
+        bound = {p._node: d for (p, _), d in zip(pairs, data, strict=True)}
+        leaves = self.program.run(bound)
         results = [
             Tensor(t.axes, leaf, t.layout) for t, leaf in zip(self.outputs, leaves, strict=True)
         ]

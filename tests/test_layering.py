@@ -57,6 +57,7 @@ ORDER = [
     "engine.alias",
     "engine.routes",
     "engine.tiers",
+    "engine.runner",
     "engine.executor",
     "engine.multi",
     "engine.chunk_run",

@@ -21,14 +21,16 @@ from ..expr import Leaf, Node
 from ..options import OPTIONS
 from ..storage import SMALL, allocate
 from . import reference
-from .alias import overlap_test, overlaps, via_temp
+from .alias import overlap_test
 from .binder import binder, fresh_runner, into_runner
-from .dispatch import debug_level, run_kernel, variant
+from .dispatch import debug_level, variant
 from .order import allocate_for
 from .plan import debug_print, describe
 from .planner import build_schedule
 from .rewrite import CPU_RULES, RULES, rewrite
-from .routes import ROUTES, try_copy
+from .routes import try_copy
+from .runner import NO_TEMPS as _NO_TEMPS
+from .runner import run_schedule
 from .schedule import KernelStep, Schedule
 from .tiers import describe_tier, use_numpy
 
@@ -94,42 +96,6 @@ def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
     return plan
 
 
-_NO_TEMPS: dict = {}
-
-
-def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
-    """Execute a schedule; returns the temps (the result is one of them when ``dst`` is
-    None)."""
-    device = plan.device
-    steps = plan.steps
-    if (  # the common small case: one kernel into the destination, no overlap
-        dst is not None
-        and not plan.temps
-        and len(steps) == 1
-        and type(steps[0]) is KernelStep
-        and not overlaps(steps[0], params, dst)
-    ):
-        run_kernel(steps[0], params, _NO_TEMPS, dst, device)
-        plan.ready = True
-        return _NO_TEMPS
-    temps = {
-        t: device.empty(math.prod(shape), dtype) for t, (shape, dtype, _) in enumerate(plan.temps)
-    }
-    last = len(steps) - 1
-    for i, step in enumerate(steps):
-        if type(step) is not KernelStep:
-            ROUTES[type(step)](step, params, temps, dst, device)
-        elif i == last and dst is not None and overlaps(step, params, dst):
-            first, copy = via_temp(step)
-            temps["alias"] = device.empty(first.out.view.size, first.out.dtype)
-            run_kernel(first, params, temps, dst, device)
-            run_kernel(copy, params, temps, dst, device)
-        else:
-            run_kernel(step, params, temps, dst, device)
-    plan.ready = True
-    return temps
-
-
 def explain(root: Node, dst: Leaf | None = None, names=None):
     """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given); ``names``
     label the result's dims."""
@@ -139,7 +105,7 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     return describe(plan, cached, names, describe_tier(plan, root))
 
 
-def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
+def numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
     """``dst[...] = root`` (or a fresh result) on the reference engine when the tiers say
     so: the result leaf, or None when the kernels must run."""
     if not use_numpy(plan, root, dst):
@@ -167,7 +133,7 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
         if run is not None and run.threshold == OPTIONS["serial_threshold"]:
             return run(root.params)
     if not plan.ready and tiered:
-        out = _numpy_tier(plan, root, None)
+        out = numpy_tier(plan, root, None)
         if out is not None:
             return out
     params = root.params
@@ -253,7 +219,7 @@ def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
         if run is not None and run.threshold == OPTIONS["serial_threshold"]:
             run(root.params, dst)
             return
-    if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
+    if not plan.ready and tiered and numpy_tier(plan, root, dst) is not None:
         return
     params = root.params
     run_schedule(plan, params, dst)
