@@ -193,8 +193,8 @@ def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkey
     kernel writes its chunk there: no per-chunk result, no concatenation); the partials
     of a reduction along chunked axes are combined by one task, or by da.reduction's tree
     when too many."""
-    from axesarray.engine import chunk_run
-    from axesarray.engine import chunked as lowering
+    from axesarray.engine.chunked import tasks as chunk_run
+    from axesarray.engine.chunked import lowering
 
     calls = []
     real = chunk_run.IntoFunction.__call__

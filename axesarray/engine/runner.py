@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..expr import Leaf
+from ..dag.nodes import Leaf
 from .alias import overlaps, via_temp
 from .binder import binder
 from .dispatch import kernel_for, run_kernel
@@ -58,7 +58,7 @@ def run_schedule(
             run_kernel(first, params, temps, dst, device)
             run_kernel(copy, params, temps, dst, device)
         elif serial:
-            fn = step.compiled.kernels.get((device.kind, "serial"))
+            fn = step.compiled.kernels.get((device.type, "serial"))
             if fn is None:
                 fn = kernel_for(step, device, "serial")
             fn(*binder(step)(params, temps, dst))
