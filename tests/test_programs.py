@@ -197,3 +197,33 @@ def test_concurrent_calls_of_one_function_are_correct():
     # outside a call the placeholder still has no value
     with pytest.raises(ValueError, match="has no value outside a call of its function"):
         (p * 2).numpy()
+
+
+def test_lazy_keys_name_structure_and_params():
+    """Past ``LAZY_PARAMS`` params a node's key and params are computed on first use by one
+    walk: equal for the same structure over the same params (a plan-cache hit), different
+    when the params are laid out differently, params in order of first appearance."""
+    from axesarray.dag import nodes
+
+    count = nodes.LAZY_PARAMS + 6
+    n = ax.Axis("I", 5)
+    xs = [ax.tensor(np.arange(5.0) + k, (n,)) for k in range(count)]
+
+    def total(order):
+        acc = xs[order[0]] * 1.5
+        for k in order[1:]:
+            acc = acc + xs[k] * 1.5
+        return acc
+
+    forward = list(range(count))
+    a, b = total(forward), total(forward)
+    assert nodes.lazy(a._node) and nodes.lazy(b._node)
+    assert a._node.key == b._node.key
+    leaves = [p for p in a._node.params if type(p) is nodes.Leaf]
+    assert leaves == [x._node for x in xs]
+    shared = forward[:-1] + [0]  # the last term reads the first leaf again
+    assert total(shared)._node.key != a._node.key
+    assert_close(a, sum((np.arange(5.0) + k) * 1.5 for k in range(count)))
+    before = executor.PLAN_STATS["hits"]
+    assert_close(b, sum((np.arange(5.0) + k) * 1.5 for k in range(count)))
+    assert executor.PLAN_STATS["hits"] == before + 1

@@ -59,9 +59,9 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
             value = (node.key, param_index.get(id(node), -1))
         elif node.kind == "pad":  # its fill value is a parameter of its own
             source = node.source or node
-            value = (node.key, param_index.get(id(source), -1), canon[id(node.arg)])
-        else:
-            value = (node.key, *(canon[id(c)] for c in node.children))
+            value = (node.own(), param_index.get(id(source), -1), canon[id(node.arg)])
+        else:  # its own structure (no key to finish in a lazy node) over its children's
+            value = (node.own(), *(canon[id(c)] for c in node.children))
         canon[id(node)] = table.setdefault(value, len(table))
     return canon
 
