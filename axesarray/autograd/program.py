@@ -22,7 +22,7 @@ import attrs
 
 from .. import engine
 from ..engine import executor
-from ..engine.runner import Bound
+from ..engine.runner import Bound, kernel_calls
 from ..dag.chunked_leaf import has_chunked
 from ..options import OPTIONS
 from ..dag import views as expr_views
@@ -197,6 +197,7 @@ class Program:
             results[i] = len(self.stages) - 1
         # an output listed twice is computed once
         self._results = [results[index[id(node)]] for node in outputs]
+        self._run_groups: list | None = None
 
     def _source_of(self, leaf: ex.Leaf) -> int | None:
         """Which source ``leaf`` is a view of (None: a leaf read as it is)."""
@@ -206,12 +207,18 @@ class Program:
         """Compute every output; ``bound`` maps each input root leaf to this run's
         storage. Returns one leaf per output (its destination when it has one).
         Thread-safe: this run's storage travels by argument."""
+        return self._run(bound)[0]
+
+    def _run(self, bound: dict | None) -> tuple[list, list]:
         bound = bound or {}
         storages: list = [None] * len(self._sources)
         for k, r in enumerate(self.inputs):
             storages[k] = bound[r]
         values: list = [None] * len(self.stages)
-        for group in self._groups():
+        groups = self._run_groups
+        if groups is None:  # the stages are fixed: grouped once
+            groups = self._run_groups = self._groups()
+        for group in groups:
             if len(group) > 1:
                 engine.assign_many(
                     [(self.stages[k].slot, self._node(self.stages[k], storages)) for k in group]
@@ -238,7 +245,20 @@ class Program:
                 continue
             self._assign(st, storages, dst)
             values[k] = ex.Leaf(dst.data, dst.view) if st.make is not None else dst
-        return [values[k] for k in self._results]
+        return [values[k] for k in self._results], storages
+
+    def kernel_calls(self, bound: dict | None = None) -> list:
+        """Zero-argument calls of every kernel of every stage, arguments bound once to the
+        storage of one run with ``bound`` (benchmarks: the sum of kernel times)."""
+        _, storages = self._run(bound)
+        calls = []
+        for st in self.stages:
+            if st.bound is not None:
+                dst = st.slot if st.slot is not None and st.make is None else None
+                if st.make is not None and st.slot is not None:
+                    dst = st.make()
+                calls += kernel_calls(st.bound, storages, dst)
+        return calls
 
     def _node(self, st: Stage, storages: list) -> ex.Node:
         """The stage's expression over this run's storage: new leaves in place of the

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from functools import partial
-from types import FunctionType
 
 import numpy as np
 
@@ -19,17 +17,15 @@ from ..storage.devices import CPU, device_of
 from ..errors import message
 from ..dag.nodes import Leaf, Node
 from ..options import OPTIONS
-from ..storage.memory import SMALL, allocate
 from . import reference
-from .alias import overlap_test
-from .binder import binder, fresh_runner, into_runner
-from .dispatch import debug_level, variant
+from .dispatch import debug_level
 from .order import allocate_for
 from .explain import debug_print, make_plan
 from .planner import build_schedule
 from .rewrite import CPU_REWRITES, REWRITES, rewrite
 from .routes import try_copy
-from .runner import NO_TEMPS as _NO_TEMPS
+from .runner import fast_runner as _fast_runner
+from .runner import into_runner as _into_runner
 from .runner import run_schedule
 from .schedule import KernelStep, Schedule
 from .tiers import describe_tier, use_numpy
@@ -142,67 +138,6 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     out = Leaf(temps[res.src[1]], res.view)
     plan.fast = _fast_runner(plan, params, out)
     return out
-
-
-def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
-    """The one CPU kernel step of a ready schedule and its machine code, called without
-    numba's argument typing (the plan key fixes every argument's numba type: dtypes,
-    storage kinds and flags are in the leaf keys), or None for other schedules or a
-    variant that depends on the output's alignment."""
-    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1):
-        return None
-    step = plan.steps[0]
-    if type(step) is not KernelStep:
-        return None
-    kind = variant(step, plan.device)
-    if kind == "stream":  # would change with the output's alignment
-        return None
-    fn = step.compiled.kernels.get(("cpu", kind))  # a Kernel, or its dispatcher once ready
-    if fn is None or not getattr(fn, "ready", True):
-        return None
-    from ..storage.numba_private import entry_point  # numba is loaded: the kernel ran
-
-    target = getattr(fn, "fn", fn)
-    call = entry_point(target, binder(step)(params, temps, dst))
-    if call is None and type(target) is FunctionType:
-        call = target  # a parallel variant: Python running the compiled parts on threads
-    return None if call is None else (step, call)
-
-
-def _fast_runner(plan: Schedule, params, out: Leaf):
-    """For a ready schedule of one CPU kernel writing a fresh result (the common small
-    evaluation): ``run(params) -> Leaf``, generated with its kernel, arguments, allocation
-    and result key fixed (``binder.fresh_runner``): the next evaluation of the same
-    structure skips the general path. None for other schedules. ``run.threshold`` records
-    the ``serial_threshold`` it chose its variant under."""
-    if len(plan.temps) != 1:
-        return None
-    found = _single_kernel(plan, params, {0: out.data}, None)
-    if found is None:
-        return None
-    (shape, dtype, _), view = plan.temps[0], plan.result.view
-    n = math.prod(shape)
-    # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
-    alloc = np.empty if n * dtype.itemsize < SMALL else allocate
-    run = fresh_runner(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
-
-
-def _into_runner(plan: Schedule, params, dst: Leaf):
-    """For a ready schedule of one CPU kernel writing the destination: ``run(params, dst)``
-    that checks aliasing (an overlap takes the general path, through a temporary) and
-    calls the kernel. None for other schedules."""
-    if plan.temps:
-        return None
-    found = _single_kernel(plan, params, _NO_TEMPS, dst)
-    if found is None:
-        return None
-    step, call = found
-    general = partial(run_schedule, plan)
-    run = into_runner(step, call, overlap_test(step), general)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
 
 
 def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
