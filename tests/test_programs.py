@@ -227,3 +227,17 @@ def test_lazy_keys_name_structure_and_params():
     before = executor.PLAN_STATS["hits"]
     assert_close(b, sum((np.arange(5.0) + k) * 1.5 for k in range(count)))
     assert executor.PLAN_STATS["hits"] == before + 1
+
+
+def test_gradients_share_the_backward_chain():
+    """The gradients of w and u read one backward chain: it is computed once per step
+    (a stage), not once per gradient, and the whole function runs a few kernels per step
+    (forward, backward, one reduction per gradient), not one per node."""
+    steps = 20
+    _, w, u, loss = _recurrence(steps)
+    gw, gu = ax.grad(loss, [w, u])
+    f = ax.function([loss, gw, gu])
+    kernels = len(ax.explain(f).kernels)
+    nodes = len(ax.dag.nodes.walk(gw._node))
+    assert kernels <= 4 * steps + 4, kernels
+    assert kernels < nodes / 3, (kernels, nodes)

@@ -22,6 +22,7 @@ import attrs
 
 from .. import engine
 from ..engine import executor
+from ..engine.planner import heavy_nodes
 from ..engine.runner import Bound, kernel_calls
 from ..dag.chunked_leaf import has_chunked
 from ..options import OPTIONS
@@ -89,14 +90,24 @@ class ProgramPlan:
 
 def _shared(outputs: list) -> list:
     """Nodes to compute once, children first: values several outputs read that cost a
-    kernel of their own, and outputs another output reads."""
+    kernel of their own, and outputs another output reads. So does a heavy elementwise
+    value read by several parents within one output: the planner materializes such a
+    value in every output that reads it (a backward pass's chain of ``dh``, read by every
+    gradient), so computing it once saves a kernel per output and per step."""
     seen: dict[int, int] = {}
     first: dict[int, ex.Node] = {}
     realized: set[int] = set()
+    fanned: set[int] = set()  # heavy values read by several parents within one output
     for out in outputs:
+        heavy = heavy_nodes(out)
+        parents: dict[int, int] = {}
         for node in ex.walk(out):
             seen[id(node)] = seen.get(id(node), 0) + 1
             first.setdefault(id(node), node)
+            for c in node.children:
+                parents[id(c)] = n = parents.get(id(c), 0) + 1
+                if n > 1 and id(c) in heavy:
+                    fanned.add(id(c))
             if node.kind in ("remap", "reshape", "dot"):  # the engine realizes these args
                 realized.update(id(c) for c in node.children if c.kind not in ("leaf", "const"))
     outs = {id(o) for o in outputs}
@@ -105,7 +116,11 @@ def _shared(outputs: list) -> list:
         if node.kind in ("leaf", "const"):
             continue
         if seen[k] > 1 and (
-            k in outs or node.kind in _OWN_KERNEL or k in realized or _expensive(node)
+            k in outs
+            or node.kind in _OWN_KERNEL
+            or k in realized
+            or _expensive(node)
+            or k in fanned
         ):
             picked.append(node)
     return picked

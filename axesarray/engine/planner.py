@@ -36,7 +36,7 @@ from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
-__all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
+__all__ = ["build_schedule", "make_step", "fresh_view", "make_nest", "heavy_nodes"]
 
 _HEAVY_LEAVES = 4
 # ``_stage_it``: outputs at least this big, inputs at most this big (elements), 1/16 of it.
@@ -66,7 +66,7 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
     return canon
 
 
-def _heavy_nodes(root: Node) -> set[int]:
+def heavy_nodes(root: Node) -> set[int]:
     """Ids of computed nodes that are expensive to recompute. A reduction, a dot, or a
     computed value read through a view is computed once into a temp anyway (or is its
     kernel's own accumulator): reading it again costs a load, so it counts as a leaf (batch
@@ -146,7 +146,7 @@ class _Builder:
         leaves = [p for p in params if type(p) is Leaf]
         self.ordinals = {id(p): k for k, p in enumerate(leaves)}
         self.force = force
-        self.heavy = {canon[k] for k in _heavy_nodes(dag)}
+        self.heavy = {canon[k] for k in heavy_nodes(dag)}
         self.orders: dict = {}  # result_order's per-node memo, shared by every temp
         self.temps: list = []
         self.steps: list = []
