@@ -115,7 +115,8 @@ def bench_planning(sizes: list[int]) -> None:
         plan = ax.explain(gw)
         t = time.perf_counter() - t0
         note = f"{len(plan.kernels)} kernels"
-        _row("planning", f"explain(gw) T={steps}", t, prev, note + ("  (x previous T)" if prev else ""))
+        note += "  (x previous T)" if prev else ""
+        _row("planning", f"explain(gw) T={steps}", t, prev, note)
         prev = t
 
 

@@ -7,7 +7,6 @@ BLAS steps, kernel steps, and the alias fallback for the final kernel.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 
@@ -27,7 +26,7 @@ from .routes import try_copy
 from .runner import fast_runner as _fast_runner
 from .runner import into_runner as _into_runner
 from .runner import run_schedule
-from .schedule import KernelStep, Schedule
+from .schedule import Schedule
 from .tiers import describe_tier, use_numpy
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]

@@ -141,7 +141,6 @@ def into_runner(plan: Schedule, params, dst: Leaf):
     return run
 
 
-
 class Bound:
     """A schedule and its parameters: ``fixed`` ones (constants, variables, leaves the
     program reads as they are) and per-call ones, given to ``params(storages)`` as the
