@@ -243,6 +243,10 @@ class Program:
                 continue
             (k,) = group
             st = self.stages[k]
+            b = st.bound
+            if b is not None and b.plan.ready and st.slot is None is st.make:  # hot path
+                values[k] = b.evaluate(storages)
+                continue
             node = st.node
             if st.make is not None:
                 dst = st.make()
@@ -258,7 +262,10 @@ class Program:
                 else:
                     values[k] = self._evaluate(st, storages)
                 continue
-            self._assign(st, storages, dst)
+            if b is not None and b.plan.ready:
+                b.assign(storages, dst)
+            else:
+                self._assign(st, storages, dst)
             values[k] = ex.Leaf(dst.data, dst.view) if st.make is not None else dst
         return [values[k] for k in self._results], storages
 
