@@ -251,8 +251,12 @@ class Program:
                 else:  # the same leaf object (later stages read it), new storage
                     slot.data = new.data
             if slot is None:
-                if type(node) is ex.Leaf:  # nothing to compute: the value itself
-                    values[k] = ex.Leaf(node.data, node.view, node.writeable)
+                if type(node) is ex.Leaf:
+                    # An input, a variable or a slot (or a view of one): returned as a
+                    # copy, so refilling the caller's buffer, an optimizer step or the next
+                    # run leaves results already returned unchanged.
+                    values[k] = engine.allocate_for(node)
+                    engine.assign(values[k], node)
                 else:
                     values[k] = engine.evaluate(node)
                 continue
