@@ -40,6 +40,7 @@ import weakref
 import attrs
 import numpy as np
 
+from .. import engine
 from ..dag import nodes as ex
 from ..dag import build as expr_ops, views as expr_views
 from ..errors import fmt_axes, message
@@ -98,6 +99,19 @@ class Kind:
         if self.name:
             return f"{self.kind} {self.name!r}"
         return f"{self.kind} ({fmt_axes(self.axes)})"
+
+    def __reduce__(self):
+        # Everything but ``owner`` (a weak reference: the Tensor that owns the loaded
+        # storage sets it, see ``tensors.tensor``).
+        return (_kind, (self.kind, self.name, self.axes, self.layout, self.grad))
+
+
+def _kind(kind: str, name, axes, layout, grad) -> Kind:
+    """A loaded ``Kind``; a placeholder is loaded unbound (it has a value only in a call)."""
+    tag = Kind(kind, name, axes, layout, grad)
+    if kind == "placeholder":
+        engine.UNBOUND.add(tag)
+    return tag
 
 
 def in_graph(node: ex.Node) -> bool:

@@ -139,6 +139,15 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.dtype} {self.shape}>"
 
+    def __reduce__(self):
+        # Keys are interned per process, and the default pickle of these slots cannot be
+        # loaded (``children`` is a class attribute of the leaf kinds): refuse at dumps,
+        # never write what cannot be read. Leaves (storage) have their own.
+        raise TypeError(
+            f"pickle: a {self.kind} node is not pickled ({self!r}). Pickle tensors; a "
+            "lazy tensor pickles as its value"
+        )
+
 
 class Leaf(Node):
     """A strided view over 1-D storage: the only node that holds data (an l-tensor).
@@ -182,6 +191,12 @@ class Leaf(Node):
         # A property, not a stored (self,): that would be a reference cycle, and leaves
         # (with their storage) would wait for the cyclic garbage collector to be freed.
         return (self,)
+
+    def __reduce__(self):
+        # The constructor again (the key is interned per process). ``data`` is the storage
+        # object itself, so leaves pickled together (a tensor and its views, the origin
+        # chain) share one storage again when loaded, as torch's views do.
+        return (Leaf, (self.data, self.view, self.writeable, self.origin, self.tag))
 
     @classmethod
     def fresh(cls, data, view: View, key: int) -> Leaf:
