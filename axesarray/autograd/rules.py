@@ -7,7 +7,7 @@ The engine then plans, fuses and caches the backward pass like any expression. B
 every gradient has exactly the shape of the node it belongs to, the names come back
 exactly when the Tensor layer wraps it with the ``wrt`` tensor's axes.
 
-The rules, one per node kind (``RULES``), each given the node and its incoming gradient:
+The rules, one per node kind (``GRADIENTS``), each given the node and its incoming gradient:
 
 - ``map``: the op table's ``grad`` column (``ops.OPS``), on ``_V`` wrappers of nodes;
 - ``reduce``: ``sum`` broadcasts back over the reduced dims; ``max``/``min`` send the
@@ -51,7 +51,7 @@ __all__ = [
     "Kind",
     "KIND_FLAGS",
     "F",
-    "RULES",
+    "GRADIENTS",
     "CALL_RULES",
     "NoGradient",
     "SYMBOLIC",
@@ -445,8 +445,7 @@ def _gather_rule(node: ex.Call, g: ex.Node) -> tuple:
 
 # A call's rule, by its function's ``grad_rule`` (``calls.AlongAxis`` names its numpy
 # function; ``calls.Gather`` says "gather"). A call without one has no gradient.
-CALL_RULES = {
-    "cumsum": _cumsum_rule,
+CALL_    "cumsum": _cumsum_rule,
     "cumprod": _cumprod_rule,
     "sort": _sort_rule,
     "gather": _gather_rule,
@@ -470,7 +469,13 @@ class NoGradient(Exception):
         self.what, self.detail = what, detail
 
 
-RULES = {
+# Kinds GRADIENTS has no entry for, and why (tests/test_kinds_coverage.py).
+NO_RULE = {
+    "const": "a constant has no inputs: the backward walk stops there",
+    "chunked": "a chunked leaf has no inputs: the backward walk stops there",
+}
+
+GRADIENTS = {
     "leaf": _leaf_rule,
     "call": _call_rule,
     "map": _map_rule,
@@ -552,7 +557,7 @@ def gradients(root: ex.Node, seed: ex.Node, wrt: list, op: str = "grad") -> list
             if sym is not None:
                 grads = sym[1](g)
             else:
-                rule = RULES.get(node.kind)
+                rule = GRADIENTS.get(node.kind)
                 if rule is None:
                     raise NoGradient(node.kind, f"a {node.kind} node of shape {node.shape}")
                 grads = rule(node, g)
