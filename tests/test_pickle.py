@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from conftest import assert_close
 from hypothesis import given, settings
-from strategies import tensors
 
 import axesarray as ax
+from axesarray.testing.strategies import tensors
 
 rng = np.random.default_rng(19)
 ROUND_TRIPS = {

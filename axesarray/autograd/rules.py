@@ -445,7 +445,8 @@ def _gather_rule(node: ex.Call, g: ex.Node) -> tuple:
 
 # A call's rule, by its function's ``grad_rule`` (``calls.AlongAxis`` names its numpy
 # function; ``calls.Gather`` says "gather"). A call without one has no gradient.
-CALL_    "cumsum": _cumsum_rule,
+CALL_RULES = {
+    "cumsum": _cumsum_rule,
     "cumprod": _cumprod_rule,
     "sort": _sort_rule,
     "gather": _gather_rule,
