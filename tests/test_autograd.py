@@ -491,3 +491,13 @@ def test_a_call_without_a_gradient_says_so():
     y = ax.apply(np.tanh, ax.stop_gradient(x))
     (g,) = ax.grad((y * x).sum(), [x])
     assert_close(g, np.tanh(_X))
+
+
+def test_a_node_kind_without_a_rule_says_so(monkeypatch):
+    """Any kind missing from the gradient table is the same clear error, not a KeyError."""
+    from axesarray.autograd import rules
+
+    monkeypatch.delitem(rules.GRADIENTS, "cast")
+    x = ax.variable(np.ones(3, np.float32), "K")
+    with pytest.raises(TypeError, match=r"grad: cast has no gradient \(a cast node of shape "):
+        ax.grad(x.astype("float64").sum(), [x])

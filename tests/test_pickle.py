@@ -204,3 +204,12 @@ def test_a_multiprocessing_pool_passes_tensors_both_ways():
         assert total == pytest.approx(float(t.numpy().sum()))
         _check_same(back, t)
         assert_close(doubled, t.numpy() * 2)
+
+
+def test_expression_nodes_are_refused_at_dumps():
+    """A node's key belongs to one process: refused when written, never unreadable."""
+    x = _plain()
+    with pytest.raises(TypeError, match=r"pickle: a map node is not pickled \(<Map float64"):
+        pickle.dumps((x * 2)._node)
+    leaf = pickle.loads(pickle.dumps(x._node))  # storage leaves are, with a key of this process
+    assert leaf.key == x._node.key

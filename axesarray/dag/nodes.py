@@ -33,6 +33,7 @@ import numpy as np
 from ..storage.devices import device_of
 from ..core.ops import SPECIAL_CONSTANTS
 from ..core.strided import View
+from ..errors import message
 
 __all__ = [
     "Node",
@@ -163,8 +164,12 @@ class Node:
         # loaded (``children`` is a class attribute of the leaf kinds): refuse at dumps,
         # never write what cannot be read. Leaves (storage) have their own.
         raise TypeError(
-            f"pickle: a {self.kind} node is not pickled ({self!r}). Pickle tensors; a "
-            "lazy tensor pickles as its value"
+            message(
+                "pickle",
+                f"a {self.kind} node is not pickled",
+                repr(self),
+                "Pickle tensors (a lazy tensor pickles as its value)",
+            )
         )
 
 
