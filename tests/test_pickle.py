@@ -213,3 +213,16 @@ def test_expression_nodes_are_refused_at_dumps():
         pickle.dumps((x * 2)._node)
     leaf = pickle.loads(pickle.dumps(x._node))  # storage leaves are, with a key of this process
     assert leaf.key == x._node.key
+
+
+def test_device_tensors_round_trip_on_their_device():
+    """Device storage goes as a host copy and is uploaded again when loaded (under numba's
+    CUDA simulator without a GPU); tensors pickled together still share it."""
+    x = _plain()
+    d = x.to("cuda")
+    for how in ROUND_TRIPS.values():
+        got, view = how([d, d.transpose("H C N")])
+        assert got.device == d.device and got.axes == d.axes
+        assert view._node.data is got._node.data
+        assert_close(got.to("cpu"), x.numpy())
+        assert_close(view.to("cpu"), x.numpy().transpose(2, 1, 0))

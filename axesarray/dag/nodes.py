@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -220,7 +221,10 @@ class Leaf(Node):
         # The constructor again (the key is interned per process). ``data`` is the storage
         # object itself, so leaves pickled together (a tensor and its views, the origin
         # chain) share one storage again when loaded, as torch's views do.
-        return (Leaf, (self.data, self.view, self.writeable, self.origin, self.tag))
+        data = self.data
+        if not isinstance(data, np.ndarray):
+            data = _DeviceStorage.of(data)
+        return (Leaf, (data, self.view, self.writeable, self.origin, self.tag))
 
     @classmethod
     def fresh(cls, data, view: View, key: int) -> Leaf:
@@ -230,6 +234,33 @@ class Leaf(Node):
         leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, view.shape, data.dtype
         leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
         return leaf
+
+
+class _DeviceStorage:
+    """Device storage being pickled: it goes as its device and a host copy, and is
+    uploaded again when loaded. One object per storage while a pickle (or a deepcopy)
+    holds it, so leaves pickled together load sharing one device storage again."""
+
+    __slots__ = ("data", "__weakref__")
+    _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __init__(self, data):
+        self.data = data
+
+    @classmethod
+    def of(cls, data) -> _DeviceStorage:
+        found = cls._live.get(id(data))
+        if found is None or found.data is not data:
+            found = cls._live[id(data)] = cls(data)
+        return found
+
+    def __reduce__(self):
+        device = device_of(self.data)
+        return (_upload, (device, device.to_host(self.data)))
+
+
+def _upload(device, host: np.ndarray):
+    return device.upload(host)
 
 
 def derived_leaf(leaf: Leaf, view: View, step: tuple, writeable: bool | None = None) -> Leaf:
