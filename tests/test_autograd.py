@@ -207,14 +207,10 @@ def test_clip_at_a_bound_passes_the_whole_gradient():
             np.testing.assert_array_equal(g.numpy(), [0.0, 3.0, 3.0, 3.0, 0.0])
             (g,) = ax.grad(x.clip(lo=0.0).sum(), [x])
             np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 1.0, 1.0, 1.0])
-            # tensor bounds too (torch: x inside [lo, hi], ties included, gets it; a bound
-            # gets it where x is beyond it)
-            lo = ax.variable(np.array([0.0, -0.5, 0.0, 0.0, -2.0]), "K")
-            hi = ax.variable(np.array([1.0, 1.0, 1.0, 0.5, 0.5]), "K")
-            gx, glo, ghi = ax.grad((x.clip(lo, hi) * 2.0).sum(), [x, lo, hi])
-            np.testing.assert_array_equal(gx.numpy(), [0.0, 2.0, 2.0, 2.0, 0.0])
-            np.testing.assert_array_equal(glo.numpy(), [2.0, 0.0, 0.0, 0.0, 0.0])
-            np.testing.assert_array_equal(ghi.numpy(), [0.0, 0.0, 0.0, 0.0, 2.0])
+            lo = ax.variable(np.zeros(5), "K")  # a tensor bound wins a tie (numpy's value)
+            gx, glo = ax.grad(x.clip(lo=lo).sum(), [x, lo])
+            np.testing.assert_array_equal(gx.numpy(), [0.0, 0.0, 0.0, 1.0, 1.0])
+            np.testing.assert_array_equal(glo.numpy(), [1.0, 1.0, 1.0, 0.0, 0.0])
 
 
 def test_stop_gradient_and_piecewise_constant_ops_pass_nothing():

@@ -334,9 +334,6 @@ class Tensor(
         for bound, scalar_op, tensor_op in ((lo, "ge", "gt"), (hi, "le", "lt")):
             if bound is None:
                 continue
-            if isinstance(bound, Tensor) and (out.dtype.kind == "f" or bound.dtype.kind == "f"):
-                out = _clip_to_tensor(out, bound, scalar_op)
-                continue
             cmp = tensor_op if isinstance(bound, Tensor) else scalar_op
             keep = elementwise(cmp, out, bound, name="clip") | elementwise("isnan", out)
             out = elementwise("where", keep, out, bound, name="clip")
@@ -376,20 +373,6 @@ class Tensor(
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return array_ufunc(elementwise, ufunc, method, inputs, kwargs)
-
-
-def _clip_to_tensor(x: Tensor, bound: Tensor, inside: str) -> Tensor:
-    """One side of ``clip`` against a float tensor bound: numpy's value (the bound wins a
-    tie, which shows with -0.0 against 0.0) with torch's gradient (a tie is inside, so the
-    gradient goes to ``x``). At a tie ``bound - (x - x)`` has the bound's value, signed
-    zeros included, and ``x``'s derivative; an infinite tie is ``x`` itself."""
-    keep = elementwise(inside, x, bound, name="clip") | elementwise("isnan", x)
-    stop = elementwise("stop_gradient", x)
-    tie_value = elementwise("stop_gradient", bound) - (stop - x)
-    tie_value = elementwise("where", elementwise("isinf", x), x, tie_value, name="clip")
-    tie = elementwise("eq", x, bound, name="clip")
-    inner = elementwise("where", tie, tie_value, x, name="clip")
-    return elementwise("where", keep, inner, bound, name="clip")
 
 
 def _loaded(cls, axes: Axes, node, layout) -> Tensor:
