@@ -393,3 +393,20 @@ def test_topk_nan_is_largest_and_errors():
     assert t.topk(1, "N")[1].numpy().tolist() == [1]  # the hint
     with raises(ax.AxesError, "topk: name the axis to work along"):
         ax.tensor(np.zeros((2, 2)), "N C").topk(1)
+
+
+def test_topk_gradient_scatters_to_the_picked_elements():
+    arr = rng.standard_normal((3, 5))
+    w = ax.variable(arr, "N C")
+    values, _ = w.topk(2, "C", "K")
+    gw = ax.grad((values * ax.tensor(np.array([1.0, 10.0]), "K")).sum(), wrt=[w])[0]
+    expected = np.zeros_like(arr)
+    order = np.argsort(-arr, axis=1, kind="stable")[:, :2]
+    np.put_along_axis(expected, order, np.array([[1.0, 10.0]]), axis=1)
+    assert_close(gw, expected)
+
+
+def test_median_has_no_gradient_and_says_so():
+    w = ax.variable(rng.standard_normal((3, 5)), "N C")
+    with pytest.raises(TypeError, match="median"):
+        ax.grad(w.median("C").sum(), wrt=[w])

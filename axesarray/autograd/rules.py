@@ -400,6 +400,20 @@ class SortGrad:
 
 
 @attrs.frozen
+class TopKGrad:
+    """The gradient of ``topk``'s values given ``(g, indices)``: each picked element gets
+    the gradient of its place, the others 0 (torch's scatter by the indices)."""
+
+    axis: int
+    shape: tuple[int, ...]
+
+    def __call__(self, g, indices):
+        out = np.zeros(self.shape, g.dtype)
+        np.put_along_axis(out, indices, g, self.axis)
+        return out
+
+
+@attrs.frozen
 class GatherGrad:
     """The gradient of a gather (``calls.Gather``) given ``(g, *indices)``: ``g`` added at
     the places each element was read from (zeros elsewhere; repeats add up)."""
@@ -435,6 +449,15 @@ def _gather_rule(node: ex.Call, g: ex.Node) -> tuple:
     return (gx,) + (None,) * len(indices)
 
 
+def _topk_rule(node: ex.Call, g: ex.Node) -> tuple:
+    (x,) = node.children
+    fn = node.fn  # ``calls.TopK``: the same call giving the indices
+    picks = type(fn)(fn.axis, fn.k, fn.largest, True)
+    idx = ex.Call(picks, (x,), node.shape, np.int64, node.name, node.arg_dims)
+    gx = ex.Call(TopKGrad(fn.axis, x.shape), (g, idx), x.shape, g.dtype, "topk_grad")
+    return (gx,)
+
+
 # A call's rule, by its function's ``grad_rule`` (``calls.AlongAxis`` names its numpy
 # function; ``calls.Gather`` says "gather"). A call without one has no gradient.
 CALL_RULES = {
@@ -442,6 +465,7 @@ CALL_RULES = {
     "cumprod": _cumprod_rule,
     "sort": _sort_rule,
     "gather": _gather_rule,
+    "topk": _topk_rule,
 }
 
 

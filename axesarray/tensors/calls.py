@@ -68,6 +68,7 @@ class TopK:
     k: int
     largest: bool
     indices: bool
+    grad_rule = "topk"  # its row of ``autograd.CALL_RULES`` (values only: indices are ints)
 
     def __call__(self, x):
         n = x.shape[self.axis]
