@@ -54,9 +54,9 @@ from . import functions as _functions
 globals().update({name: getattr(_functions, name) for name in _functions.__all__})
 __all__ += _functions.__all__
 
-from .everyday import apply, einsum, stack
+from .everyday import allclose, apply, einsum, isclose, stack
 
-__all__ += ["apply", "einsum", "stack"]
+__all__ += ["allclose", "apply", "einsum", "isclose", "stack"]
 
 from .layout_ops import empty_like_layout, physical, repack, to_layout
 from .storage.layouts import Layout

@@ -1,5 +1,5 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
-the workload suite.
+programs (a recurrent loop and its gradients), the workload suite.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -16,6 +16,7 @@ import bench_autograd  # noqa: E402
 import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
+import bench_programs  # noqa: E402
 import bench_workloads  # noqa: E402
 
 try:  # the dask extra (pip install 'axesarray[dask]')
@@ -37,6 +38,8 @@ def main(argv=None) -> None:
         bench_dask.main(quick)
     print()
     bench_autograd.main(quick)
+    print()
+    bench_programs.main(quick)
     print()
     bench_workloads.main(quick + ["--warm-cache"])
 

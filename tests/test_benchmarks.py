@@ -39,6 +39,11 @@ def test_benchmarks_run_in_quick_mode():
         "forward+backward",
         "3-kernel function",
         "softmax by hand over C",
+        "explain(gw) T=",
+        "first gw.numpy()",
+        "numpy BPTT",
+        "calls/s, 1 thread / 4 threads",
+        "sum of the kernels alone",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

@@ -39,20 +39,32 @@ from . import cost
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
-__all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
+__all__ = ["build_schedule", "make_step", "fresh_view", "make_nest", "heavy_nodes"]
 
 # ``_stage_it``: outputs at least this big, inputs at most this big (elements), 1/16 of it.
 _STAGE_MIN_OUTPUT = 1 << 16
 _STAGE_MAX_INPUT = 1 << 18
 
 
-def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, tuple]:
-    """``id(node)`` -> a value equal for nodes computing the same thing: the structural key
+def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
+    """``id(node)`` -> an int equal for nodes computing the same thing: the structural key
     plus which parameters they read (so two ``x.max("C")`` built separately merge, and two
-    constants or leaves never do unless they are the same object)."""
-    canon = {}
+    constants or leaves never do unless they are the same object).
+
+    Built bottom-up from the children's values (hash-consing), so each node costs its
+    own arity: listing every node's parameters would be quadratic in a long program,
+    where each step reads a new view of the input."""
+    canon: dict[int, int] = {}
+    table: dict[tuple, int] = {}
     for node in walk(dag):
-        canon[id(node)] = (node.key, tuple(param_index.get(id(p), -1) for p in node.params))
+        if not node.children:  # a leaf or constant: which parameter it is
+            value = (node.key, param_index.get(id(node), -1))
+        elif node.kind == "pad":  # its fill value is a parameter of its own
+            source = node.source or node
+            value = (node.own(), param_index.get(id(source), -1), canon[id(node.arg)])
+        else:  # its own structure (no key to finish in a lazy node) over its children's
+            value = (node.own(), *(canon[id(c)] for c in node.children))
+        canon[id(node)] = table.setdefault(value, len(table))
     return canon
 
 
@@ -70,6 +82,32 @@ def _shared_candidates(root: Node, canon: dict) -> dict:
             w = work[id(node)][0]
             found[canon[id(node)]] = (w, math.prod(node.shape), node.dtype.itemsize)
     return found
+
+
+_HEAVY_LEAVES = 4
+
+
+def heavy_nodes(root: Node) -> set[int]:
+    """Ids of computed nodes that are expensive to recompute (``autograd.program``'s rule
+    for values shared by several outputs; the planner itself asks ``engine.cost``). A
+    reduction, a dot, or a computed value read through a view is computed once into a temp
+    anyway: reading it again costs a load, so it counts as a leaf."""
+    leaves: dict[int, int] = {}
+    costly: dict[int, bool] = {}
+    heavy: set[int] = set()
+    for node in walk(root):
+        kind = node.kind
+        if kind in ("leaf", "remap", "reduce", "dot", "call"):
+            leaves[id(node)], costly[id(node)] = 1, False
+            continue
+        kids = node.children
+        leaves[id(node)] = sum(leaves[id(c)] for c in kids)
+        own = kind == "map" and OPS[node.op].expensive
+        costly[id(node)] = own or any(costly[id(c)] for c in kids)
+        elementwise = kind in ("map", "cast")
+        if elementwise and (costly[id(node)] or leaves[id(node)] > _HEAVY_LEAVES):
+            heavy.add(id(node))
+    return heavy
 
 
 def make_nest(out: KLeaf, tree) -> LoopNest:
@@ -130,6 +168,7 @@ class _Builder:
         self.ordinals = {id(p): k for k, p in enumerate(leaves)}
         self.force = force
         self.heavy = heavy  # canonical value -> (work, elements, itemsize)
+        self.orders: dict = {}  # result_order's per-node memo, shared by every temp
         self.temps: list = []
         self.steps: list = []
         self.realized: dict = {}
@@ -166,7 +205,7 @@ class _Builder:
         else:
             dominant = None
             if order is None:
-                order, dominant = result_order(node)
+                order, dominant = result_order(node, self.orders)
             leaf = self.temp(node.shape, node.dtype, order)
             self.kernel(leaf, node, "temporary", self.ordinal(dominant))
         self.realized[key] = leaf
@@ -333,7 +372,7 @@ class _Builder:
         arg = node.arg
         order = None
         if arg.kind != "dot":  # (a dot's BLAS result has its own layout: try it as it is)
-            usual, _ = result_order(arg)
+            usual, _ = result_order(arg, self.orders)
             if merge_dims(fresh_view(arg.shape, usual), dims, pos) is None:
                 order = merge_order(arg.ndim, dims, pos)
         base = self.realize(arg, order)
@@ -499,7 +538,7 @@ def build_schedule(
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
             result = b.realize(dag)  # the BLAS or numpy output is the result: no copy
         elif dst is None:
-            order, dominant = result_order(dag)
+            order, dominant = result_order(dag, b.orders)
             result = b.temp(dag.shape, dag.dtype, order)
             b.kernel(result, dag, "result", b.ordinal(dominant))
         else:
