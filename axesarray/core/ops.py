@@ -186,8 +186,8 @@ _ROWS = [
     ),
     # ``np.clip`` against a scalar bound: x on a tie (clip(-0.0, 0.0) is -0.0, where maximum
     # gives the bound), a NaN in x or in the bound gives NaN. One row per side so that the
-    # argument is evaluated once (a ``where`` chain repeats it); a tensor bound is
-    # ``maximum``/``minimum`` (numpy's array clip: the bound wins a tie).
+    # argument is evaluated once (a ``where`` chain repeats it); a tensor bound keeps the
+    # ``where`` (numpy's array clip: the bound wins a tie, with the whole gradient).
     _op(
         "clip_lo", 2, "maximum",
         Code("max({0}, {1})", f="({0} if ({0} >= {1} or {0} != {0}) else {1})"),

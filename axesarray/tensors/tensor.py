@@ -327,14 +327,18 @@ class Tensor(
         if lo is None and hi is None:
             raise ValueError(message("clip", "give lo, hi or both"))
         # numpy's rule: a NaN x stays NaN, a NaN bound gives NaN, and on a tie (-0.0 against
-        # 0.0) a scalar bound keeps x (the ``clip_lo``/``clip_hi`` rows), a tensor bound wins
-        # (numpy clips with arrays by maximum/minimum). Each side reads its argument once.
+        # 0.0) a scalar bound keeps x (the ``clip_lo``/``clip_hi`` rows: one op that reads
+        # its argument once), a tensor bound wins (numpy clips with arrays by another loop;
+        # the ``where`` gives the bound the whole gradient at a tie, as torch.clamp).
         out = self
-        for bound, scalar_op, tensor_op in ((lo, "clip_lo", "maximum"), (hi, "clip_hi", "minimum")):
+        for bound, scalar_op, tensor_op in ((lo, "clip_lo", "gt"), (hi, "clip_hi", "lt")):
             if bound is None:
                 continue
-            op = tensor_op if isinstance(bound, Tensor) else scalar_op
-            out = elementwise(op, out, bound, name="clip")
+            if not isinstance(bound, Tensor):
+                out = elementwise(scalar_op, out, bound, name="clip")
+                continue
+            keep = elementwise(tensor_op, out, bound, name="clip") | elementwise("isnan", out)
+            out = elementwise("where", keep, out, bound, name="clip")
         return out
 
     def where(self, cond, other=np.nan) -> Tensor:
