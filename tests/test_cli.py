@@ -631,3 +631,99 @@ def test_load_errors(tmp_path):
         ax.load(path)
     with pytest.raises(TypeError, match="save: expected a Tensor"):
         ax.save(path, np.zeros(3))
+
+
+HOSTILE_SIDECARS = [
+    ("[1, 2]", r"load: the sidecar .* is not readable \(it holds a list, not an object\)"),
+    ("null", r"load: the sidecar .* is not readable \(it holds null, not an object\)"),
+    ("3", r"load: the sidecar .* is not readable \(it holds a number, not an object\)"),
+    ('"text"', r"load: the sidecar .* is not readable \(it holds a string, not an object\)"),
+    ("[" * 100_000 + "]" * 100_000, r"load: the sidecar .* is not readable \(nested too deeply"),
+    ("{broken", r"load: the sidecar .* is not readable \(Expecting property name"),
+    ("{}", r"load: the sidecar .* is not readable \(format is None, not 'axesarray'\)"),
+]
+
+
+def _sidecar(axes, layout=None, dtype="<f8", **extra) -> str:
+    return json.dumps(
+        {"format": "axesarray", "version": 1, "axes": axes, "layout": layout, "dtype": dtype}
+        | extra
+    )
+
+
+# The document of each case, as JSON text: valid JSON, hostile or inconsistent values.
+HOSTILE_FIELDS = [
+    (_sidecar([["N", 2], ["C", 3]], version=2), r"version 2 is not one this axesarray reads \(1\)"),
+    (_sidecar([["N", 2], ["C", 3]], version="1"), r"version '1' is not one this axesarray reads"),
+    (_sidecar("N C"), r"'axes' must be a list of \[name, length\] pairs \(got 'N C'\)"),
+    (_sidecar({"N": 2}), r"'axes' must be a list of \[name, length\] pairs"),
+    (_sidecar([["N", 2, 5], ["C", 3]]), r"'axes' must be a list of \[name, length\] pairs"),
+    (_sidecar([["N", 2], ["C", 3.7]]), r"the length of axis 'C' must be a non-negative integer \(got 3.7\)"),
+    (_sidecar([["N", 2], ["C", 3.0]]), r"the length of axis 'C' must be a non-negative integer \(got 3.0\)"),
+    (_sidecar([["N", 2], ["C", True]]), r"the length of axis 'C' must be a non-negative integer \(got True\)"),
+    ('{"format": "axesarray", "version": 1, "axes": [["N", 2], ["C", Infinity]], "dtype": "<f8"}',
+     r"the length of axis 'C' must be a non-negative integer \(got inf\)"),
+    ('{"format": "axesarray", "version": 1, "axes": [["N", 2], ["C", NaN]], "dtype": "<f8"}',
+     r"the length of axis 'C' must be a non-negative integer \(got nan\)"),
+    (_sidecar([["N", 2], ["C", -3]]), r"the length of axis 'C' must be a non-negative integer"),
+    (_sidecar([["N", 2], [3, 3]]), r"an axis name must be a Python identifier \(got 3\)"),
+    (_sidecar([["N", 2], ["C", 3]], dtype=7), r"'dtype' must be a numpy dtype string \(got 7\)"),
+    (_sidecar([["N", 2], ["C", 3]], dtype="nonsense"), r"'dtype' must be a numpy dtype string"),
+    (_sidecar([["N", 2], ["C", 3]], layout="NCHW4"), r"'layout' must be an object or null"),
+    (_sidecar([["N", 2], ["C", 3]], layout={"order": "N C"}), r"'layout' .*order"),
+    (_sidecar([["N", 2], ["C", 3]], layout={"order": ["N", "C"], "blocks": [["C", 2.5]]}),
+     r"block size of 'C' must be an integer >= 2"),
+    (_sidecar([["N", 2], ["C", 3]], layout={"order": ["N", "C", "H"], "blocks": []}),
+     r"the tensor has no 'H'"),
+]
+
+
+@pytest.mark.parametrize("text, match", HOSTILE_SIDECARS + HOSTILE_FIELDS)
+def test_hostile_sidecars_are_load_errors(tmp_path, text, match):
+    """Valid JSON of the wrong shape, deep nesting, non-finite or fractional lengths: each
+    is one ``load:`` error (and ``info:``/``convert:`` from the CLI), never a crash."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.zeros((2, 3)))
+    sidecar_path(path).write_text(text)
+    with pytest.raises(LayoutError, match=match) as err:
+        ax.load(path)
+    assert str(err.value).startswith("load: the sidecar ") and "\n" not in str(err.value)
+    assert str(err.value).endswith("Delete it and pass the axes explicitly.")
+    with pytest.raises(LayoutError, match=match.replace("load:", "info:")):
+        cli.info(path)
+
+
+def test_a_npy_with_a_negative_dimension_is_a_load_error(tmp_path):
+    path = tmp_path / "neg.npy"
+    np.save(path, np.zeros((2, 3), "int8"))
+    raw = path.read_bytes().replace(b"(2, 3)", b"(2,-3)")
+    path.write_bytes(raw)
+    with pytest.raises(LayoutError, match=r"load: .*neg.npy is not a valid .npy file \(shape "
+                       r"\(2, -3\) has a negative dimension\)\. Write it with np.save\.$"):
+        ax.load(path, axes="A B")
+    with pytest.raises(LayoutError, match=r"info: .*neg.npy is not a valid .npy file"):
+        cli.info(path)
+
+
+def test_axes_specs_that_lose_order_or_lengths_are_refused(tmp_path):
+    """A set has no order (its names would land on dims at random): refused. A dict's
+    values are lengths: checked against the data, as Axis objects are."""
+    path = tmp_path / "p.npy"
+    np.save(path, np.zeros((2, 3)))
+    for call in (lambda a: ax.load(path, axes=a), lambda a: ax.tensor(np.zeros((2, 3)), a)):
+        assert call(["N", "C"]).names == ("N", "C")
+        with pytest.raises(TypeError, match=r": axes given as a set have no order"):
+            call({"N", "C"})
+        with pytest.raises(TypeError, match=r": axes given as a set have no order"):
+            call(frozenset({"N", "C"}))
+        assert call({"N": 2, "C": 3}).axes == ax.Axes([ax.Axis("N", 2), ax.Axis("C", 3)])
+        with pytest.raises(ax.AxesError, match=r": axis 'C' has length 4 but the .* has 3"):
+            call({"N": 2, "C": 4})
+        with pytest.raises(ax.AxesError, match=r": the length of axis 'C' must be a non-negative"):
+            call({"N": 2, "C": 3.7})
+    ax.save(path, ax.tensor(np.zeros((2, 3)), "N C"))  # with a sidecar: the same checks
+    with pytest.raises(TypeError, match=r"^load: axes given as a set have no order"):
+        ax.load(path, axes={"N", "C"})
+    with pytest.raises(LayoutError, match=r"^load: the axes given differ from the sidecar's"):
+        ax.load(path, axes={"N": 2, "C": 4})
+    assert ax.load(path, axes={"N": 2, "C": 3}).names == ("N", "C")
