@@ -17,11 +17,14 @@ import shutil
 import threading
 from pathlib import Path
 
-from .axes import Axes, Axis, parse_names
+import numpy as np
+
+from .axes import Axes, Axis, spec_items
 from .chunked import dask_array, to_logical
 from .errors import AxesError, LayoutError, fmt_axes, message
 from .expr_chunked import Chunked
-from .layouts import Layout, bind, physical_dims
+from .layouts import Layout, physical_dims
+from .npyio import parse_doc
 from .tensor import Tensor
 
 __all__ = ["from_dask", "to_zarr", "open_zarr", "convert", "is_zarr"]
@@ -120,9 +123,13 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
         raise FileNotFoundError(
             message("to_zarr", "the output directory does not exist", str(path.parent))
         )
+    layout = t.layout
+    if layout is not None and layout.partial:
+        # A view through blocks is stored blocked as ax.save stores it: a fresh copy in
+        # the layout (zero padding), not in axis order without it.
+        layout = Layout(layout.order, layout.blocks, layout.roles)
     if chunks is not None or t.chunks is None:
         t = t.chunk(chunks or {})
-    layout = t.layout
     if layout is not None:
         node = t._node
         if type(node) is not Chunked or node.physical is None:
@@ -138,6 +145,7 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
             "version": VERSION,
             "axes": [[a.name, a.length] for a in t.axes],
             "layout": _layout_doc(layout),
+            "dtype": phys.dtype.str,
         }
     }
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
@@ -246,6 +254,59 @@ def _names_of(arr) -> tuple | None:
     return tuple(str(n) for n in names)
 
 
+def _open_array(zarr, path: Path):
+    """The Zarr array at ``path``, with ``open_zarr:`` errors for what is not one."""
+    if path.is_file():
+        raise NotADirectoryError(
+            message(
+                "open_zarr",
+                f"{path} is a file, not a Zarr store (a directory)",
+                None,
+                "Give the store's directory",
+            )
+        )
+    if not path.exists():
+        raise FileNotFoundError(message("open_zarr", "no Zarr array at", str(path)))
+    try:
+        return zarr.open_array(store=str(path), mode="r")
+    except (ValueError, KeyError, OSError, TypeError) as err:  # zarr's errors are ValueErrors
+        raise FileNotFoundError(
+            message("open_zarr", f"no Zarr array at {path}", " ".join(str(err).split()))
+        ) from None
+
+
+def _attribute(doc, arr, path: Path):
+    """(axes, layout) from the store's ``axesarray`` attribute, checked against the array
+    as ``ax.load`` checks a sidecar: its kind, version, lengths, layout, dtype, shape."""
+    try:
+        full, layout = parse_doc(doc, VERSION)
+        if isinstance(doc.get("dtype"), str) and np.dtype(doc["dtype"]) != arr.dtype:
+            raise ValueError(
+                f"the array's dtype {arr.dtype} is not the attribute's {np.dtype(doc['dtype'])}"
+            )
+        if layout is None:
+            want, where = full.shape, ""
+        else:
+            want = tuple(d.length for d in physical_dims(layout, full))
+            where = f" in layout {layout} {want}"
+        if tuple(arr.shape) != want:
+            raise ValueError(
+                f"the array's shape {tuple(arr.shape)} is not {fmt_axes(full)}'s{where}"
+            )
+    except (ValueError, TypeError, AxesError, LayoutError) as err:
+        raise LayoutError(
+            message(
+                "open_zarr",
+                f"the axesarray attribute of {path} does not describe its array",
+                " ".join(str(err).split()),
+                "Delete it if the array is right: "
+                f"del zarr.open_array({str(path)!r}, mode='r+').attrs[{FORMAT!r}], "
+                "then ax.open_zarr(store, axes='...')",
+            )
+        ) from None
+    return full, layout
+
+
 def open_zarr(store, axes=None) -> Tensor:
     """Open a Zarr array lazily as a chunked tensor (read-only).
 
@@ -261,34 +322,27 @@ def open_zarr(store, axes=None) -> Tensor:
     zarr = _zarr("open_zarr")
     da = dask_array("open_zarr")
     path = _store_path(store, "open_zarr")
-    if not is_zarr(path) or not path.exists():
-        raise FileNotFoundError(message("open_zarr", "no Zarr array at", str(path)))
-    arr = zarr.open_array(store=str(path), mode="r")
+    arr = _open_array(zarr, path)
     phys = da.from_zarr(arr)
     doc = arr.attrs.get(FORMAT)
     if doc is not None:
-        full = Axes(Axis(str(n), int(k)) for n, k in doc["axes"])
-        lay = doc.get("layout")
+        full, layout = _attribute(doc, arr, path)
         if axes is not None:
-            given = tuple(parse_names(axes, "open_zarr")) if isinstance(axes, str) else axes
-            if tuple(given) != full.names:
+            items = spec_items(axes, "open_zarr")
+            given = tuple(getattr(a, "name", a) for a in items)
+            if given != full.names or any(
+                isinstance(a, Axis) and a != full[a.name] for a in items
+            ):
                 raise AxesError(
                     message(
                         "open_zarr",
                         "axes= differs from the store's axes",
-                        f"axes={' '.join(given)}; store {fmt_axes(full)}",
+                        f"axes={', '.join(map(str, items))}; store {fmt_axes(full)}",
                         "Leave axes= out, or rename the result",
                     )
                 )
-        if lay is None:
+        if layout is None:
             return Tensor(full, Chunked(phys))
-        layout = bind(
-            Layout(
-                lay["order"], [tuple(b) for b in lay["blocks"]], [tuple(r) for r in lay["roles"]]
-            ),
-            full,
-            "open_zarr",
-        )
         return Tensor(full, Chunked(to_logical(phys, full, layout), physical=phys), layout)
     names = _names_of(arr)
     if axes is None:
@@ -303,7 +357,7 @@ def open_zarr(store, axes=None) -> Tensor:
             )
         axes = names
     elif names is not None:
-        given = tuple(parse_names(axes, "open_zarr")) if isinstance(axes, str) else tuple(axes)
+        given = spec_items(axes, "open_zarr")
         if tuple(getattr(a, "name", a) for a in given) != names:
             raise AxesError(
                 message(
