@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import signal
 import sys
 import time
 import warnings
@@ -43,6 +45,9 @@ from .zarr_io import is_zarr
 __all__ = ["main", "convert", "info", "plan_chunks"]
 
 DEFAULT_CHUNK = 64 << 20
+# The smallest --chunk-size: each chunk costs Python-level work (an isel, a repack call, a
+# write), so one-element chunks took minutes on a few MB. 64K keeps that cost under the copy.
+MIN_CHUNK = 64 << 10
 # Output bytes between two releases of the input pages read: releasing after every small
 # chunk costs more than the copy (the next chunk faults the same pages back in).
 RELEASE_EVERY = 32 << 20
@@ -60,6 +65,10 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64M)") from None
     if n <= 0:
         raise argparse.ArgumentTypeError(f"the chunk size must be positive, got {text!r}")
+    if n < MIN_CHUNK:
+        raise argparse.ArgumentTypeError(
+            f"the chunk size must be at least {MIN_CHUNK >> 10}K, got {text!r} (e.g. 64M)"
+        )
     return n
 
 
@@ -470,9 +479,43 @@ def _show(progress: bool | None) -> bool:
 
 
 def info(path) -> str:
-    """A description of a .npy file and its sidecar (the ``axesarray info`` command)."""
+    """A description of a .npy file and its sidecar, or of a Zarr store (the ``axesarray
+    info`` command)."""
     with renamed_errors("info"):
+        if is_zarr(path):
+            return _info_zarr(Path(path))
         return _info(Path(path))
+
+
+def _layout_lines(axes: Axes, layout: Layout | None) -> list[str]:
+    lines = [f"axes      {fmt_axes(axes)}"]
+    if layout is None:
+        lines.append("layout    none (the physical array is in axis order)")
+        return lines
+    dims = physical_dims(layout, axes)
+    labels = ", ".join(f"{d.label}={d.length}" for d in dims)
+    padded = math.prod(d.length for d in dims)
+    pad = 1 - axes.size / padded if padded else 0.0
+    lines.append(f"layout    {layout} ({labels})")
+    lines.append(f"padding   {pad:.1%} of the elements")
+    return lines
+
+
+def _info_zarr(path: Path) -> str:
+    from .zarr_io import open_zarr, physical_array
+
+    arr = physical_array(path, "info")
+    head = [f"physical  {arr.dtype} {tuple(arr.shape)}"]
+    try:
+        t = open_zarr(path)
+    except AxesError:  # no names: describe the array alone
+        return "\n".join(
+            [f"store     {path} (Zarr)", *head, "axes      unknown (no dimension_names)"]
+        )
+    chunks = ", ".join(f"{n}={c}" for n, c in t.chunks.items())
+    return "\n".join(
+        [f"store     {path} (Zarr, chunks {chunks})", *head, *_layout_lines(t.axes, t.layout)]
+    )
 
 
 def _info(path: Path) -> str:
@@ -487,16 +530,7 @@ def _info(path: Path) -> str:
         lines.append(f"convert   with {_suggest(arr.shape)}")
         return "\n".join(lines)
     axes, layout, _ = side
-    lines.append(f"axes      {fmt_axes(axes)}")
-    if layout is None:
-        lines.append("layout    none (the physical array is in axis order)")
-    else:
-        dims = physical_dims(layout, axes)
-        labels = ", ".join(f"{d.label}={d.length}" for d in dims)
-        padded = math.prod(d.length for d in dims)
-        pad = 1 - axes.size / padded if padded else 0.0
-        lines.append(f"layout    {layout} ({labels})")
-        lines.append(f"padding   {pad:.1%} of the elements")
+    lines += _layout_lines(axes, layout)
     lines.append(f"sidecar   {sidecar_path(path)}")
     return "\n".join(lines)
 
@@ -549,12 +583,15 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="progress bar (default: when stderr is a terminal)",
     )
-    i = sub.add_parser("info", help="describe a .npy file and its sidecar")
+    i = sub.add_parser("info", help="describe a .npy file and its sidecar, or a Zarr store")
     i.add_argument("file", type=Path)
     return parser
 
 
 def _one_line(command: str, err: BaseException) -> str:
+    if isinstance(err, OSError) and err.strerror and not str(err).startswith(f"{command}: "):
+        # An OS error from below, not one of ours: its words and file, not "[Errno 28] ..."
+        return message(command, err.strerror, err.filename and str(err.filename))
     text = " ".join(str(err).split()) or type(err).__name__
     return text if text.startswith(f"{command}: ") else f"{command}: {text}"
 
@@ -581,6 +618,14 @@ def main(argv=None) -> int:
                 )
             else:
                 print(info(args.file))
+                sys.stdout.flush()  # here, so that a closed pipe is seen below
+    except BrokenPipeError:
+        # The reader left (``info FILE | head -1``): end quietly as cat does, with the
+        # status of SIGPIPE; stdout goes to /dev/null so the exit flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
     except (ValueError, TypeError, OSError, MemoryError) as err:  # our errors included
         print(f"axesarray: error: {_one_line(args.command, err)}", file=sys.stderr)
         return 1

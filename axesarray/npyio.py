@@ -38,6 +38,8 @@ __all__ = [
     "atomic_outputs",
     "check_output",
     "renamed_errors",
+    "read_failed",
+    "write_failed",
     "FORMAT",
 ]
 
@@ -165,9 +167,13 @@ def _header(path: Path, op: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     .npy, holds numbers (``TypeError`` for Python objects) and is not truncated."""
     if not path.is_file():
         raise FileNotFoundError(message(op, f"no such file {str(path)!r}"))
-    size = path.stat().st_size
     try:
-        with open(path, "rb") as f:
+        size = path.stat().st_size
+        f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as err:
+        raise read_failed(op, path, err) from None
+    try:
+        with f:
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
@@ -215,6 +221,8 @@ def open_npy(path, op: str = "load", mmap_mode: str | None = "r") -> np.ndarray:
     shape, _, dtype, _ = _header(path, op)
     try:
         return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except OSError as err:
+        raise read_failed(op, path, err) from None
     except MemoryError:
         raise AllocationError(
             message(
@@ -242,8 +250,11 @@ def map_npy(path, op: str = "load"):
         empty = np.empty(shape, dtype)
         empty.flags.writeable = False
         return empty, lambda: None
-    with open(path, "rb") as f:
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as err:
+        raise read_failed(op, path, err) from None
     flat = np.frombuffer(mm, dtype, count=count, offset=header)
     arr = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
     advice = getattr(mmap, "MADV_DONTNEED", None)
@@ -337,7 +348,7 @@ class NpyWriter:
             self.file.close()
 
 
-def _write_failed(op: str, path: Path, err: OSError) -> OSError:
+def write_failed(op: str, path: Path, err: OSError) -> OSError:
     hints = {
         errno.ENOSPC: "Free space on the disk or write elsewhere",
         errno.EDQUOT: "The disk quota is used up: free space or write elsewhere",
@@ -352,6 +363,32 @@ def _write_failed(op: str, path: Path, err: OSError) -> OSError:
             err.strerror or str(err),
             hints.get(err.errno, "Nothing was written"),
         )
+    )
+    new.errno = err.errno  # str() stays our message: strerror is left unset
+    return new
+
+
+def read_failed(op: str, path, err: OSError) -> OSError:
+    """``err`` (raised reading ``path`` or a file inside it) as one ``op:`` line, of the
+    same type and errno: ``convert: cannot read x.npy (Permission denied). Check ...``."""
+    if str(err).startswith(f"{op}: "):
+        return err
+    hints = {
+        errno.EACCES: "Check the permissions of the file",
+        errno.EPERM: "Check the permissions of the file",
+        errno.EIO: "The device reported a read error: copy the file again",
+        errno.EISDIR: "Give a file, not a directory",
+    }
+    what = err.strerror or str(err)
+    inner = getattr(err, "filename", None)
+    if inner is not None and str(inner) != str(path):
+        try:
+            inner = Path(inner).relative_to(path)
+        except ValueError:
+            pass
+        what += f": {inner}"
+    new = type(err)(
+        message(op, f"cannot read {path}", what, hints.get(err.errno, "Check the file"))
     )
     new.errno = err.errno  # str() stays our message: strerror is left unset
     return new
@@ -390,7 +427,7 @@ def atomic_outputs(*paths, op: str = "save"):
         except OSError as err:
             if str(err).startswith(f"{op}: "):
                 raise
-            raise _write_failed(op, paths[0], err) from None
+            raise write_failed(op, paths[0], err) from None
     finally:
         for tmp in temps:
             with contextlib.suppress(OSError):
@@ -428,11 +465,14 @@ def renamed_errors(op: str):
     (``load``, not the ``tensor`` it calls); the type and the rest of the message stay."""
     try:
         yield
-    except (AxesError, LayoutError, TypeError) as err:
+    except (AxesError, LayoutError, TypeError, OSError) as err:
         head, sep, rest = str(err).partition(": ")
         if not sep or head == op or not head.isidentifier():
             raise
-        raise type(err)(f"{op}: {rest}") from None
+        new = type(err)(f"{op}: {rest}")
+        if isinstance(err, OSError):
+            new.errno = err.errno
+        raise new from None
 
 
 def save(path, t) -> None:

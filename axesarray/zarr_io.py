@@ -24,7 +24,7 @@ from .chunked import dask_array, to_logical
 from .errors import AxesError, LayoutError, fmt_axes, message
 from .expr_chunked import Chunked
 from .layouts import Layout, physical_dims
-from .npyio import parse_doc
+from .npyio import parse_doc, read_failed, write_failed
 from .tensor import Tensor
 
 __all__ = ["from_dask", "to_zarr", "open_zarr", "convert", "is_zarr"]
@@ -110,6 +110,12 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
     >>> ax.open_zarr(os.path.join(d, "t.zarr")).chunks
     {'N': (2, 1), 'C': (4,)}
     """
+    _to_zarr(t, store, chunks, progress)
+
+
+def _to_zarr(t, store, chunks, progress, op: str = "to_zarr", source=None) -> None:
+    """``to_zarr``; an OS error comes out as one ``op:`` line: ``cannot read`` ``source``
+    when it names a file in it, else ``cannot write`` the store."""
     if not isinstance(t, Tensor):
         raise TypeError(message("to_zarr", "expected a Tensor", type(t).__name__))
     zarr = _zarr("to_zarr")
@@ -164,10 +170,17 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
         _compute(stored, progress, phys.nbytes)
         os.replace(tmp, path)
         _Target.forget(str(tmp))
-    except BaseException:
+    except BaseException as err:
         _Target.cancel(str(tmp))  # kept, so that a chunk finishing later writes nothing
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not isinstance(err, OSError) or err.errno is None:
+            raise
+        name = str(getattr(err, "filename", None) or "")
+        if source is not None and name.startswith(str(source)):
+            raise read_failed(op, source, err) from None
+        if name and not name.startswith(str(tmp)) and source is None:
+            raise read_failed(op, name, err) from None
+        raise write_failed(op, path, err) from None
 
 
 class _Target:
@@ -254,24 +267,38 @@ def _names_of(arr) -> tuple | None:
     return tuple(str(n) for n in names)
 
 
-def _open_array(zarr, path: Path):
-    """The Zarr array at ``path``, with ``open_zarr:`` errors for what is not one."""
+def physical_array(path, op: str = "open_zarr"):
+    """The Zarr array at ``path`` (read-only), with ``op:`` errors for what is not one.
+
+    >>> import tempfile, os, zarr
+    >>> p = os.path.join(tempfile.mkdtemp(), "raw.zarr")
+    >>> physical_array(zarr.create_array(p, shape=(2, 3), dtype="f4").store_path.store.root).shape
+    (2, 3)
+    """
+    zarr = _zarr(op)
+    path = Path(path)
     if path.is_file():
         raise NotADirectoryError(
             message(
-                "open_zarr",
+                op,
                 f"{path} is a file, not a Zarr store (a directory)",
                 None,
                 "Give the store's directory",
             )
         )
     if not path.exists():
-        raise FileNotFoundError(message("open_zarr", "no Zarr array at", str(path)))
+        raise FileNotFoundError(message(op, "no Zarr array at", str(path)))
     try:
         return zarr.open_array(store=str(path), mode="r")
-    except (ValueError, KeyError, OSError, TypeError) as err:  # zarr's errors are ValueErrors
+    except OSError as err:
+        if err.errno is not None:  # the OS refused (permissions, I/O): not a missing array
+            raise read_failed(op, path, err) from None
         raise FileNotFoundError(
-            message("open_zarr", f"no Zarr array at {path}", " ".join(str(err).split()))
+            message(op, f"no Zarr array at {path}", " ".join(str(err).split()))
+        ) from None
+    except (ValueError, KeyError, TypeError) as err:  # zarr's errors are ValueErrors
+        raise FileNotFoundError(
+            message(op, f"no Zarr array at {path}", " ".join(str(err).split()))
         ) from None
 
 
@@ -319,10 +346,9 @@ def open_zarr(store, axes=None) -> Tensor:
     >>> ax.open_zarr(p, axes="N C").chunks
     {'N': (1, 1), 'C': (3,)}
     """
-    zarr = _zarr("open_zarr")
     da = dask_array("open_zarr")
     path = _store_path(store, "open_zarr")
-    arr = _open_array(zarr, path)
+    arr = physical_array(path)
     phys = da.from_zarr(arr)
     doc = arr.attrs.get(FORMAT)
     if doc is not None:
@@ -390,4 +416,4 @@ def convert(src, dst, axes=None, to_layout=None, roles=None, progress=None) -> N
         t = t.to_layout(to_layout, **(roles or {}))
     elif t.layout is not None:
         t = Tensor(t.axes, Chunked(t.to_dask()))
-    to_zarr(t, dst, progress=progress)
+    _to_zarr(t, dst, None, progress, "convert", Path(src))

@@ -32,6 +32,12 @@ def files(d) -> list[str]:
 
 
 @pytest.fixture
+def tiny_chunks(monkeypatch):
+    """Chunks of a few bytes, below the CLI's floor, to cut small files into many."""
+    monkeypatch.setattr(cli, "MIN_CHUNK", 1)
+
+
+@pytest.fixture
 def plain(tmp_path):
     logical = values((3, 5, 4, 6), "int8")
     path = tmp_path / "x.npy"
@@ -103,7 +109,7 @@ def test_blocked_input_without_sidecar_and_roles(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("to", ["NCHW4", "CHWN4", "NHWC", "NCHW"])
-def test_files_larger_than_the_chunk_size(capsys, tmp_path, to):
+def test_files_larger_than_the_chunk_size(capsys, tmp_path, to, tiny_chunks):
     logical = values((5, 9, 7, 6), "float32")
     src = tmp_path / "big.npy"
     np.save(src, logical)
@@ -151,7 +157,9 @@ def test_any_layout_to_any_layout_in_any_chunks(tmp_path_factory, shape, src, ds
     np.save(d / "a.npy", np.ascontiguousarray(expected_physical(logical, src)))
     c = shape[1]
     convert = ["convert", d / "a.npy", d / "b.npy", "--axes", f"N C={c} H W", "--from", src]
-    assert cli.main([str(a) for a in [*convert, "--to", dst, "--chunk-size", chunk]]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "MIN_CHUNK", 1)  # chunks of a few bytes: many boxes per file
+        assert cli.main([str(a) for a in [*convert, "--to", dst, "--chunk-size", chunk]]) == 0
     np.testing.assert_array_equal(
         np.load(d / "b.npy"), expected_physical(logical, dst), strict=True
     )
@@ -271,7 +279,9 @@ def test_a_failure_mid_way_leaves_no_output(plain, tmp_path, monkeypatch):
     assert files(tmp_path) == ["x.npy"]
 
 
-def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(capsys, plain, tmp_path, monkeypatch):
+def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(
+    capsys, plain, tmp_path, monkeypatch, tiny_chunks
+):
     """A file system that cannot reserve space (no fallocate) and fills up while writing."""
     from axesarray import npyio
 
@@ -300,7 +310,7 @@ def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(capsys, plain, tmp
     assert files(tmp_path) == ["x.npy"]
 
 
-def test_ctrl_c_mid_way_leaves_no_output(capsys, plain, tmp_path, monkeypatch):
+def test_ctrl_c_mid_way_leaves_no_output(capsys, plain, tmp_path, monkeypatch, tiny_chunks):
     import axesarray.layout_ops as lo
 
     src, _ = plain
@@ -727,3 +737,56 @@ def test_axes_specs_that_lose_order_or_lengths_are_refused(tmp_path):
     with pytest.raises(LayoutError, match=r"^load: the axes given differ from the sidecar's"):
         ax.load(path, axes={"N": 2, "C": 4})
     assert ax.load(path, axes={"N": 2, "C": 3}).names == ("N", "C")
+
+
+def test_unreadable_npy_input_is_one_formatted_line(capsys, plain, tmp_path, monkeypatch):
+    """As for a Zarr input: no raw ``[Errno ...]`` text (root reads anything, so the
+    refusal is simulated where the file is opened)."""
+    from axesarray import npyio
+
+    src, _ = plain
+    real_open = open
+
+    def refusing(path, *args, **kwargs):
+        if str(path) == str(src):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(npyio, "open", refusing, raising=False)
+    for argv in (["convert", src, tmp_path / "o.npy", "--axes", "N C H W"], ["info", src]):
+        rc, _, err = run(capsys, *argv)
+        assert rc == 1 and err == (
+            f"axesarray: error: {argv[0]}: cannot read {src} (Permission denied). "
+            "Check the permissions of the file.\n"
+        ), err
+    assert files(tmp_path) == ["x.npy"]
+
+
+def test_info_into_a_closed_pipe_exits_quietly(plain):
+    """``axesarray info FILE | head -1``: the reader has gone; no traceback, no error
+    line, and the status of a process ended by SIGPIPE (as cat's)."""
+    src, _ = plain
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "axesarray", "info", str(src)],
+            stdout=w, stderr=subprocess.PIPE, text=True, timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert proc.stderr == "" and proc.returncode in (-13, 141), proc
+
+
+def test_the_chunk_size_has_a_floor(capsys, plain, tmp_path):
+    """--chunk-size 1 would cut a file into one-element chunks (minutes for a few MB)."""
+    src, _ = plain
+    for size in ("1", "100", "63K"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["convert", str(src), str(tmp_path / "o.npy"), "--chunk-size", size])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"the chunk size must be at least 64K, got {size!r} (e.g. 64M)" in err, err
+    rc, _, err = run(capsys, "convert", src, tmp_path / "o.npy", "--axes", "N C H W",
+                     "--chunk-size", "64K")
+    assert rc == 0, err

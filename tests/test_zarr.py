@@ -286,3 +286,78 @@ def test_a_sliced_blocked_tensor_keeps_its_layout_in_zarr(tmp_path, cut, layout,
     raw = zarr.open_array(str(tmp_path / "v.zarr"), mode="r")[...]
     fresh = ax.tensor(view.numpy(), view.names)
     np.testing.assert_array_equal(raw, fresh.to_layout(back.layout).physical if layout else fresh.numpy())
+
+
+def test_cli_info_reads_stores(tmp_path, capsys):
+    x = _x((2, 5, 3, 2))
+    ax.to_zarr(ax.tensor(x, "N C H W").to_layout("NCHW4"), tmp_path / "b.zarr", chunks={"N": 1})
+    assert main(["info", str(tmp_path / "b.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert f"store     {tmp_path / 'b.zarr'} (Zarr, chunks N=(1, 1), C=(4, 1), H=(3,), W=(2,))" in out
+    assert "physical  float32 (2, 2, 3, 2, 4)" in out
+    assert "axes      N=2, C=5, H=3, W=2" in out
+    assert "layout    NCHW4 (N=2, C//4=2, H=3, W=2, C%4=4)" in out
+    assert "padding   37.5% of the elements" in out
+    zarr.create_array(str(tmp_path / "raw.zarr"), shape=(2, 3), dtype="i2", chunks=(1, 3))
+    assert main(["info", str(tmp_path / "raw.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "physical  int16 (2, 3)" in out and "axes      unknown (no dimension_names)" in out
+    assert main(["info", str(tmp_path / "none.zarr")]) == 1
+    assert "axesarray: error: info: no Zarr array at" in capsys.readouterr().err
+
+
+def _unreadable(monkeypatch, store_cls):
+    """Reading any key of a store fails as an unreadable file does (root reads anything,
+    so a chmod would not do it)."""
+    import errno
+
+    async def get(self, key, *args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), f"{self.root}/{key}")
+
+    monkeypatch.setattr(store_cls, "get", get)
+
+
+def test_cli_unreadable_zarr_input_is_one_formatted_line(tmp_path, capsys, monkeypatch):
+    ax.to_zarr(ax.tensor(_x((2, 4)), "N C"), tmp_path / "in.zarr")
+    from zarr.storage import LocalStore
+
+    _unreadable(monkeypatch, LocalStore)
+    rc = main(["convert", str(tmp_path / "in.zarr"), str(tmp_path / "o.zarr"), "--to", "C N"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert re.fullmatch(
+        rf"axesarray: error: convert: cannot read {re.escape(str(tmp_path / 'in.zarr'))} "
+        r"\(Permission denied: .*\)\. Check the permissions of the file\.\n",
+        err,
+    ), err
+    assert "[Errno" not in err
+    assert sorted(os.listdir(tmp_path)) == ["in.zarr"]
+
+
+def test_cli_full_disk_under_zarr_output_is_one_formatted_line(tmp_path):
+    """RLIMIT_FSIZE stands in for a full disk, as for the .npy output."""
+    x = _x((4, 64, 64, 8))  # 512 KiB
+    ax.to_zarr(ax.tensor(x, "N C H W"), tmp_path / "in.zarr")
+    code = "import sys; from axesarray.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "convert", str(tmp_path / "in.zarr"),
+         str(tmp_path / "o.zarr"), "--to", "NCHW32"],
+        capture_output=True, text=True, timeout=300, preexec_fn=_fsize_limited(100_000),
+    )
+    assert proc.returncode == 1, proc
+    assert re.fullmatch(
+        rf"axesarray: error: convert: cannot write {re.escape(str(tmp_path / 'o.zarr'))} "
+        r"\(File too large\)\. The file is larger than this file system or process allows "
+        r"\(ulimit -f\)\.\n",
+        proc.stderr,
+    ), proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.zarr"]
+
+
+def _fsize_limited(limit: int):
+    def start():
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1])
+        )
+
+    return start
