@@ -28,7 +28,7 @@ from pathlib import Path
 from ._version import __version__
 from .axes import Axes, Axis
 from .errors import AxesError, LayoutError, fmt_axes, message
-from .layouts import Layout, bind, physical_dims
+from .layouts import Layout, bind, physical_dims, role_pairs
 from .npyio import (
     NpyWriter,
     atomic_outputs,
@@ -123,7 +123,22 @@ def _layout(text: str, flag: str, roles: dict, names: tuple[str, ...]) -> Layout
     extra = [n for n in layout.order if n not in names]
     missing = [n for n in names if n not in layout.order]
     if extra or missing:
-        pairs = " ".join(f"{r}={n}" for r, n in zip(extra, missing, strict=False))
+        # The letters pair with the axes in N C H W order (as the Python API's hint), not
+        # in the layout's order: CHWN4's C is the second axis, not the first.
+        pairs = role_pairs(layout, extra, missing)
+        if pairs is not None:
+            hint = (
+                "Map its letters to your axis names (axes in N C H W order): --roles '"
+                + " ".join(f"{r}={n}" for r, n in pairs)
+                + "'"
+            )
+        elif len(layout.order) != len(names):
+            hint = (
+                f"{text} orders {len(layout.order)} axes and there are {len(names)}: give "
+                f"{flag} an order of the axis names, e.g. {flag} '{' '.join(names)}'"
+            )
+        else:
+            hint = "Name every axis once in the layout"
         raise LayoutError(
             message(
                 "convert",
@@ -131,9 +146,7 @@ def _layout(text: str, flag: str, roles: dict, names: tuple[str, ...]) -> Layout
                 + (", ".join(map(repr, extra)) or "not all axes")
                 + f", the axes are {' '.join(names)}",
                 f"layout {layout}",
-                f"Map its letters to your axis names: --roles '{pairs}'"
-                if pairs
-                else "Name every axis once in the layout",
+                hint,
             )
         )
     return bind(layout, Axes(Axis(n, 0) for n in names), "convert")
@@ -219,21 +232,20 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
         )
     t = tensor(arr, items, layout=layout)
     for name, x in layout.blocks:
-        if name in items and x > 1:  # given without a length: the padding counts as data
+        if name in items:  # given without a length: the padding would count as data
             padded = t.axes[name].length
             fixed = " ".join(
-                f"{n}=<{padded - x + 1}..{padded}>" if n == name else str(n) for n in items
+                f"{n}=<1..{padded}>" if n == name else str(n) for n in items
             )
-            warnings.warn(
+            raise AxesError(
                 message(
                     "convert",
-                    f"--axes gives no length for the blocked axis {name!r}, so all "
-                    f"{padded} entries of its blocks are taken as data, padding included",
-                    f"{name}={padded}",
-                    f"If the file has padding, give the real length: --axes '{fixed}'",
-                ),
-                UserWarning,
-                stacklevel=3,
+                    f"--axes gives no length for the blocked axis {name!r}, and its "
+                    f"{padded} entries in the file may end in padding",
+                    f"--axes {axes_text}; {layout} blocks of {x}",
+                    f"Give its real length ({name}={padded} if there is no padding): "
+                    f"--axes '{fixed}'",
+                )
             )
     return t, layout, drop
 
@@ -387,10 +399,20 @@ def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> No
 
     if from_layout is not None:
         raise LayoutError(
-            message("convert", "--from is for .npy input", str(src), "A Zarr store records it")
+            message(
+                "convert",
+                "--from is for .npy input",
+                str(src),
+                "Leave --from out: a Zarr store records its layout",
+            )
         )
     roles = _roles(roles) if isinstance(roles, str) or roles is None else dict(roles)
     names = None if axes is None else _names(_axes_spec(axes))
+    if to_layout is not None and Path(dst).suffix == ".zarr":
+        from .zarr_io import open_zarr
+
+        # --to checked against the store's axes here, for a hint in terms of flags
+        _layout(to_layout, "--to", roles, open_zarr(src, names).names)
     bars: list = []
 
     def start(total: int):

@@ -8,7 +8,9 @@ import os
 import re
 import resource
 import subprocess
+import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,7 +195,7 @@ BAD = [
     (
         ["--axes", "N C H X", "--to", "NCHW4"],
         r"convert: --to NCHW4 places 'W', the axes are N C H X \(layout NCHW4\)\. "
-        r"Map its letters to your axis names: --roles 'W=X'\.",
+        r"Map its letters to your axis names \(axes in N C H W order\): --roles 'W=X'\.",
     ),
     (
         ["--axes", "N C=3 H W"],
@@ -525,7 +527,8 @@ def test_info(capsys, plain, tmp_path):
 
 
 def test_a_blocked_file_without_its_sidecar(capsys, tmp_path):
-    """info suggests the form that keeps the padding out; leaving the length out warns."""
+    """info suggests the form that keeps the padding out; leaving the length out is refused
+    (C=4 says there is no padding)."""
     logical = values((2, 3, 2, 2), "int8")
     path = tmp_path / "b.npy"
     np.save(path, np.ascontiguousarray(expected_physical(logical, "NCHW4")))
@@ -541,12 +544,17 @@ def test_a_blocked_file_without_its_sidecar(capsys, tmp_path):
     rc, _, err = run(
         capsys, "convert", path, tmp_path / "all.npy", "--axes", "N C H W", "--from", "NCHW4"
     )
-    assert rc == 0
+    assert rc == 1  # the padding would become channel 4: refused, not warned about
     assert err == (
-        "axesarray: warning: convert: --axes gives no length for the blocked axis 'C', so all 4 "
-        "entries of its blocks are taken as data, padding included (C=4). If the file has "
-        "padding, give the real length: --axes 'N C=<1..4> H W'.\n"
+        "axesarray: error: convert: --axes gives no length for the blocked axis 'C', and its 4 "
+        "entries in the file may end in padding (--axes N C H W; NCHW4 blocks of 4). Give its "
+        "real length (C=4 if there is no padding): --axes 'N C=<1..4> H W'.\n"
     )
+    assert files(tmp_path) == ["b.npy", "ok.npy", "ok.npy.axes.json"]
+    rc, _, err = run(
+        capsys, "convert", path, tmp_path / "all.npy", "--axes", "N C=4 H W", "--from", "NCHW4"
+    )
+    assert rc == 0 and err == ""
     assert np.load(tmp_path / "all.npy").shape == (2, 4, 2, 2)
     np.save(tmp_path / "three.npy", np.zeros((2, 3, 4), "int8"))
     rc, out, _ = run(capsys, "info", tmp_path / "three.npy")
@@ -790,3 +798,156 @@ def test_the_chunk_size_has_a_floor(capsys, plain, tmp_path):
     rc, _, err = run(capsys, "convert", src, tmp_path / "o.npy", "--axes", "N C H W",
                      "--chunk-size", "64K")
     assert rc == 0, err
+
+
+# --- every hint, followed literally, does what the user meant -----------------------------------
+
+LOGICAL = values((2, 3, 4, 5), "int8")  # (batch, channels, y, x): C=3 pads in blocks of 4
+
+
+def _hint(err: str) -> str:
+    """The hint of a one-line error: the text after the fact and its values."""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("axesarray: error: "), err
+    body = line.split(": error: ", 1)[1]
+    start = body.find(" (")
+    if start < 0:
+        return body.partition(". ")[2]
+    depth = 0
+    for k in range(start + 1, len(body)):  # the values' closing parenthesis
+        depth += {"(": 1, ")": -1}.get(body[k], 0)
+        if depth == 0:
+            return body[k + 1 :].lstrip(". ")
+    raise AssertionError(err)
+
+
+def _set(argv: list, flag: str, value: str | None) -> list:
+    out = list(argv)
+    if flag in out:
+        k = out.index(flag)
+        del out[k : k + 2]
+    return out if value is None else [*out, flag, value]
+
+
+def _follow(argv: list, hint: str, lengths: dict) -> list:
+    """``argv`` with ``hint`` applied literally: a flag and value it gives replace the
+    flag's; a placeholder ``<1..n>`` (a length the tool cannot know) becomes the length
+    the user meant (``lengths``); "Leave --x out" removes it; "Name it"/"Give a file"
+    replace the output; "Write C alone" drops a length. An unknown hint fails the test."""
+    def fill(text):
+        return re.sub(r"(\w+)=<[^>]*>", lambda m: f"{m[1]}={lengths[m[1]]}", text)
+
+    if m := re.match(r"Leave (--\w+) out", hint):
+        return _set(argv, m[1], None)
+    flags = re.findall(r"(--axes|--roles|--from|--to) '([^']*)'", hint)
+    flags += [(f, v) for f, v in re.findall(r"(--from|--to) (\w+)\b", hint) if f not in dict(flags)]
+    if flags:
+        for flag, value in flags:
+            argv = _set(argv, flag, fill(value))
+        return argv
+    if m := re.match(r"(?:Name it|Give a file:) (\S+?)\.$", hint):
+        return [argv[0], argv[1], str(Path(argv[2]).parent / Path(m[1]).name), *argv[3:]]
+    if m := re.match(r"Write (\w+) alone", hint):
+        k = argv.index("--axes") + 1
+        return [*argv[:k], re.sub(rf"\b{m[1]}=\S+", m[1], argv[k]), *argv[k + 1 :]]
+    raise AssertionError(f"a hint the test cannot follow: {hint!r}")
+
+
+def _physical(name: str | None, logical=LOGICAL) -> np.ndarray:
+    return logical if name is None else expected_physical(logical, name)
+
+
+# (file on disk: its layout or None, its sidecar's axes or None), the argv (after
+# "convert IN OUT") with a mistake, the output meant (physical layout or None, names).
+HINTED = [
+    ((None, None), ["--axes", "b f y x", "--to", "CHWN4"], ("CHWN4", "b f y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "NHWC"], ("NHWC", "b f y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "NCHW32"], ("NCHW32", "b f y x")),
+    ((None, None), ["--axes", "N C y x", "--to", "NHWC"], ("NHWC", "N C y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "NHWC", "--roles", "N=b"], ("NHWC", "b f y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "C H W N"], ("C H W N", "b f y x")),
+    ((None, None), ["--to", "NCHW4"], ("NCHW4", "N C H W")),
+    ((None, None), ["--axes", "N C=4 H W", "--to", "NHWC"], ("NHWC", "N C H W")),
+    ((None, "N C H W"), ["--axes", "a b c d", "--to", "NHWC"], ("NHWC", "N C H W")),
+    (("NCHW4", "N C H W"), ["--from", "NHWC"], (None, "N C H W")),
+    (("NCHW4", None), ["--axes", "N C H W", "--from", "NCHW4"], (None, "N C H W")),
+    (("NCHW4", None), ["--axes", "b f y x", "--from", "NCHW4", "--to", "NHWC"], ("NHWC", "b f y x")),
+    (("CHWN4", None), ["--axes", "N C H W", "--from", "CHWN4", "--to", "NCHW32"], ("NCHW32", "N C H W")),
+    (("NCHW4", None), ["--to", "NHWC"], ("NHWC", "N C H W")),
+]
+
+
+@pytest.mark.parametrize("stored, argv, meant", HINTED)
+def test_every_hint_followed_literally_does_what_the_user_meant(capsys, tmp_path, stored, argv, meant):
+    """Each refused command prints a hint; the command the hint gives (placeholders filled
+    with the length the user knows) succeeds and writes the output the user meant,
+    checked against numpy; hints may chain (roles first, then a length)."""
+    layout, side_axes = stored
+    src = tmp_path / "in.npy"
+    if side_axes is None:
+        np.save(src, np.ascontiguousarray(_physical(layout)))
+    else:
+        t = ax.tensor(LOGICAL, side_axes)
+        ax.save(src, t.to_layout(layout) if layout else t)
+    out_layout, names = meant
+    lengths = dict(zip(names.split(), LOGICAL.shape, strict=True))
+    cmd = ["convert", str(src), str(tmp_path / "out.npy"), *argv]
+    hints = []
+    for _ in range(4):
+        rc, _, err = run(capsys, *cmd)
+        if rc == 0:
+            break
+        assert rc == 1 and err.count("\n") == 1, err
+        hints.append(_hint(err))
+        cmd = _follow(cmd, hints[-1], lengths)
+    assert rc == 0 and hints, (hints, err)
+    assert not (tmp_path / "out.npy").exists() or rc == 0
+    back = ax.load(tmp_path / cmd[2])
+    assert back.names == tuple(names.split()), hints
+    np.testing.assert_array_equal(back.numpy(), LOGICAL, strict=True)
+    on_disk = np.load(tmp_path / cmd[2])
+    if out_layout == "C H W N":
+        np.testing.assert_array_equal(on_disk, LOGICAL.transpose(1, 2, 3, 0))
+    else:
+        np.testing.assert_array_equal(on_disk, _physical(out_layout), strict=True), hints
+
+
+OUTPUT_HINTS = [
+    ("out.npz", "out.npy"),
+    ("D", "out.npy"),
+]
+
+
+@pytest.mark.parametrize("output, meant", OUTPUT_HINTS)
+def test_output_hints_followed_literally(capsys, tmp_path, output, meant):
+    src = tmp_path / "in.npy"
+    np.save(src, LOGICAL)
+    (tmp_path / "D").mkdir()
+    cmd = ["convert", str(src), str(tmp_path / output), "--axes", "N C H W", "--to", "NHWC"]
+    rc, _, err = run(capsys, *cmd)
+    assert rc == 1
+    cmd = _follow(cmd, _hint(err), {})
+    rc, _, err = run(capsys, *cmd)
+    assert rc == 0, err
+    assert Path(cmd[2]).name == meant
+    np.testing.assert_array_equal(np.load(cmd[2]), LOGICAL.transpose(0, 2, 3, 1))
+
+
+def test_zarr_hints_followed_literally(capsys, tmp_path):
+    ax.to_zarr(ax.tensor(LOGICAL, "b f y x"), tmp_path / "in.zarr")
+    for argv in (
+        [tmp_path / "out.npy", "--to", "NHWC", "--roles", "N=b C=f H=y W=x"],
+        [tmp_path / "out.zarr", "--from", "NCHW", "--to", "NHWC", "--roles", "N=b C=f H=y W=x"],
+        [tmp_path / "out.zarr", "--to", "NHWC"],
+    ):
+        cmd = ["convert", str(tmp_path / "in.zarr"), *map(str, argv)]
+        for _ in range(3):
+            rc, _, err = run(capsys, *cmd)
+            if rc == 0:
+                break
+            cmd = _follow(cmd, _hint(err), {})
+        assert rc == 0, err
+        out = ax.open_zarr(cmd[2])
+        assert out.names == ("b", "f", "y", "x") and str(out.layout) == "NHWC"
+        np.testing.assert_array_equal(out.numpy(), LOGICAL)
+        shutil.rmtree(cmd[2])
