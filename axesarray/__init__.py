@@ -7,6 +7,7 @@
 array([2., 4., 6.])
 """
 
+from . import _startup  # first: Ctrl-C while the program imports (see _startup)
 from .axes import Axes, Axis, broadcast_axes
 
 __all__ = ["Axis", "Axes", "broadcast_axes"]

@@ -42,7 +42,7 @@ from .npyio import (
 )
 from .zarr_io import is_zarr
 
-__all__ = ["main", "convert", "info", "plan_chunks"]
+__all__ = ["main", "entry", "convert", "info", "plan_chunks", "Interrupts"]
 
 DEFAULT_CHUNK = 64 << 20
 # The smallest --chunk-size: each chunk costs Python-level work (an isel, a repack call, a
@@ -51,6 +51,59 @@ MIN_CHUNK = 64 << 10
 # Output bytes between two releases of the input pages read: releasing after every small
 # chunk costs more than the copy (the next chunk faults the same pages back in).
 RELEASE_EVERY = 32 << 20
+
+
+# --- Ctrl-C --------------------------------------------------------------------------------
+
+
+class Interrupts:
+    """While the command runs, SIGINT only sets a flag; ``check()`` raises
+    ``KeyboardInterrupt`` at the points where stopping is safe (between chunks, before the
+    renames). So Ctrl-C never lands inside numba's or llvmlite's code (a compile in this
+    thread, or one of their callbacks, which would swallow it or crash), and a second one
+    cannot cut the clean-up short. Worker threads block SIGINT (``block_interrupts``).
+
+    >>> with Interrupts() as stop:
+    ...     stop.check()  # nothing pending
+    """
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old = None
+
+    def _handler(self, signum, frame) -> None:
+        self.hit = True
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def wait(self, future) -> None:
+        """``future.result()``, checking for Ctrl-C every 50 ms."""
+        from concurrent.futures import TimeoutError as Pending
+
+        while True:
+            self.check()
+            try:
+                return future.result(timeout=0.05)
+            except Pending:
+                continue
+
+    @property
+    def active(self) -> bool:
+        """Whether this guard handles SIGINT (entered, in the main thread)."""
+        return self._old is not None
+
+    def __enter__(self) -> Interrupts:
+        try:
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread: the caller's handling stays
+            self._old = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -373,11 +426,13 @@ def convert(
     roles=None,
     chunk_bytes: int = DEFAULT_CHUNK,
     progress: bool | None = None,
+    stop: Interrupts | None = None,
 ) -> None:
     """Convert ``src_path`` into ``dst_path`` (the ``axesarray convert`` command).
 
     Checks everything before writing; writes with ordinary I/O into a temporary file that
-    is renamed onto ``dst_path`` when complete; memory stays within a few chunks.
+    is renamed onto ``dst_path`` when complete; memory stays within a few chunks. ``stop``
+    (an entered ``Interrupts``) is checked between chunks and before the renames.
 
     >>> import numpy as np, tempfile, os
     >>> d = tempfile.mkdtemp(); src, dst = os.path.join(d, "a.npy"), os.path.join(d, "b.npy")
@@ -386,14 +441,17 @@ def convert(
     >>> np.load(dst).shape
     (1, 1, 1, 2, 4)
     """
+    stop = stop or Interrupts()  # not entered: no handler, check() never raises
     with renamed_errors("convert"):
         if is_zarr(src_path) or is_zarr(dst_path):
-            _convert_zarr(src_path, dst_path, axes, from_layout, to_layout, roles, progress)
+            _convert_zarr(src_path, dst_path, axes, from_layout, to_layout, roles, progress, stop)
             return
-        _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress)
+        _convert(
+            src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress, stop
+        )
 
 
-def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> None:
+def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress, stop) -> None:
     """A Zarr store converts through dask (``zarr_io.convert``), chunk by chunk."""
     from .zarr_io import convert as convert_zarr
 
@@ -417,8 +475,15 @@ def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> No
 
     def start(total: int):
         bars.append(Progress(total, _show(progress)))
-        return bars[-1].update
+        update = bars[-1].update
 
+        def done(n: int) -> None:  # after each task, in this thread: a safe point
+            update(n)
+            stop.check()
+
+        return done
+
+    stop.check()
     try:
         convert_zarr(src, dst, names, to_layout, roles, start)
     finally:
@@ -426,7 +491,7 @@ def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> No
             bar.close()
 
 
-def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress):
+def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress, stop):
     from .storage import allocate
 
     src_path, dst_path = Path(src_path), Path(dst_path)
@@ -456,27 +521,43 @@ def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_byte
     # with a message, and nothing is left behind).
     buf = allocate(max((math.prod(n) for _, n in boxes), default=0), dtype, op="convert")
     bar = Progress(math.prod(shape) * dtype.itemsize, _show(progress))
+    stop.check()
     try:
         with atomic_outputs(dst_path, sidecar_path(dst_path), op="convert") as (tmp, tmp_side):
             out = NpyWriter(tmp, dtype, shape)
             try:
-                _write_chunks(out, src, dst_layout, zip(chunks, boxes, strict=True), buf, drop, bar)
+                pieces = zip(chunks, boxes, strict=True)
+                _write_chunks(out, src, dst_layout, pieces, buf, drop, bar, stop)
             except BaseException:
                 out.file.close()
                 raise
             out.close()
             tmp_side.write_text(sidecar_text(src.axes, dst_layout, dtype))
+            _settle(stop)
+            stop.check()  # the last point: past it the renames make the output whole
     finally:
         bar.close()  # an error or Ctrl-C starts on a line of its own
 
 
-def _write_chunks(out, src, dst_layout, chunks, buf, drop, bar) -> None:
+def _settle(stop: Interrupts) -> None:
+    """Wait (interruptibly) for the kernels compiling on the background thread while
+    numpy answered: they reach the disk cache, and the process exits with no compile
+    under way (a thread inside LLVM at interpreter exit can crash it)."""
+    from .engine.tiers import background_done
+
+    done = background_done()
+    if done is not None and stop.active:
+        stop.wait(done)
+
+
+def _write_chunks(out, src, dst_layout, chunks, buf, drop, bar, stop) -> None:
     """Repack each (index, box) of ``chunks`` into ``buf`` and write it to ``out``."""
     from .creation import tensor
     from .layout_ops import repack
 
     part, since = None, 0
     for index, (start, lengths) in chunks:
+        stop.check()
         piece = src.isel(index)
         if part is None or part.axes != piece.axes:
             # A chunk of a new shape: zero the buffer so that its padding reads zero (repack
@@ -619,6 +700,12 @@ def _one_line(command: str, err: BaseException) -> str:
 
 
 def main(argv=None) -> int:
+    """The ``axesarray`` command, in this process: its exit status (130 after Ctrl-C)."""
+    with Interrupts() as stop:
+        return _main(argv, stop)
+
+
+def _main(argv, stop: Interrupts) -> int:
     args = _parser().parse_args(argv)
 
     def show(msg, category, *_args, **_kwargs):
@@ -637,6 +724,7 @@ def main(argv=None) -> int:
                     args.roles,
                     args.chunk_size,
                     args.progress,
+                    stop,
                 )
             else:
                 print(info(args.file))
@@ -657,5 +745,26 @@ def main(argv=None) -> int:
     return 0
 
 
+def entry() -> None:
+    """The ``axesarray`` program (console script and ``python -m axesarray``): ``main()``,
+    then an exit that does not finalize the interpreter, so a compile still under way on
+    the background thread (after Ctrl-C or an error) cannot crash the exit or delay it."""
+    from . import _startup
+
+    if _startup.HIT:  # Ctrl-C while the package was imported
+        command = sys.argv[1] if sys.argv[1:2] in (["convert"], ["info"]) else None
+        print(f"axesarray{' ' + command if command else ''}: interrupted; nothing written",
+              file=sys.stderr)
+        code = 130
+    else:
+        code = main()  # (SIGINT sets _startup.HIT again after main() returns: ignored)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

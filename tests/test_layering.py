@@ -11,6 +11,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "axesarray"
 
 ORDER = [
+    "_startup",
     "errors",
     "options",
     "ops",
