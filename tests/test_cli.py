@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import axesarray as ax
-from axesarray import LayoutError, cli
-from axesarray.npyio import sidecar_path
+from axesarray import LayoutError
+from axesarray.io import cli
+from axesarray.io.npy import sidecar_path
 from tests.test_layouts import STANDARD, expected_physical, values
 
 
@@ -285,7 +286,7 @@ def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(
     capsys, plain, tmp_path, monkeypatch, tiny_chunks
 ):
     """A file system that cannot reserve space (no fallocate) and fills up while writing."""
-    from axesarray import npyio
+    from axesarray.io import npy as npyio
 
     src, _ = plain
     writes = []
@@ -449,7 +450,7 @@ def test_progress_bar(capsys):
 
 MEASURE = """
 import json, sys, threading, time
-from axesarray import cli
+from axesarray.io import cli
 
 def status():
     with open("/proc/self/status") as f:
@@ -576,7 +577,7 @@ def test_errors_name_the_command_and_fit_one_line(capsys, tmp_path, monkeypatch)
     assert files(tmp_path) == ["x.npy"]
 
 
-@pytest.mark.parametrize("module", ["axesarray", "axesarray.cli"])
+@pytest.mark.parametrize("module", ["axesarray", "axesarray.io.cli"])
 def test_the_entry_point_runs(plain, module):
     src, _ = plain
     proc = subprocess.run(
@@ -750,7 +751,7 @@ def test_axes_specs_that_lose_order_or_lengths_are_refused(tmp_path):
 def test_unreadable_npy_input_is_one_formatted_line(capsys, plain, tmp_path, monkeypatch):
     """As for a Zarr input: no raw ``[Errno ...]`` text (root reads anything, so the
     refusal is simulated where the file is opened)."""
-    from axesarray import npyio
+    from axesarray.io import npy as npyio
 
     src, _ = plain
     real_open = open

@@ -18,7 +18,7 @@ import pytest
 import zarr
 
 import axesarray as ax
-from axesarray.cli import main
+from axesarray.io.cli import main
 from tests.conftest import assert_close
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,7 +163,7 @@ def test_cli_converts_a_store_larger_than_its_memory(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
 
-    code = "import sys; from axesarray.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from axesarray.io.cli import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, MALLOC_ARENA_MAX="2")
     run = subprocess.run(
         [sys.executable, "-c", code, "convert", str(src), str(dst), "--to", "NCHW32"],
@@ -338,7 +338,7 @@ def test_cli_full_disk_under_zarr_output_is_one_formatted_line(tmp_path):
     """RLIMIT_FSIZE stands in for a full disk, as for the .npy output."""
     x = _x((4, 64, 64, 8))  # 512 KiB
     ax.to_zarr(ax.tensor(x, "N C H W"), tmp_path / "in.zarr")
-    code = "import sys; from axesarray.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from axesarray.io.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.run(
         [sys.executable, "-c", code, "convert", str(tmp_path / "in.zarr"),
          str(tmp_path / "o.zarr"), "--to", "NCHW32"],

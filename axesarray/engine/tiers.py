@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ..expr import Node, walk
+from ..dag.nodes import Node, walk
 from ..kernels.threads import worker_pool
 from ..options import OPTIONS
 from .binder import binder
