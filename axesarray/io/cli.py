@@ -143,7 +143,7 @@ def _axes_spec(text: str) -> list:
                     "convert",
                     f"--axes: the length of {name!r} must be a non-negative integer",
                     f"got {tok!r}",
-                    f"Write {name}=3, or {name} alone to take the length from the file",
+                    f"Write {name} alone to take the length from the file",
                 )
             )
         items.append(Axis(name, n))
@@ -257,7 +257,7 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                     "convert",
                     f"--axes names {len(items)} axes but the array has {arr.ndim} dimensions",
                     f"--axes {axes_text}; shape {arr.shape}",
-                    "Give one name per dimension, or --from for a blocked layout",
+                    f"Give one name per dimension: {_suggest(arr.shape)}",
                 )
             )
         for k, item in enumerate(items):
@@ -280,7 +280,9 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                 f"a {layout} array has {layout.ndim_physical} dimensions but "
                 f"{path.name} has {arr.ndim}",
                 f"--axes {axes_text}; shape {arr.shape}",
-                "Check --axes and --from",
+                "Leave --from out: the file has one dimension per axis"
+                if arr.ndim == len(items)
+                else "Check --axes and --from",
             )
         )
     t = tensor(arr, items, layout=layout)
@@ -502,7 +504,7 @@ def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_byte
                 "convert",
                 "the output path is the input path",
                 str(src_path),
-                "Write to another file",
+                f"Name it {src_path.stem}_out.npy",
             )
         )
     check_output(dst_path, "convert")
