@@ -31,7 +31,8 @@ def is_program() -> bool:
     """
     argv = list(getattr(sys, "orig_argv", ()))
     if "-m" in argv[1:-1]:  # python [options] -m axesarray[.cli]: runpy imports us first
-        return argv[argv.index("-m", 1) + 1] in ("axesarray", "axesarray.__main__", "axesarray.io.cli")
+        module = argv[argv.index("-m", 1) + 1]
+        return module in ("axesarray", "axesarray.__main__", "axesarray.io.cli")
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None)
     return (
