@@ -9,6 +9,7 @@ array([2., 4., 6.])
 
 import sys as _sys
 
+from . import _startup  # first: Ctrl-C while the program imports (see _startup)
 from .core.axes import Axes, Axis, broadcast_axes
 
 __all__ = ["Axis", "Axes", "broadcast_axes"]
