@@ -38,6 +38,7 @@ def test_benchmarks_run_in_quick_mode():
         "sum(tanh(x*w+b)**2)",
         "forward+backward",
         "3-kernel function",
+        "xarray on ax.array_api (lazy)",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

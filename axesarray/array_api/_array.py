@@ -146,7 +146,17 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None) -> Array:
         if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
             arr = np.from_dlpack(obj)
         else:
-            arr = np.array(obj, copy=False)  # numpy raises ValueError when it must copy
+            try:
+                arr = np.array(obj, copy=False)
+            except ValueError:
+                raise ValueError(
+                    message(
+                        "asarray",
+                        "the data cannot be used without a copy",
+                        f"copy=False, {type(obj).__name__}",
+                        "Pass copy=None",
+                    )
+                ) from None
         if dtype is not None and arr.dtype != dtype:
             raise ValueError(
                 message(
@@ -267,6 +277,19 @@ def _result_dtype(fn, kinds):
         return fn(*args).dtype
 
 
+@lru_cache(maxsize=256)
+def _quiet(fn):
+    """``fn`` without floating-point warnings (the engines never warn); one object per
+    ``fn``, so its call nodes share a plan."""
+
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    quiet.__name__ = getattr(fn, "__name__", "fn")
+    return quiet
+
+
 def ufunc_call(fn, values, op: str) -> Array:
     """A numpy ufunc (or ufunc-like function) as a lazy call node, positional broadcasting.
 
@@ -283,7 +306,7 @@ def ufunc_call(fn, values, op: str) -> Array:
             ref = np.result_type(*(a.dtype for a in arrays), v) if arrays else np.asarray(v).dtype
             vals.append(asarray(np.asarray(v, dtype=ref)))
     operands, n = broadcast_operands(vals, op)
-    t = _apply(fn, *operands, core=(), out_axes=(), dtype=dt)
+    t = _apply(_quiet(fn), *operands, core=(), out_axes=(), dtype=dt)
     return _finish(t, n)
 
 
@@ -330,7 +353,7 @@ class Array:
 
     @property
     def ndim(self) -> int:
-        return len(self._t.axes)
+        return len(self._t.shape)
 
     @property
     def size(self) -> int:

@@ -16,6 +16,7 @@ import functools
 import operator
 import warnings
 
+import attrs
 import numpy as np
 
 from .. import functions as F
@@ -239,16 +240,57 @@ def can_cast(from_, to, /) -> bool:
     return bool(np.can_cast(f, np.dtype(to)))
 
 
+@attrs.frozen
+class FInfo:
+    """Machine limits of a floating dtype, as Python numbers (the standard's ``finfo``)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: np.dtype
+
+
+@attrs.frozen
+class IInfo:
+    """Machine limits of an integer dtype (the standard's ``iinfo``)."""
+
+    bits: int
+    max: int
+    min: int
+    dtype: np.dtype
+
+
 @export
 def finfo(type, /):  # noqa: A002 - the standard's name
-    dt = type.dtype if isinstance(type, Array) else np.dtype(type)
-    return np.finfo(dt)
+    """Limits of a floating dtype (of a complex one: of its real part).
+
+    >>> import axesarray.array_api as xp
+    >>> xp.finfo(xp.float32).bits
+    32
+    """
+    f = np.finfo(type.dtype if isinstance(type, Array) else np.dtype(type))
+    return FInfo(
+        int(f.bits),
+        float(f.eps),
+        float(f.max),
+        float(f.min),
+        float(f.smallest_normal),
+        np.dtype(f.dtype),
+    )
 
 
 @export
 def iinfo(type, /):  # noqa: A002
-    dt = type.dtype if isinstance(type, Array) else np.dtype(type)
-    return np.iinfo(dt)
+    """Limits of an integer dtype.
+
+    >>> import axesarray.array_api as xp
+    >>> xp.iinfo(xp.int8).min
+    -128
+    """
+    f = np.iinfo(type.dtype if isinstance(type, Array) else np.dtype(type))
+    return IInfo(int(f.bits), int(f.max), int(f.min), np.dtype(f.dtype))
 
 
 _KINDS = {

@@ -43,10 +43,13 @@ export = exporter(__all__, globals())
 def _reduce(method, x, axis, keepdims, op, dtype=None):
     x = _arr(x, op)
     names = _axes(x, axis, op)
-    t = x._t if dtype is None else x._t.astype(_check_dtype(dtype, op))
+    dt = None if dtype is None else _check_dtype(dtype, op)
+    t = x._t if dt is None else x._t.astype(dt)
     if not names:
         return Array._new(t)
-    return wrap(getattr(t, method)(names, keepdims=keepdims))
+    r = getattr(t, method)(names, keepdims=keepdims)
+    # the engine sums integers in (u)int64; an asked dtype is the result's
+    return wrap(r if dt is None or r.dtype == dt else r.astype(dt))
 
 
 def _sum_dtype(x, dtype):
@@ -61,11 +64,13 @@ def _sum_dtype(x, dtype):
 
 @export
 def sum(x, /, *, axis=None, dtype=None, keepdims=False) -> Array:  # noqa: A001
+    x = _arr(x, "sum")
     return _reduce("sum", x, axis, keepdims, "sum", _sum_dtype(x, dtype))
 
 
 @export
 def prod(x, /, *, axis=None, dtype=None, keepdims=False) -> Array:
+    x = _arr(x, "prod")
     return _reduce("prod", x, axis, keepdims, "prod", _sum_dtype(x, dtype))
 
 
@@ -369,7 +374,7 @@ def stack(arrays, /, *, axis=0) -> Array:
 
 
 @export
-def expand_dims(x, /, *, axis=0) -> Array:
+def expand_dims(x, /, axis=0) -> Array:
     x = _arr(x, "expand_dims")
     axs = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     n = x.ndim + len(axs)

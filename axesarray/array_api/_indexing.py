@@ -46,7 +46,7 @@ def _expand(key, ndim: int, op: str):
             out.extend([slice(None)] * (ndim - used))
         else:
             out.append(k)
-    if Ellipsis not in key:
+    if not any(k is Ellipsis for k in key):
         out.extend([slice(None)] * (ndim - used))
     return out
 
@@ -56,7 +56,8 @@ def getitem(x: Array, key) -> Array:
         return Array._new(np.asarray(x._t[_np_key(key)]))
     keys = key if isinstance(key, tuple) else (key,)
     if not all(_is_basic(k) for k in keys):
-        return _advanced(x, key)
+        gathered = _one_list(x, keys)
+        return gathered if gathered is not None else _advanced(x, key)
     entries = _expand(key, x.ndim, "__getitem__")
     t = x._t
     if all(isinstance(k, slice) and k == slice(None) for k in entries):
@@ -104,6 +105,34 @@ def getitem(x: Array, key) -> Array:
         for j, p in enumerate(inserted):
             t = t.expand_dims(Axis(f"n{j}", 1), position=p)
     return wrap(t)
+
+
+def _one_list(x: Array, keys):
+    """One 1-D integer list along one axis, the other entries slices (what xarray sends
+    for ``isel(dim=[...])``): the engine's gather, lazy like numpy's result."""
+    if any(k is None for k in keys) or any(
+        k is not Ellipsis and not isinstance(k, slice) and _is_basic(k) for k in keys
+    ):
+        return None
+    adv = [k for k in keys if not _is_basic(k)]
+    if len(adv) != 1:
+        return None
+    idx = np.asarray(adv[0]._value() if isinstance(adv[0], Array) else adv[0])
+    if idx.ndim != 1 or idx.dtype.kind not in "iu" or (idx.size == 0 and idx.dtype.kind != "i"):
+        return None
+    entries = _expand(keys, x.ndim, "__getitem__")
+    names = names_for(x.ndim)
+    sel = {}
+    for name, k in zip(names, entries, strict=True):
+        if isinstance(k, slice):
+            if k != slice(None):
+                sel[name] = k
+        else:
+            length = x._t.axes[name].length
+            if idx.size and not (-length <= idx.min() and idx.max() < length):
+                return None  # numpy's IndexError
+            sel[name] = [int(i) for i in idx]
+    return wrap(x._t.isel(sel))
 
 
 def _np_key(key):

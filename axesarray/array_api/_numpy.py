@@ -209,6 +209,36 @@ def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     return fx.sqrt(_nanvar_impl(a, axis, ddof, keepdims))
 
 
+def _nan_extreme(name, fill):
+    def impl(a, axis=None, out=None, keepdims=False, **kw):
+        a = asarray(a)
+        if a.dtype.kind != "f":
+            return getattr(fx, name)(a, axis=axis, keepdims=keepdims)
+        nan = fx.isnan(a)
+        r = getattr(fx, name)(fx.where(nan, fill, a), axis=axis, keepdims=keepdims)
+        return fx.where(fx.all(nan, axis=axis, keepdims=keepdims), np.nan, r)  # all-NaN: NaN
+
+    return impl
+
+
+_register(np.nanmax)(_nan_extreme("max", -np.inf))
+_register(np.nanmin)(_nan_extreme("min", np.inf))
+
+
+def _nan_arg(name, fill):
+    def impl(a, axis=None, out=None, keepdims=False, **kw):
+        a = asarray(a)
+        if a.dtype.kind == "f":
+            a = fx.where(fx.isnan(a), fill, a)
+        return getattr(fx, name)(a, axis=axis, keepdims=keepdims)
+
+    return impl
+
+
+_register(np.nanargmax)(_nan_arg("argmax", -np.inf))
+_register(np.nanargmin)(_nan_arg("argmin", np.inf))
+
+
 @_register(np.nansum)
 def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     a = asarray(a)
