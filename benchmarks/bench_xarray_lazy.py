@@ -62,7 +62,7 @@ def main(argv=None) -> None:
             times, copy = interleaved(fns, 2 * a.nbytes, repeat=3 if args.quick else 7)
             name = "skipna default (nan-skipping)" if skipna is None else "skipna=False"
             print(
-                f"xarray lazy: (da - da.mean('time')) / da.std('time'), {a.size:.0e} float64, {name}"
+                f"xarray lazy: (da - da.mean('time')) / da.std('time'), {a.size:.0e} f64, {name}"
             )
             base = times["xarray on numpy"]
             for k, s in times.items():

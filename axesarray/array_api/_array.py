@@ -18,10 +18,10 @@ from functools import lru_cache
 import numpy as np
 
 from ..creation import tensor as _tensor
-from ..dtypes import SUPPORTED
+from ..core.dtypes import SUPPORTED
 from ..errors import message
 from ..everyday import apply as _apply
-from ..tensor import Tensor
+from ..tensors.tensor import Tensor
 
 __all__ = [
     "Array",
@@ -362,7 +362,7 @@ class Array:
     @property
     def device(self):
         if isinstance(self._t, np.ndarray):
-            from ..devices import as_device
+            from ..storage.devices import as_device
 
             return as_device("cpu")
         return self._t.device

@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..axes import Axis
+from ..core.axes import Axis
 from ..errors import message
 from ..functions import concat as _concat
 from ..functions import pad as _pad

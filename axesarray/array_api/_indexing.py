@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-from ..axes import Axis
+from ..core.axes import Axis
 from ..errors import message
 from ._array import HOOKS, Array, asarray, names_for, wrap
 

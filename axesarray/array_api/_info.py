@@ -26,7 +26,7 @@ class Info:
         return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
 
     def default_device(self):
-        from ..devices import as_device
+        from ..storage.devices import as_device
 
         return as_device("cpu")
 

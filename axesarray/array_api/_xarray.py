@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import message
-from ..tensor import Tensor
+from ..tensors.tensor import Tensor
 from ._array import wrap
 
 __all__ = ["to_xarray"]
