@@ -133,6 +133,8 @@ def _cumulative(method, x, axis, dtype, include_initial, op, initial):
     if sd is not None:
         t = t.astype(sd)
     out = getattr(t, method)(name)
+    if dtype is not None and out.dtype != np.dtype(dtype):
+        out = out.astype(dtype)  # the engine accumulates integers in 64 bits
     if include_initial:
         out = _pad(out, **{name: (1, 0)}, value=initial)
     return Array._new(out)

@@ -24,9 +24,14 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
     ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
     """
-    if shape == node.shape and all(m == (k, 0, 1) for k, m in enumerate(maps)):
-        # an identity (a length-1 axis inserted and then dropped again): no node, so the
-        # planner sees the value itself (a reduction's epilogue still fuses)
+    if (
+        node.kind != "leaf"
+        and shape == node.shape
+        and all(m == (k, 0, 1) for k, m in enumerate(maps))
+    ):
+        # an identity of a computed value (a length-1 axis inserted and then dropped
+        # again): no node, so the planner sees the value itself (a reduction's epilogue
+        # still fuses). A view of a leaf stays a new leaf: autograd tells views apart.
         return node
     memo = {} if _memo is None else _memo
     hit = memo.get(id(node))
