@@ -17,8 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..creation import tensor as _tensor
 from ..core.dtypes import SUPPORTED
+from ..creation import tensor as _tensor
 from ..errors import message
 from ..everyday import apply as _apply
 from ..tensors.tensor import Tensor

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
-from .nodes import Cast, Const, Map, Node, Reduce
 from ..core.ops import COMPARISONS, OPS, apply_map
+from .nodes import Cast, Const, Map, Node, Reduce
 
 __all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce"]
 
