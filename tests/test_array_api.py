@@ -517,3 +517,22 @@ def test_inplace_shape_change_is_refused_and_hints_work():
     )  # the hint of "expected an Array"
     assert np.asarray(x2 + 1, copy=None).shape == (2, 3)  # the hint of __array__
     assert float(xp.sum(x2)) == 0.0 and float(x2[0, 0]) == 0.0  # index one element first
+
+
+def test_the_xfails_file_gives_a_reason_for_every_test():
+    """tests/array_api_xfails.txt (the standard suite's --xfails-file): every test id is
+    under a ``# reason`` line of its block, and no id is listed twice."""
+    from pathlib import Path
+
+    lines = (Path(__file__).parent / "array_api_xfails.txt").read_text().splitlines()
+    ids, reason = [], False
+    for line in lines:
+        if not line.strip():
+            reason = False
+        elif line.startswith("#"):
+            reason = True
+        else:
+            assert reason, f"no reason above {line}"
+            assert line.startswith("array_api_tests/"), line
+            ids.append(line)
+    assert ids and len(ids) == len(set(ids))

@@ -320,7 +320,7 @@ class Array:
     >>> x = xp.asarray([[1.0, 2.0], [3.0, 4.0]])
     >>> y = (x - xp.mean(x, axis=0)) / 2   # lazy: nothing computed yet
     >>> y.shape, float(xp.sum(y * y))
-    ((2, 2), 2.0)
+    ((2, 2), 1.0)
     """
 
     __slots__ = ("_t", "__weakref__")
@@ -345,22 +345,52 @@ class Array:
     # --- attributes ----------------------------------------------------------------------
     @property
     def dtype(self) -> np.dtype:
+        """The data type (a numpy dtype).
+
+        >>> import axesarray.array_api as xp
+        >>> xp.asarray([1, 2]).dtype
+        dtype('int64')
+        """
         return self._t.dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The lengths of the dimensions.
+
+        >>> import axesarray.array_api as xp
+        >>> xp.ones((2, 3)).shape
+        (2, 3)
+        """
         return self._t.shape
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions.
+
+        >>> import axesarray.array_api as xp
+        >>> xp.ones((2, 3)).ndim
+        2
+        """
         return len(self._t.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements.
+
+        >>> import axesarray.array_api as xp
+        >>> xp.ones((2, 3)).size
+        6
+        """
         return self._t.size
 
     @property
     def device(self):
+        """Where the data lives (``cpu`` or a GPU).
+
+        >>> import axesarray.array_api as xp
+        >>> str(xp.ones(2).device)
+        'cpu'
+        """
         if isinstance(self._t, np.ndarray):
             from ..storage.devices import as_device
 
@@ -369,6 +399,12 @@ class Array:
 
     @property
     def T(self) -> Array:  # noqa: N802 - the standard's name
+        """The transpose of a 2-D array (a view).
+
+        >>> import axesarray.array_api as xp
+        >>> xp.ones((2, 3)).T.shape
+        (3, 2)
+        """
         if self.ndim != 2:
             raise ValueError(
                 message("T", "only for 2-D arrays", f"ndim={self.ndim}", "Use permute_dims or mT")
@@ -379,10 +415,22 @@ class Array:
 
     @property
     def mT(self) -> Array:  # noqa: N802
+        """The last two axes swapped (a view).
+
+        >>> import axesarray.array_api as xp
+        >>> xp.ones((4, 2, 3)).mT.shape
+        (4, 3, 2)
+        """
         return HOOKS["matrix_transpose"](self)
 
     @property
     def tensor(self) -> Tensor:
+        """The named tensor underneath (axes ``m<k>`` = position ``-k``), lazy as it is.
+
+        >>> import axesarray.array_api as xp
+        >>> xp.ones((2, 3)).tensor.names
+        ('m2', 'm1')
+        """
         if isinstance(self._t, np.ndarray):
             raise TypeError(
                 message("tensor", "a complex array has no named tensor", f"dtype {self.dtype}")
@@ -391,6 +439,12 @@ class Array:
         return self._t
 
     def to_device(self, device, /, *, stream=None) -> Array:
+        """The array on ``device`` (itself when it is already there).
+
+        >>> import axesarray.array_api as xp
+        >>> str(xp.ones(2).to_device("cpu").device)
+        'cpu'
+        """
         if isinstance(self._t, np.ndarray):
             return self
         return Array._new(self._t.to(device)) if str(device) != str(self.device) else self
