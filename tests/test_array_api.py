@@ -536,3 +536,10 @@ def test_the_xfails_file_gives_a_reason_for_every_test():
             assert line.startswith("array_api_tests/"), line
             ids.append(line)
     assert ids and len(ids) == len(set(ids))
+
+
+def test_complex_zero_d_operators_stay_arrays():
+    z = xp.asarray(1 + 2j)
+    for got, want in [(+z, 1 + 2j), (-z, -1 - 2j), (abs(z), 5**0.5), (z * 2, 2 + 4j)]:
+        assert isinstance(got, xp.Array) and got.shape == ()
+        assert_close(np.asarray(got), np.asarray(want))

@@ -129,6 +129,8 @@ class _Operators:
         return Array._new(-self._t)
 
     def __pos__(self):
+        if isinstance(self._t, np.ndarray):  # (numpy gives a scalar for 0-d arrays)
+            return self._unary_np(np.positive)
         return Array._new(+self._t)
 
     def __abs__(self):
