@@ -28,6 +28,8 @@ def to_xarray(t, lazy: bool = True, coords=None, name=None, attrs=None):
                 "to_xarray", "expected a Tensor", type(t).__name__, "Use ax.tensor(data, names)"
             )
         )
+    if not isinstance(lazy, bool):
+        raise TypeError(message("to_xarray", "lazy must be True or False", f"got {lazy!r:.40}"))
     if not lazy:
         return t.to_xarray(coords=coords, name=name, attrs=attrs)
     import xarray as xr
