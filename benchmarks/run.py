@@ -1,4 +1,5 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
+programs (a recurrent loop and its gradients),
 xarray on lazy arrays.
 
 python benchmarks/run.py            # full sizes (a few minutes)
@@ -16,6 +17,7 @@ import bench_autograd  # noqa: E402
 import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
+import bench_programs  # noqa: E402
 import bench_xarray_lazy  # noqa: E402
 
 try:  # the dask extra (pip install 'axesarray[dask]')
@@ -37,6 +39,8 @@ def main(argv=None) -> None:
         bench_dask.main(quick)
     print()
     bench_autograd.main(quick)
+    print()
+    bench_programs.main(quick)
     print()
     bench_xarray_lazy.main(quick)
 

@@ -38,6 +38,11 @@ def test_benchmarks_run_in_quick_mode():
         "sum(tanh(x*w+b)**2)",
         "forward+backward",
         "3-kernel function",
+        "explain(gw) T=",
+        "first gw.numpy()",
+        "numpy BPTT",
+        "calls/s, 1 thread / 4 threads",
+        "sum of the kernels alone",
         "xarray on ax.array_api (lazy)",
     ):
         assert case in out
