@@ -5,8 +5,9 @@ the tensors (leaves) read, in order of first appearance, each once; constants ar
 ``c1``... and pad values ``p0``... A
 leaf does not know the Python name of the tensor it came from, so the key describes it by
 dtype and axes (``t0: float32 (N=8, C=64)``). Dims of inner nodes get their names from
-the root's axes; a reduced or contracted dim has no name left and is called ``r0``,
-``r1``... as in the plan's loop labels. Imports ``expr``, ``ops``, ``errors``.
+the root's axes; a reduced or contracted dim takes the name the reduction or dot remembered
+beside the DAG (``expr.name_dims``), and only a dim nobody named is called ``r0``, ``r1``...
+Imports ``expr``, ``ops``, ``errors``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,17 @@ from .devices import device_of
 from .errors import fmt_axes
 from .ops import OPS
 
-__all__ = ["Inputs", "InputInfo", "inputs", "formula", "tree_lines", "work"]
+__all__ = [
+    "Inputs",
+    "InputInfo",
+    "inputs",
+    "formula",
+    "tree_lines",
+    "work",
+    "chunks_text",
+    "cut",
+    "dim_names",
+]
 
 
 @attrs.frozen
@@ -48,9 +59,17 @@ class Inputs:
     infos: tuple[InputInfo, ...]
 
 
-def _dim_names(root: ex.Node, names: tuple[str, ...]) -> dict:
-    """id(node) -> names of its dims, propagated from the root (first path wins)."""
-    out: dict = {id(root): tuple(names)}
+def dim_names(root: ex.Node, names: tuple[str, ...] | None) -> dict:
+    """id(node) -> names of its dims: the root's ``names`` propagated down (first path
+    wins); a dim the path leaves unnamed (reduced, contracted) takes the name the op that
+    dropped it remembered (``expr.name_dims``), else a position (``r0``, ``d0``).
+
+    A dim remembered under two names (the same node in two tensors) shows its position
+    and both names: ``d1[N|A]``.
+    """
+    if names is None:
+        names = ex.known_names(root) or tuple(f"d{d}" for d in range(root.ndim))
+    out: dict = {id(root): _plain(tuple(names))}
     counter = [0]
 
     def fresh() -> str:
@@ -60,10 +79,31 @@ def _dim_names(root: ex.Node, names: tuple[str, ...]) -> dict:
     for node in reversed(ex.walk(root)):  # parents before children
         mine = out.get(id(node))
         if mine is None:
-            mine = out[id(node)] = tuple(f"d{d}" for d in range(node.ndim))
+            known = ex.known_names(node)
+            mine = out[id(node)] = _plain(known or tuple(f"d{d}" for d in range(node.ndim)))
         for child, child_names in _child_names(node, mine, fresh):
-            out.setdefault(id(child), child_names)
+            if id(child) not in out:
+                out[id(child)] = _fill(child, child_names)
     return out
+
+
+def _plain(names: tuple) -> tuple:
+    """Names with each collision shown as its position and the names: ``d1[N|A]``."""
+    return tuple(f"d{d}[{n}]" if "|" in n else n for d, n in enumerate(names))
+
+
+def _fill(child: ex.Node, names: tuple) -> tuple:
+    """``names`` with each position placeholder (``r0``) replaced by the name an op
+    remembered for that dim of ``child``."""
+    known = ex.known_names(child)
+    if known is None:
+        return names
+    known = _plain(known)
+    return tuple(k if _is_position(n) else n for n, k in zip(names, known, strict=True))
+
+
+def _is_position(name: str) -> bool:
+    return name[:1] in "rdi" and name[1:].isdigit()
 
 
 def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
@@ -103,9 +143,10 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
     return [(c, mine) for c in node.children]
 
 
-def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
-    """Number and describe the parameters of ``root`` (the tensor's axis ``names``)."""
-    dims = _dim_names(root, names)
+def inputs(root: ex.Node, names: tuple[str, ...] | None) -> Inputs:
+    """Number and describe the parameters of ``root`` (the tensor's axis ``names``; None:
+    the names an op remembered, else positions)."""
+    dims = dim_names(root, names)
     labels: dict = {}
     infos = []
     storage: dict = {}
@@ -118,10 +159,15 @@ def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
         counts[node.kind] += 1
         labels[id(node)] = label
         if node.kind == "chunked":
-            chunks = ", ".join(
-                f"{d}={len(c)}" for d, c in zip(dims[id(node)], node.chunks, strict=True)
+            infos.append(
+                InputInfo(
+                    label,
+                    "chunked",
+                    str(node.dtype),
+                    "",
+                    (chunks_text(dims[id(node)], node.chunks),),
+                )
             )
-            infos.append(InputInfo(label, "chunked", str(node.dtype), "", (f"blocks {chunks}",)))
         elif node.kind == "leaf":
             infos.append(_leaf_info(node, label, dims[id(node)], storage))
         elif node.kind == "const":
@@ -156,6 +202,17 @@ def _leaf_info(leaf: ex.Leaf, label: str, names: tuple, storage: dict) -> InputI
     if not device.is_cpu:
         notes.append(f"on {device}")
     return InputInfo(label, "tensor", str(leaf.dtype), fmt_axes(kept), tuple(notes))
+
+
+def chunks_text(names, chunks) -> str:
+    """``chunks N: 4 of 2, C: 1 of 6`` (how many chunks along each axis, and their size)."""
+    parts = []
+    for d, c in zip(names, chunks, strict=True):
+        size = f"{c[0]}" if len(set(c)) == 1 else f"{max(c)} (last {c[-1]})"
+        if len(set(c[:-1])) > 1:
+            size = "uneven " + "/".join(map(str, c))
+        parts.append(f"{d}: {len(c)} chunk{'s' if len(c) != 1 else ''} of {size}")
+    return "chunks " + ", ".join(parts)
 
 
 # --- formula --------------------------------------------------------------------------------
@@ -239,7 +296,18 @@ def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
         return _FORMULA[n.kind](n, go, inp, wrap)
 
     text = go(root)[0]
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= limit else cut(text, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` shortened to ``limit`` characters at a word boundary, ending in `` ...``."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 4]
+    at = max(head.rfind(c) for c in " ,(")
+    if at > limit // 2:
+        head = head[: at + (head[at] == "(")]
+    return head.rstrip(" ,") + " ..."
 
 
 def _contracted(n: ex.Dot, inp: Inputs) -> list[str]:

@@ -24,10 +24,23 @@ from .errors import fmt_axes
 from .expr_chunked import has_chunked
 from .layouts import physical_dims
 from .options import get_option, set_options
-from .pictures import layout_svg
+from .memory_map import first_address
+from .pictures import chunk_svg, layout_svg
 from .strided import has_internal_overlap, is_contiguous, span
 
-__all__ = ["tensor_repr", "tensor_html", "plan_html", "memory_order", "PREVIEW_ELEMENTS"]
+__all__ = [
+    "tensor_repr",
+    "tensor_html",
+    "plan_html",
+    "program_html",
+    "chunked_html",
+    "loops_text",
+    "estimated_bytes",
+    "estimated_work",
+    "nbytes_text",
+    "memory_order",
+    "PREVIEW_ELEMENTS",
+]
 
 PREVIEW_ELEMENTS = 100_000  # an r-tensor is evaluated for a preview up to this many elements
 PREVIEW_WORK = 2_000_000  # ... and this many elements read or computed (see _exprtext.work)
@@ -58,7 +71,7 @@ def memory_order(t) -> list[tuple[str, int, int, int]]:
             elif p.kind == "outer":
                 stride = s if b is not None else s * p.block
             else:
-                stride = b.inner if b is not None else s
+                stride = b.inner * b.step if b is not None else s
             dims.append((p.label, p.length, stride, p.axis))
         return dims
     dims = []
@@ -67,7 +80,7 @@ def memory_order(t) -> list[tuple[str, int, int, int]]:
             dims.append((name, n, s, d))
         else:
             dims.append((f"{name}//{b.size}", -(-n // b.size), s, d))
-            dims.append((f"{name}%{b.size}", b.size, b.inner, d))
+            dims.append((f"{name}%{b.size}", b.size, b.inner * b.step, d))
     return sorted(dims, key=lambda e: (e[2] == 0, -abs(e[2]), e[3]))
 
 
@@ -93,7 +106,8 @@ def _layout_text(t) -> str | None:
     return ", ".join([text, *_padding(t)])
 
 
-def _bytes(n: int) -> str:
+def nbytes_text(n: int) -> str:
+    """``48 B``, ``1.5 KiB``, ``12.3 MiB``..."""
     if n < 1024:
         return f"{n} B"
     for unit in ("KiB", "MiB", "GiB", "TiB"):
@@ -125,15 +139,31 @@ def _storage_facts(t) -> tuple[str, str]:
     else:
         how = "strided (the storage has elements outside this view)"
     if whole:
-        text = f"storage of {total} elements ({_bytes(total * item)})"
+        text = f"storage of {total} elements ({nbytes_text(total * item)})"
         if physical > view.size:
             text += f", {physical - view.size} of them padding"
     else:
+        first = first_address(view)
         text = (
-            f"view of a storage of {total} elements ({_bytes(total * item)}) "
-            f"at offset {view.offset}"
+            f"view of a storage of {total} elements ({nbytes_text(total * item)}) "
+            f"at offset {first} (byte {first * item})"
         )
     return text, how
+
+
+def _lanes_note(t) -> str:
+    """How a view through blocks picks its lanes: ``C: lanes 1, 4, 7... of blocks of 32``."""
+    view = t._node.view
+    notes = []
+    for a, b in zip(t.axes, view.blocks or (), strict=False):
+        if b is not None and (b.phase or b.step != 1):
+            lanes = ", ".join(str(b.phase + b.step * i) for i in range(min(3, a.length)))
+            more = "..." if a.length > 3 else ""
+            notes.append(
+                f"{a.name}: lanes {lanes}{more} of blocks of {b.size} "
+                f"(element 0 in lane {b.phase}, then every {b.step}, across blocks)"
+            )
+    return "; ".join(notes)
 
 
 def _kind(t) -> str:
@@ -257,6 +287,9 @@ def tensor_repr(t, plan=None) -> str:
         if layout is not None:
             lines.append(f"  layout {layout}")
         lines.append("  " + _memory_line(t))
+        note = _lanes_note(t)
+        if note:
+            lines.append(f"  {note}")
         storage, how = _storage_facts(t)
         lines.append(f"  {storage}, {how}")
     else:
@@ -396,10 +429,10 @@ def _facts_html(t) -> str:
         rows.append(("memory order", " → ".join(label for label, *_ in order) or "scalar"))
         storage, how = _storage_facts(t)
         total = int(t._node.data.size) * item
-        rows.append(("bytes", f"{_bytes(t.size * item)} of values, {_bytes(total)} allocated"))
+        rows.append(("bytes", f"{nbytes_text(t.size * item)} of values, {nbytes_text(total)} allocated"))
         rows.append(("storage", f"{storage.removeprefix('storage of ')}; {how}"))
     else:
-        rows.append(("bytes", f"{_bytes(t.size * item)} when computed"))
+        rows.append(("bytes", f"{nbytes_text(t.size * item)} when computed"))
         if t.layout is not None:
             rows.append(("layout", f"{_layout_text(t)} (the result is allocated in it)"))
     return "".join(f'<div><span style="{_MUTED}">{_e(k)}:</span> {_e(v)}</div>' for k, v in rows)
@@ -434,6 +467,29 @@ def _expression_html(t) -> str:
     return _details(f"expression = {formula(t._node, inp)}", tree + key)
 
 
+def _placeholder(t) -> bool:
+    tag = getattr(t._node, "tag", None)
+    return tag is not None and tag.kind == "placeholder"
+
+
+def _chunk_table(t, chunks) -> str:
+    item = t.dtype.itemsize
+    rows = [
+        [
+            f"<b>{_e(a.name)}</b>",
+            str(a.length),
+            str(len(c)),
+            _e(str(c[0]) if len(set(c)) == 1 else f"{max(c)} (last {c[-1]})"),
+        ]
+        for a, c in zip(t.axes, chunks, strict=True)
+    ]
+    biggest = math.prod(max(c) if c else 0 for c in chunks) * item
+    count = math.prod(len(c) for c in chunks)
+    return _table(["axis", "length", "chunks", "chunk length"], rows) + (
+        f'<div style="{_MUTED}">{count} chunks, the biggest {nbytes_text(biggest)}</div>'
+    )
+
+
 def tensor_html(t, plan=None) -> str:
     """The Jupyter view: header, axes table, memory facts and picture, or expression and plan,
     then the values. Self-contained HTML with inline styles (no scripts, no assets).
@@ -448,14 +504,24 @@ def tensor_html(t, plan=None) -> str:
     if t.is_lvalue:
         parts.append(_table(head, _axis_rows(t)))
         parts.append(_facts_html(t))
-        if len(t.axes) and t.size <= SVG_ELEMENTS:
+        if len(t.axes) and not _placeholder(t):  # a placeholder has no values to draw
             svg = layout_svg(t, limit=4 * SVG_ELEMENTS)
             if svg is not None:
-                parts.append(_details("memory, one cell per element in address order", svg))
+                title = "memory, one cell per element in address order"
+                if "first blocks:" in svg:
+                    title += " (the first blocks of each axis)"
+                parts.append(_details(title, svg))
     else:
         parts.append(_table(head[:2], _axis_rows(t)))
         parts.append(_facts_html(t))
         parts.append(_expression_html(t))
+        chunks = getattr(plan, "chunks", None)
+        if chunks is None and t._node.kind == "chunked":
+            chunks = t._node.chunks
+        if chunks is not None:
+            grid = chunk_svg(t.axes.names, chunks)
+            if grid is not None:
+                parts.append(_details("chunks (dask)", grid + _chunk_table(t, chunks)))
         if plan is not None:
             shown = plan_html(plan, boxed=False) if hasattr(plan, "kernels") else plan._repr_html_()
             parts.append(_details("plan", shown))
@@ -464,8 +530,70 @@ def tensor_html(t, plan=None) -> str:
     return "".join(parts)
 
 
+def loops_text(loops, sep: str = " × ") -> str:
+    """``N=4 × C=3``; a merged group of dims is ``(H W)=12``."""
+    parts = []
+    for length, label in loops:
+        name = f"({label})" if " " in label else label
+        parts.append(f"{name}={length}")
+    return sep.join(parts) or "scalar"
+
+
+def estimated_bytes(k) -> int:
+    """A kernel's bytes estimate: a cost model's ``est_bytes`` when the plan has one, else
+    the bytes of its arguments (``arg_bytes``)."""
+    est = getattr(k, "est_bytes", None)
+    return int(est) if est is not None else k.arg_bytes
+
+
+def estimated_work(k) -> int:
+    """A kernel's work estimate: a cost model's ``est_flops`` when the plan has one, else
+    its element operations (``work``)."""
+    est = getattr(k, "est_flops", None)
+    return int(est) if est is not None else k.work
+
+
+def _kernel_rows(kernels, first: int = 0) -> list[list[str]]:
+    rows = []
+    for i, k in enumerate(kernels, first):
+        timed = getattr(k, "time_s", None)
+        rows.append(
+            [
+                str(i),
+                _e(k.kind),
+                _e(k.writes),
+                _e(loops_text(k.loops)),
+                str(k.operands),
+                _e(nbytes_text(estimated_bytes(k))),
+                _e(f"{estimated_work(k):,}"),
+                _e(k.order_from or ""),
+                _e(k.cache if timed is None else f"{k.cache}, {timed * 1e3:.3g} ms"),
+            ]
+        )
+    return rows
+
+
+_KERNEL_HEAD = ["#", "kind", "writes", "loops", "reads", "bytes (est.)", "work (ops)", "order from", "code"]
+
+
+def _plan_body(plan, first: int = 0) -> str:
+    parts = [_table(_KERNEL_HEAD, _kernel_rows(plan.kernels, first))] if plan.kernels else []
+    if plan.temporaries:
+        temps = [
+            [f"#{i}", _e(" × ".join(map(str, shape)) or "scalar"), _e(dtype), nbytes_text(nbytes)]
+            for i, shape, dtype, nbytes in plan.temporaries
+        ]
+        parts.append(_table(["temporary", "shape", "dtype", "bytes"], temps))
+    return "".join(parts)
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def plan_html(plan, boxed: bool = True) -> str:
-    """``ax.explain(...)`` as HTML: the kernels in order, then the temporaries.
+    """``ax.explain(...)`` as HTML: the kernels in execution order (loops by axis name,
+    estimated bytes and work), then the temporaries, numbered in the order they are written.
 
     >>> import axesarray as ax
     >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3)))
@@ -476,39 +604,81 @@ def plan_html(plan, boxed: bool = True) -> str:
     head = [
         "<div>",
         "<b>Plan</b> " if boxed else "",
-        _pill(f"{n} kernel" + ("" if n == 1 else "s")),
-        _pill(
-            f"{nt} temporar" + ("y" if nt == 1 else "ies") + f" ({_bytes(plan.temporary_bytes)})"
-        ),
+        _pill(_count(n, "kernel")),
+        _pill(_count(nt, "temporary", "temporaries") + f" ({nbytes_text(plan.temporary_bytes)})"),
         _pill("plan cached" if plan.cached else "plan new"),
+        _pill(f"next run: {plan.tier}", "warn") if n and plan.tier != "kernels" else "",
         "</div>",
     ]
-    rows = []
-    for i, k in enumerate(plan.kernels):
-        loops = " × ".join(f"{length}[{label}]" for length, label in k.loops) or "scalar"
-        rows.append(
-            [
-                str(i),
-                _e(k.kind),
-                _e(k.writes),
-                _e(loops),
-                str(k.operands),
-                _e(k.order_from or ""),
-                _e(k.cache),
-            ]
+    parts = head + [_plan_body(plan)]
+    if n:
+        parts.append(
+            f'<div style="{_MUTED}">kernels in execution order; inputs are t0, t1, ... as in '
+            "the tensor's repr; bytes: each argument read once and the output written once</div>"
         )
-    parts = head + [
-        _table(["#", "kind", "writes", "loops", "reads", "memory order from", "code"], rows)
-    ]
-    if plan.temporaries:
-        temps = [
-            [f"#{i}", _e(" × ".join(map(str, shape)) or "scalar"), _e(dtype), _bytes(nbytes)]
-            for i, shape, dtype, nbytes in plan.temporaries
-        ]
-        parts.append(_table(["temporary", "shape", "dtype", "bytes"], temps))
-    parts.append(
-        f'<div style="{_MUTED}">inputs are numbered t0, t1, ... as in the tensor\'s repr; '
-        "r0, r1, ... are reduced dims</div>"
-    )
     body = "".join(parts)
     return f'<div style="{_BOX}">{body}</div>' if boxed else body
+
+
+def program_html(plan) -> str:
+    """A function's (or backward pass's, or optimizer step's) plan as HTML: per stage, its
+    formula and its kernels, numbered through the whole program in execution order.
+
+    >>> import axesarray as ax, numpy as np
+    >>> w = ax.variable(np.ones(4), "K", name="w")
+    >>> "grad_w" in program_html(ax.explain(ax.grad((w * w).sum(), [w])))
+    True
+    """
+    kernels = len(plan.kernels)
+    parts = [
+        f'<div style="{_BOX}"><div><b>Program</b> ',
+        _pill(_count(len(plan.stages), "stage")),
+        _pill(_count(kernels, "kernel")),
+        "</div>",
+    ]
+    first = 0
+    for stage in plan.stages:
+        sub = stage.plan
+        title = f"{stage.label} = {stage.formula}"
+        body = _plan_body(sub, first) if sub.kernels else (
+            f'<div style="{_MUTED}">nothing runs (already a value)</div>'
+        )
+        parts.append(_details(title, body))
+        first += len(sub.kernels)
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def chunked_html(plan) -> str:
+    """A chunked (dask) plan as HTML: the result's chunk grid, then one row per layer.
+
+    >>> import axesarray as ax, numpy as np
+    >>> x = ax.tensor(np.ones((8, 4)), "N C").chunk({"N": 2})
+    >>> "<svg" in chunked_html(ax.explain(x * 2))
+    True
+    """
+    from .pictures import chunk_svg
+
+    blocks = math.prod(len(c) for c in plan.chunks)
+    parts = [
+        f'<div style="{_BOX}"><div><b>Chunked plan (dask)</b> ',
+        _pill(_count(len(plan.steps), "layer")),
+        _pill(_count(blocks, "result chunk")),
+        _pill(_count(plan.graph_tasks, "task") + " in the graph"),
+        "</div>",
+    ]
+    names = getattr(plan, "names", None) or tuple(f"d{d}" for d in range(len(plan.chunks)))
+    parts.append(chunk_svg(names, plan.chunks) or "")
+    rows = [
+        [
+            str(i),
+            _e(s.kind),
+            str(s.tasks),
+            f'<div style="white-space:normal;max-width:44em">{_e(s.per_chunk)}</div>',
+            "<br>".join(_e(k) for k in s.kernels),
+        ]
+        for i, s in enumerate(plan.steps)
+    ]
+    parts.append(_table(["#", "layer", "tasks", "each task", "kernels per chunk"], rows))
+    parts.append("</div>")
+    return "".join(parts)

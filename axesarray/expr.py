@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -50,6 +51,8 @@ __all__ = [
     "rebuild_dag",
     "leaf_roots",
     "derived_leaf",
+    "name_dims",
+    "known_names",
 ]
 
 # --- structural keys ------------------------------------------------------------------------
@@ -421,6 +424,31 @@ class Call(Node):
 
 
 # --- traversal -------------------------------------------------------------------------------
+
+
+# --- the name map beside the DAG ----------------------------------------------------------
+# Nodes are positional (hash-consing needs that), so a reduced or contracted dim loses its
+# name in the DAG. The ops that drop names (reductions, dot) remember the names of the node
+# they consume here, weakly (a node that dies takes its names with it). Display code derives
+# every other node's names from its root's and these (``_exprtext.inputs``); a node given
+# two different names for one dim keeps both, joined by "|" (a true collision).
+
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def name_dims(node: Node, names: tuple[str, ...]) -> None:
+    """Remember that ``node``'s dims are called ``names`` (for display only)."""
+    old = _NAMES.get(node)
+    if old is not None and old != names:
+        names = tuple(
+            a if a == b or b in a.split("|") else f"{a}|{b}" for a, b in zip(old, names, strict=True)
+        )
+    _NAMES[node] = tuple(names)
+
+
+def known_names(node: Node) -> tuple[str, ...] | None:
+    """The names some op remembered for ``node``'s dims, or None."""
+    return _NAMES.get(node)
 
 
 def walk(root: Node, edges=None) -> list[Node]:

@@ -23,6 +23,7 @@ import attrs
 from . import engine, expr_views
 from . import expr as ex
 from ._exprtext import formula, inputs
+from ._repr import program_html
 from .ops import OPS
 from .reshape import reshape
 from .storage import allocate
@@ -57,22 +58,34 @@ class Stage:
     make: object = None  # () -> Leaf: new storage for the slot on each run
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class StagePlan:
+    """One stage of a program: its label, formula and engine plan."""
+
     label: str
     formula: str
     plan: object  # engine.plan.Plan
+
+    def __repr__(self) -> str:
+        return str(self)
 
     def __str__(self) -> str:
         body = "\n".join("  " + line for line in str(self.plan).split("\n"))
         return f"{self.label} = {self.formula}\n{body}"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ProgramPlan:
-    """What a function (or backward pass, or optimizer step) runs: per stage, its plan."""
+    """What a function (or backward pass, or optimizer step) runs: per stage, its plan.
+    ``repr`` and ``print`` show the same text; Jupyter shows a table per stage."""
 
     stages: tuple[StagePlan, ...]
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        return program_html(self)
 
     @property
     def kernels(self) -> tuple:
@@ -80,7 +93,8 @@ class ProgramPlan:
         return tuple(k for s in self.stages for k in s.plan.kernels)
 
     def __str__(self) -> str:
-        head = f"Program: {len(self.stages)} stage(s), {len(self.kernels)} kernel(s)"
+        n, k = len(self.stages), len(self.kernels)
+        head = f"Program: {n} stage{'' if n == 1 else 's'}, {k} kernel{'' if k == 1 else 's'}"
         return "\n".join([head] + [str(s) for s in self.stages])
 
 
@@ -271,8 +285,7 @@ class Program:
                 dims = None
                 if st.output is not None and names is not None:
                     dims = names[st.output]
-                dim_names = dims or tuple(f"d{d}" for d in range(st.node.ndim))
-                texts.append((st.label, formula(st.node, inputs(st.node, tuple(dim_names)))))
+                texts.append((st.label, formula(st.node, inputs(st.node, dims))))
             if len(group) > 1:
                 pairs = [(self.stages[k].slot, self.stages[k].node) for k in group]
                 plan = engine.explain_many(pairs)

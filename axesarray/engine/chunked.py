@@ -23,7 +23,6 @@ per block signature) is ``engine.chunk_run``.
 from __future__ import annotations
 
 import functools
-import html
 import math
 import string
 
@@ -32,6 +31,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from .._exprtext import chunks_text, dim_names
+from .._repr import chunked_html
 from ..devices import host_array
 from ..expr import Leaf, Node, Reduce
 from ..expr_chunked import Chunked, has_chunked
@@ -81,7 +82,7 @@ class ChunkedStep:
         return text + "".join(f"\n      {k}" for k in self.kernels)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ChunkedPlan:
     """What a chunked expression becomes in dask: layers, tasks and kernels per chunk.
 
@@ -95,16 +96,23 @@ class ChunkedPlan:
     steps: tuple[ChunkedStep, ...]
     chunks: tuple  # the result's chunks, per dim
     graph_tasks: int  # tasks in the whole graph, dask's own input tasks included
+    names: tuple = ()  # the result's axis names
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
+        return chunked_html(self)
+
+    def __repr__(self) -> str:
+        return str(self)
 
     def __str__(self) -> str:
         blocks = math.prod(len(c) for c in self.chunks)
+        names = self.names or tuple(f"d{d}" for d in range(len(self.chunks)))
         lines = [
             f"Chunked plan (dask): {len(self.steps)} layer(s), {blocks} result chunk(s), "
             f"{self.graph_tasks} task(s) in the graph (input tasks included)"
         ]
+        if self.chunks:
+            lines.append("  result " + chunks_text(names, self.chunks))
         lines += [f"  [{i}] {s}" for i, s in enumerate(self.steps)]
         return "\n".join(lines)
 
@@ -132,7 +140,8 @@ class _Lowering:
         self.into = None  # an ``Into``: the root region writes there (``compute``)
 
     def label(self, node: Node, d: int) -> str:
-        return self.names[d] if self.names is not None and node is self.root else f"d{d}"
+        dims = dim_names(self.root, self.names).get(id(node))
+        return dims[d] if dims is not None else f"d{d}"
 
     # An operand is (dask array, dims): the node dims it has, in its axis order; a node
     # dim it lacks is broadcast.
@@ -534,4 +543,5 @@ def explain(root: Node, names=None) -> ChunkedPlan:
     low.root = root
     arr = low.full(root)
     tasks = len(arr.__dask_graph__())
-    return ChunkedPlan(tuple(low.steps), tuple(arr.chunks), tasks)
+    shown = tuple(names) if names is not None else dim_names(root, None)[id(root)]
+    return ChunkedPlan(tuple(low.steps), tuple(arr.chunks), tasks, shown)

@@ -25,7 +25,7 @@ from .alias import overlap_test, overlaps, via_temp
 from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
-from .plan import debug_print, describe
+from .plan import debug_print, describe, step_names
 from .planner import build_schedule
 from .rewrite import CPU_RULES, RULES, rewrite
 from .routes import ROUTES, try_copy
@@ -136,7 +136,21 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     if dst is None and type(root) is Leaf:
         return describe(None, True, tier="none")  # already an l-tensor: nothing runs
     plan, cached = schedule_for(root, dst)
-    return describe(plan, cached, names, describe_tier(plan, root))
+    return describe(plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names))
+
+
+def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | None:
+    """Names of every step's dims: the schedule planned again (uncached, as ``_new_plan``
+    does) recording which node each step computes; a cached plan holds no nodes."""
+    device = plan.device
+    rules = CPU_RULES if device.is_cpu else RULES
+    dag = rewrite(root, rules)
+    record: dict = {}
+    target = None if dst is None else (dst.view, dst.dtype)
+    again = build_schedule(dag, root.params, target, device.has_blas, record=record)
+    if len(again.steps) != len(plan.steps):  # pragma: no cover - planning is deterministic
+        return None
+    return step_names(dag, record, names)
 
 
 def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
