@@ -6,12 +6,12 @@ An r-tensor shows its expression, a key of its inputs and its plan (passed in: c
 is the engine's job), and is evaluated for the preview only when that is small and cheap.
 Reads tensors duck-typed (``axes``, ``dtype``, ``_node``, ``layout``, ``device``,
 ``is_lvalue``, ``kind``); imports ``errors``, ``options``, ``expr``, ``layouts``,
-``strided`` and the two helpers ``_exprtext`` and ``pictures``.
+``strided`` and the display helpers ``_exprtext``, ``memory_map``, ``pictures``, ``_html``
+and ``_planrepr`` (the HTML of plans).
 """
 
 from __future__ import annotations
 
-import html
 import math
 import sys
 
@@ -19,28 +19,25 @@ import numpy as np
 
 from . import expr as ex
 from ._exprtext import formula, inputs, tree_lines, work
+from ._html import BOX as _BOX
+from ._html import MUTED as _MUTED
+from ._html import PRE as _PRE
+from ._html import details as _details
+from ._html import e as _e
+from ._html import nbytes_text
+from ._html import pill as _pill
+from ._html import table as _table
+from ._planrepr import plan_html
 from .devices import device_of
 from .errors import fmt_axes
 from .expr_chunked import has_chunked
 from .layouts import physical_dims
-from .options import get_option, set_options
 from .memory_map import first_address
+from .options import get_option, set_options
 from .pictures import chunk_svg, layout_svg
 from .strided import has_internal_overlap, is_contiguous, span
 
-__all__ = [
-    "tensor_repr",
-    "tensor_html",
-    "plan_html",
-    "program_html",
-    "chunked_html",
-    "loops_text",
-    "estimated_bytes",
-    "estimated_work",
-    "nbytes_text",
-    "memory_order",
-    "PREVIEW_ELEMENTS",
-]
+__all__ = ["tensor_repr", "tensor_html", "plan_html", "memory_order", "PREVIEW_ELEMENTS"]
 
 PREVIEW_ELEMENTS = 100_000  # an r-tensor is evaluated for a preview up to this many elements
 PREVIEW_WORK = 2_000_000  # ... and this many elements read or computed (see _exprtext.work)
@@ -104,17 +101,6 @@ def _layout_text(t) -> str | None:
         return None
     text = str(lay) + (" (a view cutting through blocks)" if lay.partial else "")
     return ", ".join([text, *_padding(t)])
-
-
-def nbytes_text(n: int) -> str:
-    """``48 B``, ``1.5 KiB``, ``12.3 MiB``..."""
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-    raise AssertionError  # pragma: no cover
 
 
 def _storage_facts(t) -> tuple[str, str]:
@@ -318,70 +304,6 @@ def _wrap(items: list[str], prefix: str, sep: str, width: int = 100) -> list[str
     return lines
 
 
-# --- HTML -----------------------------------------------------------------------------------
-# Inline styles only (no <style>, no scripts): colours inherit the notebook's text colour;
-# backgrounds are translucent greys and tints that read on light and dark themes alike.
-
-_BOX = (
-    "font-family:var(--jp-code-font-family,ui-monospace,SFMono-Regular,Menlo,Consolas,"
-    "monospace);font-size:var(--jp-code-font-size,12px);line-height:1.45;color:inherit;"
-    "max-width:100%;overflow-x:auto;margin:2px 0"
-)
-_TINTS = {
-    "grey": "rgba(127,127,127,0.18)",
-    "l": "rgba(46,160,67,0.22)",
-    "r": "rgba(163,113,247,0.25)",
-    "layout": "rgba(56,139,253,0.22)",
-    "warn": "rgba(210,153,34,0.25)",
-}
-_TABLE = "border-collapse:collapse;margin:4px 0;color:inherit;font-size:inherit"
-_TH = (
-    "padding:2px 10px;text-align:left;font-weight:600;background:rgba(127,127,127,0.14);"
-    "border-bottom:1px solid rgba(127,127,127,0.45);color:inherit"
-)
-_TD = (
-    "padding:2px 10px;text-align:left;vertical-align:top;"
-    "border-bottom:1px solid rgba(127,127,127,0.2);color:inherit;background:transparent"
-)
-_MUTED = "opacity:0.72"
-_SUMMARY = "cursor:pointer;font-weight:600;margin:4px 0 2px"
-_PRE = (
-    "margin:2px 0 4px;padding:6px 8px;background:rgba(127,127,127,0.09);border-radius:4px;"
-    "color:inherit;font-family:inherit;font-size:inherit;line-height:1.35;overflow:auto;"
-    "max-height:28em"
-)
-
-
-def _e(text) -> str:
-    return html.escape(str(text))
-
-
-def _pill(text: str, tint: str = "grey") -> str:
-    return (
-        f'<span style="display:inline-block;padding:0 7px;margin:0 4px 0 0;border-radius:9px;'
-        f'background:{_TINTS[tint]};color:inherit">{_e(text)}</span>'
-    )
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    """A table; ``rows`` hold ready HTML, ``head`` plain text."""
-    out = [f'<table style="{_TABLE}"><thead><tr>']
-    out += [f'<th style="{_TH}">{_e(h)}</th>' for h in head]
-    out.append("</tr></thead><tbody>")
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td style="{_TD}">{c}</td>' for c in row) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _details(title: str, body: str, open_: bool = True) -> str:
-    flag = " open" if open_ else ""
-    return (
-        f'<details{flag} style="margin:2px 0"><summary style="{_SUMMARY}">{_e(title)}</summary>'
-        f"{body}</details>"
-    )
-
-
 def _html_header(t) -> str:
     parts = ["<b>Tensor</b> ", _pill(str(t.dtype)), f"<span>{_e(_axes_text(t))}</span> "]
     parts.append(_pill(_kind(t), "l" if t.is_lvalue else "r"))
@@ -429,7 +351,9 @@ def _facts_html(t) -> str:
         rows.append(("memory order", " → ".join(label for label, *_ in order) or "scalar"))
         storage, how = _storage_facts(t)
         total = int(t._node.data.size) * item
-        rows.append(("bytes", f"{nbytes_text(t.size * item)} of values, {nbytes_text(total)} allocated"))
+        rows.append(
+            ("bytes", f"{nbytes_text(t.size * item)} of values, {nbytes_text(total)} allocated")
+        )
         rows.append(("storage", f"{storage.removeprefix('storage of ')}; {how}"))
     else:
         rows.append(("bytes", f"{nbytes_text(t.size * item)} when computed"))
@@ -526,159 +450,5 @@ def tensor_html(t, plan=None) -> str:
             shown = plan_html(plan, boxed=False) if hasattr(plan, "kernels") else plan._repr_html_()
             parts.append(_details("plan", shown))
     parts.append(_values_html(t))
-    parts.append("</div>")
-    return "".join(parts)
-
-
-def loops_text(loops, sep: str = " × ") -> str:
-    """``N=4 × C=3``; a merged group of dims is ``(H W)=12``."""
-    parts = []
-    for length, label in loops:
-        name = f"({label})" if " " in label else label
-        parts.append(f"{name}={length}")
-    return sep.join(parts) or "scalar"
-
-
-def estimated_bytes(k) -> int:
-    """A kernel's bytes estimate: a cost model's ``est_bytes`` when the plan has one, else
-    the bytes of its arguments (``arg_bytes``)."""
-    est = getattr(k, "est_bytes", None)
-    return int(est) if est is not None else k.arg_bytes
-
-
-def estimated_work(k) -> int:
-    """A kernel's work estimate: a cost model's ``est_flops`` when the plan has one, else
-    its element operations (``work``)."""
-    est = getattr(k, "est_flops", None)
-    return int(est) if est is not None else k.work
-
-
-def _kernel_rows(kernels, first: int = 0) -> list[list[str]]:
-    rows = []
-    for i, k in enumerate(kernels, first):
-        timed = getattr(k, "time_s", None)
-        rows.append(
-            [
-                str(i),
-                _e(k.kind),
-                _e(k.writes),
-                _e(loops_text(k.loops)),
-                str(k.operands),
-                _e(nbytes_text(estimated_bytes(k))),
-                _e(f"{estimated_work(k):,}"),
-                _e(k.order_from or ""),
-                _e(k.cache if timed is None else f"{k.cache}, {timed * 1e3:.3g} ms"),
-            ]
-        )
-    return rows
-
-
-_KERNEL_HEAD = ["#", "kind", "writes", "loops", "reads", "bytes (est.)", "work (ops)", "order from", "code"]
-
-
-def _plan_body(plan, first: int = 0) -> str:
-    parts = [_table(_KERNEL_HEAD, _kernel_rows(plan.kernels, first))] if plan.kernels else []
-    if plan.temporaries:
-        temps = [
-            [f"#{i}", _e(" × ".join(map(str, shape)) or "scalar"), _e(dtype), nbytes_text(nbytes)]
-            for i, shape, dtype, nbytes in plan.temporaries
-        ]
-        parts.append(_table(["temporary", "shape", "dtype", "bytes"], temps))
-    return "".join(parts)
-
-
-def _count(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else plural or word + 's'}"
-
-
-def plan_html(plan, boxed: bool = True) -> str:
-    """``ax.explain(...)`` as HTML: the kernels in execution order (loops by axis name,
-    estimated bytes and work), then the temporaries, numbered in the order they are written.
-
-    >>> import axesarray as ax
-    >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3)))
-    >>> "1 kernel" in plan_html(ax.explain(ax.exp(x).sum("C")))
-    True
-    """
-    n, nt = len(plan.kernels), len(plan.temporaries)
-    head = [
-        "<div>",
-        "<b>Plan</b> " if boxed else "",
-        _pill(_count(n, "kernel")),
-        _pill(_count(nt, "temporary", "temporaries") + f" ({nbytes_text(plan.temporary_bytes)})"),
-        _pill("plan cached" if plan.cached else "plan new"),
-        _pill(f"next run: {plan.tier}", "warn") if n and plan.tier != "kernels" else "",
-        "</div>",
-    ]
-    parts = head + [_plan_body(plan)]
-    if n:
-        parts.append(
-            f'<div style="{_MUTED}">kernels in execution order; inputs are t0, t1, ... as in '
-            "the tensor's repr; bytes: each argument read once and the output written once</div>"
-        )
-    body = "".join(parts)
-    return f'<div style="{_BOX}">{body}</div>' if boxed else body
-
-
-def program_html(plan) -> str:
-    """A function's (or backward pass's, or optimizer step's) plan as HTML: per stage, its
-    formula and its kernels, numbered through the whole program in execution order.
-
-    >>> import axesarray as ax, numpy as np
-    >>> w = ax.variable(np.ones(4), "K", name="w")
-    >>> "grad_w" in program_html(ax.explain(ax.grad((w * w).sum(), [w])))
-    True
-    """
-    kernels = len(plan.kernels)
-    parts = [
-        f'<div style="{_BOX}"><div><b>Program</b> ',
-        _pill(_count(len(plan.stages), "stage")),
-        _pill(_count(kernels, "kernel")),
-        "</div>",
-    ]
-    first = 0
-    for stage in plan.stages:
-        sub = stage.plan
-        title = f"{stage.label} = {stage.formula}"
-        body = _plan_body(sub, first) if sub.kernels else (
-            f'<div style="{_MUTED}">nothing runs (already a value)</div>'
-        )
-        parts.append(_details(title, body))
-        first += len(sub.kernels)
-    parts.append("</div>")
-    return "".join(parts)
-
-
-def chunked_html(plan) -> str:
-    """A chunked (dask) plan as HTML: the result's chunk grid, then one row per layer.
-
-    >>> import axesarray as ax, numpy as np
-    >>> x = ax.tensor(np.ones((8, 4)), "N C").chunk({"N": 2})
-    >>> "<svg" in chunked_html(ax.explain(x * 2))
-    True
-    """
-    from .pictures import chunk_svg
-
-    blocks = math.prod(len(c) for c in plan.chunks)
-    parts = [
-        f'<div style="{_BOX}"><div><b>Chunked plan (dask)</b> ',
-        _pill(_count(len(plan.steps), "layer")),
-        _pill(_count(blocks, "result chunk")),
-        _pill(_count(plan.graph_tasks, "task") + " in the graph"),
-        "</div>",
-    ]
-    names = getattr(plan, "names", None) or tuple(f"d{d}" for d in range(len(plan.chunks)))
-    parts.append(chunk_svg(names, plan.chunks) or "")
-    rows = [
-        [
-            str(i),
-            _e(s.kind),
-            str(s.tasks),
-            f'<div style="white-space:normal;max-width:44em">{_e(s.per_chunk)}</div>',
-            "<br>".join(_e(k) for k in s.kernels),
-        ]
-        for i, s in enumerate(plan.steps)
-    ]
-    parts.append(_table(["#", "layer", "tasks", "each task", "kernels per chunk"], rows))
     parts.append("</div>")
     return "".join(parts)

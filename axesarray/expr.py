@@ -441,7 +441,8 @@ def name_dims(node: Node, names: tuple[str, ...]) -> None:
     old = _NAMES.get(node)
     if old is not None and old != names:
         names = tuple(
-            a if a == b or b in a.split("|") else f"{a}|{b}" for a, b in zip(old, names, strict=True)
+            a if a == b or b in a.split("|") else f"{a}|{b}"
+            for a, b in zip(old, names, strict=True)
         )
     _NAMES[node] = tuple(names)
 

@@ -18,11 +18,11 @@ from .memory_map import (
     block_runs,
     color_axis,
     first_address,
-    used_values,
     hex_color,
     memory_map,
     palette,
     title,
+    used_values,
 )
 
 __all__ = ["show_layout", "layout_svg", "chunk_svg", "memory_map", "MemoryMap", "CELL_LIMIT"]
@@ -192,7 +192,7 @@ def _svg_legend(m, color, colors, uid, x, y) -> tuple[str, float]:
         x += _CHAR * (9 + len(name))
         used = used_values(m, color)  # only the colours some cell has
         shown = used[:12]
-        for i, v in enumerate(shown):
+        for v in shown:
             w = max(14, _CHAR * len(str(v)) + 4)
             parts.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{w:.0f}" height="13" '
@@ -202,9 +202,7 @@ def _svg_legend(m, color, colors, uid, x, y) -> tuple[str, float]:
             x += w + 2
         x += 8
         if len(shown) < len(used):
-            parts.append(
-                f'<text x="{x}" y="{y + 10}" fill="currentColor">… {used[-1]}</text>'
-            )
+            parts.append(f'<text x="{x}" y="{y + 10}" fill="currentColor">… {used[-1]}</text>')
             x += _CHAR * (3 + len(str(used[-1]))) + 8
     keys = [
         (m.padding.any(), f'fill="url(#{uid}h)"', "padding"),
@@ -295,7 +293,7 @@ def chunk_svg(names, chunks, size: float = 180.0) -> str | None:
     text = 'fill="currentColor" font-size="11"'
     out.append(
         f'<text x="{left + w / 2:.1f}" y="{top + h + 14:.1f}" text-anchor="middle" {text}>'
-        f"{html.escape(names[-1])}={sum(cols)} ({len(cols)} chunk{'s' if len(cols) != 1 else ''})</text>"
+        f"{html.escape(names[-1])}={sum(cols)} ({_chunks(len(cols))})</text>"
     )
     if names[-2]:
         out.append(
@@ -312,8 +310,7 @@ def chunk_svg(names, chunks, size: float = 180.0) -> str | None:
     width = left + w + dx + 110
     height = top + h + 22
     lead = [
-        f"{n}={sum(c)} ({len(c)} chunk{'s' if len(c) != 1 else ''})"
-        for n, c in zip(names[:-3], chunks[:-3], strict=True)
+        f"{n}={sum(c)} ({_chunks(len(c))})" for n, c in zip(names[:-3], chunks[:-3], strict=True)
     ]
     if lead:
         out.append(
@@ -326,6 +323,10 @@ def chunk_svg(names, chunks, size: float = 180.0) -> str | None:
         + "".join(out)
         + "</svg>"
     )
+
+
+def _chunks(n: int) -> str:
+    return f"{n} chunk" + ("" if n == 1 else "s")
 
 
 # --- matplotlib -----------------------------------------------------------------------------
@@ -388,7 +389,9 @@ def show_layout(
     ticks = []
     for r in range(rows):
         cut = m.elided(r) if per_row == m.row else 0
-        ticks.append(f"⋮ {cut:,} not shown  {m.address(r * per_row)}" if cut else str(m.address(r * per_row)))
+        ticks.append(
+            f"⋮ {cut:,} not shown  {m.address(r * per_row)}" if cut else str(m.address(r * per_row))
+        )
     axes.set_yticks([-r - 0.5 for r in range(rows)], ticks, fontsize=7)
     axes.set_xticks([])
     axes.tick_params(length=0)

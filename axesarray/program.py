@@ -23,7 +23,7 @@ import attrs
 from . import engine, expr_views
 from . import expr as ex
 from ._exprtext import formula, inputs
-from ._repr import program_html
+from ._planrepr import program_html
 from .ops import OPS
 from .reshape import reshape
 from .storage import allocate

@@ -30,6 +30,8 @@ ORDER = [
     "_exprtext",
     "memory_map",
     "pictures",
+    "_html",
+    "_planrepr",
     "_repr",
     "kernels.loops",
     "kernels.ir",

@@ -343,8 +343,9 @@ def test_mid_block_view_is_drawn_from_its_block():
     full = memory_map(t)
     for k in np.flatnonzero(m.count):
         n, c, h, w = m.coords[k]
-        assert m.address(k) == m.address(int(np.flatnonzero(
-            (full.coords == [n, 1 + 3 * c, h, w]).all(axis=1))[0]))
+        assert m.address(k) == m.address(
+            int(np.flatnonzero((full.coords == [n, 1 + 3 * c, h, w]).all(axis=1))[0])
+        )
     runs = list(block_runs(m, 32))
     assert runs and all(cols == 32 for _, _, cols in runs)  # whole blocks, not single cells
     svg = layout_svg(v)

@@ -32,7 +32,7 @@ import dask.array as da
 import numpy as np
 
 from .._exprtext import chunks_text, dim_names
-from .._repr import chunked_html
+from .._planrepr import chunked_html
 from ..devices import host_array
 from ..expr import Leaf, Node, Reduce
 from ..expr_chunked import Chunked, has_chunked

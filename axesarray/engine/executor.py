@@ -136,7 +136,9 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     if dst is None and type(root) is Leaf:
         return describe(None, True, tier="none")  # already an l-tensor: nothing runs
     plan, cached = schedule_for(root, dst)
-    return describe(plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names))
+    return describe(
+        plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names)
+    )
 
 
 def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | None:

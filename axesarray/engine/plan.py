@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import expr as ex
 from .._exprtext import dim_names
-from .._repr import estimated_bytes, estimated_work, loops_text, nbytes_text, plan_html
+from .._html import nbytes_text
+from .._planrepr import estimated_bytes, estimated_work, loops_text, plan_html
 from ..kernels.ir import kernel_nodes
 from .dispatch import debug_level, source_for, variant
 from .schedule import CallStep, KernelStep, Schedule
@@ -47,7 +48,10 @@ class KernelInfo:
         text = f"{self.kind} kernel -> {self.writes}: loops {loops}; reads {self.operands}"
         if self.order_from:
             text += f"; order from {self.order_from}"
-        return text + f"; {self.cache}; ~{nbytes_text(estimated_bytes(self))}, {estimated_work(self):,} ops"
+        return (
+            text
+            + f"; {self.cache}; ~{nbytes_text(estimated_bytes(self))}, {estimated_work(self):,} ops"
+        )
 
 
 @attrs.frozen(repr=False)
@@ -138,14 +142,19 @@ def describe(
         out_dims, red_dims, blas_dims = step_dims.get(i, (None, None, None))
         writes = _writes(step.out.src, schedule, numbers)
         if type(step) is CallStep:
-            loops = tuple(
-                (n, _name(out_dims, d, "d")) for d, n in enumerate(step.out.view.shape)
-            )
+            loops = tuple((n, _name(out_dims, d, "d")) for d, n in enumerate(step.out.view.shape))
             moved = sum(_view_bytes(a.view, a.dtype) for a in step.args)
             moved += _view_bytes(step.out.view, step.out.dtype)
             kernels.append(
                 KernelInfo(
-                    "numpy", step.why, writes, loops, len(step.args), None, "numpy", moved,
+                    "numpy",
+                    step.why,
+                    writes,
+                    loops,
+                    len(step.args),
+                    None,
+                    "numpy",
+                    moved,
                     int(np.prod(step.out.view.shape)),
                 )
             )
@@ -153,13 +162,13 @@ def describe(
         if type(step) is not KernelStep:
             nb, m, k, n = step.sizes
             labels = blas_dims if blas_dims is not None else ("batch", "M", "N", "K")
-            loops = tuple(
-                (v, lb) for v, lb in zip((nb, m, n, k), labels, strict=True) if v != 1
-            )
+            loops = tuple((v, lb) for v, lb in zip((nb, m, n, k), labels, strict=True) if v != 1)
             item = step.out.dtype.itemsize
             moved = (nb * m * k + nb * k * n + nb * m * n) * item
             kernels.append(
-                KernelInfo("blas", step.why, writes, loops, 2, None, "blas", moved, 2 * nb * m * n * k)
+                KernelInfo(
+                    "blas", step.why, writes, loops, 2, None, "blas", moved, 2 * nb * m * n * k
+                )
             )
             continue
         is_result = step.out.src == schedule.result.src
