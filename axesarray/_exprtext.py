@@ -61,14 +61,15 @@ class Inputs:
 
 def dim_names(root: ex.Node, names: tuple[str, ...] | None) -> dict:
     """id(node) -> names of its dims: the root's ``names`` propagated down (first path
-    wins); a dim the path leaves unnamed (reduced, contracted) takes the name the op that
-    dropped it remembered (``expr.name_dims``), else a position (``r0``, ``d0``).
+    wins); a dim the path leaves unnamed (reduced, contracted) takes the name that flows
+    up from the leaves (``names_up``), else a position (``r0``, ``d0``).
 
     A dim remembered under two names (the same node in two tensors) shows its position
     and both names: ``d1[N|A]``.
     """
+    up = names_up(root)
     if names is None:
-        names = ex.known_names(root) or tuple(f"d{d}" for d in range(root.ndim))
+        names = tuple(n or f"d{d}" for d, n in enumerate(up[id(root)]))
     out: dict = {id(root): _plain(tuple(names))}
     counter = [0]
 
@@ -77,36 +78,75 @@ def dim_names(root: ex.Node, names: tuple[str, ...] | None) -> dict:
         return f"r{counter[0] - 1}"
 
     for node in reversed(ex.walk(root)):  # parents before children
-        mine = out.get(id(node))
-        if mine is None:
-            known = ex.known_names(node)
-            mine = out[id(node)] = _plain(known or tuple(f"d{d}" for d in range(node.ndim)))
-        for child, child_names in _child_names(node, mine, fresh):
+        mine = out[id(node)]
+        for child, child_names in _child_names(node, mine, fresh, up):
             if id(child) not in out:
-                out[id(child)] = _fill(child, child_names)
+                below = up[id(child)]
+                out[id(child)] = _plain(
+                    tuple(
+                        b if _is_position(n) and b is not None else n
+                        for n, b in zip(child_names, below, strict=True)
+                    )
+                )
     return out
+
+
+def names_up(root: ex.Node) -> dict:
+    """id(node) -> per dim, the name that flows up from the leaves (or None): what an op
+    or a leaf remembered (``expr.name_dims``, a variable's or placeholder's axes), carried
+    through elementwise nodes, reductions, views and dots."""
+    up: dict = {}
+    for node in ex.walk(root):  # children first
+        known = ex.known_names(node)
+        if known is None and node.kind == "leaf" and node.origin is None and node.tag is not None:
+            axes = getattr(node.tag, "axes", None)
+            if axes is not None and len(axes) == node.ndim:
+                known = axes.names
+        if known is not None:
+            up[id(node)] = tuple(known)
+            continue
+        up[id(node)] = _derive_up(node, up)
+    return up
+
+
+def _derive_up(node: ex.Node, up: dict) -> tuple:
+    names: list = [None] * node.ndim
+    kind = node.kind
+    if kind == "reduce":
+        kept = [n for d, n in enumerate(up[id(node.arg)]) if d not in node.axes]
+        return tuple(kept)
+    if kind == "remap":
+        below = up[id(node.arg)]
+        for k, (s, _, _) in enumerate(node.maps):
+            if s >= 0 and names[s] is None:
+                names[s] = below[k]
+        return tuple(names)
+    if kind == "dot":
+        by_label: dict = {}
+        for labels, child in ((node.a_labels, node.a), (node.b_labels, node.b)):
+            for lb, n in zip(labels, up[id(child)], strict=True):
+                if by_label.get(lb) is None:
+                    by_label[lb] = n
+        return tuple(by_label.get(lb) for lb in node.out_labels)
+    if kind in ("map", "cast", "pad", "concat"):
+        for c in node.children:
+            if c.ndim == node.ndim:
+                for d, n in enumerate(up[id(c)]):
+                    if names[d] is None:
+                        names[d] = n
+    return tuple(names)
 
 
 def _plain(names: tuple) -> tuple:
     """Names with each collision shown as its position and the names: ``d1[N|A]``."""
-    return tuple(f"d{d}[{n}]" if "|" in n else n for d, n in enumerate(names))
-
-
-def _fill(child: ex.Node, names: tuple) -> tuple:
-    """``names`` with each position placeholder (``r0``) replaced by the name an op
-    remembered for that dim of ``child``."""
-    known = ex.known_names(child)
-    if known is None:
-        return names
-    known = _plain(known)
-    return tuple(k if _is_position(n) else n for n, k in zip(names, known, strict=True))
+    return tuple(f"d{d}[{n}]" if "|" in n and "[" not in n else n for d, n in enumerate(names))
 
 
 def _is_position(name: str) -> bool:
     return name[:1] in "rdi" and name[1:].isdigit()
 
 
-def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
+def _child_names(node: ex.Node, mine: tuple, fresh, up: dict) -> list:
     if node.kind == "reduce":
         it = iter(mine)
         return [
@@ -121,9 +161,14 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
         ]
     if node.kind == "dot":
         by_label = dict(zip(node.out_labels, mine, strict=True))
+        below: dict = {}  # a contracted label's name from either operand
+        for labels, child in ((node.a_labels, node.a), (node.b_labels, node.b)):
+            for lb, n in zip(labels, up[id(child)], strict=True):
+                if n is not None:
+                    below.setdefault(lb, n)
         for label in (*node.a_labels, *node.b_labels):
             if label not in by_label:
-                by_label[label] = fresh()
+                by_label[label] = below.get(label) or fresh()
         return [
             (node.a, tuple(by_label[lb] for lb in node.a_labels)),
             (node.b, tuple(by_label[lb] for lb in node.b_labels)),

@@ -65,7 +65,9 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
         buf[...] = arr.reshape(-1)
         wrapped = (buf, contiguous(arr.shape))
     base, view = wrapped
-    return Tensor(ax, ex.Leaf(base, view, bool(arr.flags.writeable)))
+    leaf = ex.Leaf(base, view, bool(arr.flags.writeable))
+    ex.name_dims(leaf, ax.names)  # what explain calls its dims, wherever it is read
+    return Tensor(ax, leaf)
 
 
 def _ragged(data) -> str | None:
@@ -117,7 +119,9 @@ def _new(axes, dtype, fill, op: str = "create") -> Tensor:
     data, view = fresh(ax.shape, dt, axes=ax, op=op)
     if fill is not None:
         data.fill(fill)
-    return Tensor(ax, ex.Leaf(data, view))
+    leaf = ex.Leaf(data, view)
+    ex.name_dims(leaf, ax.names)  # what explain calls its dims, wherever it is read
+    return Tensor(ax, leaf)
 
 
 def zeros(axes, dtype="float64") -> Tensor:

@@ -484,5 +484,9 @@ def rebuild_dag(root: Node, fn) -> Node:
         if new is None:
             changed = any(k is not c for k, c in zip(kids, node.children, strict=True))
             new = node.rebuild(kids) if changed else node
+        if new is not node and new.shape == node.shape:  # the rewritten value keeps its names
+            names = _NAMES.get(node)
+            if names is not None and new not in _NAMES:
+                _NAMES[new] = names
         done[id(node)] = new
     return done[id(root)]
