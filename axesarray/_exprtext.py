@@ -29,6 +29,8 @@ __all__ = [
     "work",
     "chunks_text",
     "cut",
+    "is_position",
+    "names_up",
     "dim_names",
 ]
 
@@ -84,7 +86,7 @@ def dim_names(root: ex.Node, names: tuple[str, ...] | None) -> dict:
                 below = up[id(child)]
                 out[id(child)] = _plain(
                     tuple(
-                        b if _is_position(n) and b is not None else n
+                        b if is_position(n) and b is not None else n
                         for n, b in zip(child_names, below, strict=True)
                     )
                 )
@@ -142,7 +144,8 @@ def _plain(names: tuple) -> tuple:
     return tuple(f"d{d}[{n}]" if "|" in n and "[" not in n else n for d, n in enumerate(names))
 
 
-def _is_position(name: str) -> bool:
+def is_position(name: str) -> bool:
+    """Whether a dim name is a position (``d0``, ``r1``, ``i2``), not a user's name."""
     return name[:1] in "rdi" and name[1:].isdigit()
 
 

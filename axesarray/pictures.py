@@ -86,10 +86,12 @@ def layout_svg(
     legend, legend_end = _svg_legend(m, color, colors, uid, left, legend_y)
     width = max(left + per_row * cw, legend_end) + 4
     caption = _svg_caption(t, m)
+    height = legend_y + 22 + (14 if caption else 0)
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
-        f'height="{legend_y + 22 + (14 if caption else 0):.0f}" font-family="monospace" '
-        f'font-size="{_FONT}" style="color:inherit;display:block">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="{_FONT}" '
+        # Narrower than the picture (a docs column, a split notebook): scaled down, not cut.
+        'style="color:inherit;display:block;max-width:100%;height:auto">',
         f'<defs><pattern id="{uid}h" width="6" height="6" patternUnits="userSpaceOnUse" '
         'patternTransform="rotate(45)"><rect width="6" height="6" fill="#9e9e9e" '
         'fill-opacity="0.25"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9e9e9e" '

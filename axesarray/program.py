@@ -22,7 +22,7 @@ import attrs
 
 from . import engine, expr_views
 from . import expr as ex
-from ._exprtext import formula, inputs
+from ._exprtext import dim_names, formula, inputs, is_position
 from ._planrepr import program_html
 from .ops import OPS
 from .reshape import reshape
@@ -56,6 +56,7 @@ class Stage:
     output: int | None  # which output this stage computes, if any
     dynamic: list  # (leaf, root) pairs: leaf is a view of root, whose data changes per run
     make: object = None  # () -> Leaf: new storage for the slot on each run
+    source: object = None  # the node of the user's DAG this stage computes (explain's names)
 
 
 @attrs.frozen(repr=False)
@@ -172,6 +173,7 @@ class Program:
         dsts = list(dsts) if dsts is not None else [None] * n
         labels = list(labels) if labels is not None else [f"output {i}" for i in range(n)]
         self.inputs = list(inputs)
+        self._outputs = list(outputs)
         index: dict[int, int] = {}
         for i, o in enumerate(outputs):
             index.setdefault(id(o), i)
@@ -190,7 +192,9 @@ class Program:
             slot = dst if isinstance(dst, ex.Leaf) else (make or _fresh_like(node))()
             body = _substitute(node, slots)
             label = labels[i] if i is not None else f"shared #{len(slots)} ({node.kind})"
-            self.stages.append(Stage(body, slot, label, i, _dynamic(body, roots), make))
+            self.stages.append(
+                Stage(body, slot, label, i, _dynamic(body, roots), make, source=node)
+            )
             slots[id(node)] = slot
             roots.add(id(slot))
             if i is not None:
@@ -274,9 +278,28 @@ class Program:
             values[k] = ex.Leaf(slot.data, slot.view) if st.make is not None else slot
         return [values[k] for k in self._results]
 
+    def _name_slots(self, names) -> None:
+        """Give each stage's slot (and body) the names its node has in the outputs' DAGs, so
+        the stages that read a slot name its dims (display only)."""
+        named: dict = {}
+        for i, out in enumerate(self._outputs):
+            if names is not None and names[i] is not None:
+                for k, dims in dim_names(out, tuple(names[i])).items():
+                    named.setdefault(k, dims)
+        for st in self.stages:
+            dims = named.get(id(st.source))
+            if dims is None:
+                continue
+            if any(is_position(d) for d in dims):
+                continue
+            for node in (st.slot, st.node):
+                if node is not None and node.ndim == len(dims):
+                    ex.name_dims(node, dims)
+
     def explain(self, names: list | None = None) -> ProgramPlan:
         """Each stage's plan (nothing runs); stages fused into one kernel share a plan.
         ``names`` label each output's dims."""
+        self._name_slots(names)
         plans = []
         for group in self._groups():
             texts = []
