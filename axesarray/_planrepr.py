@@ -157,8 +157,9 @@ def program_html(plan) -> str:
     return "".join(parts)
 
 
-def chunked_html(plan) -> str:
-    """A chunked (dask) plan as HTML: the result's chunk grid, then one row per layer.
+def chunked_html(plan, grid: bool = True) -> str:
+    """A chunked (dask) plan as HTML: the result's chunk grid (unless ``grid`` is False: a
+    tensor's repr draws it once, above), then one row per layer.
 
     >>> import axesarray as ax, numpy as np
     >>> x = ax.tensor(np.ones((8, 4)), "N C").chunk({"N": 2})
@@ -174,7 +175,8 @@ def chunked_html(plan) -> str:
         "</div>",
     ]
     names = getattr(plan, "names", None) or tuple(f"d{d}" for d in range(len(plan.chunks)))
-    parts.append(chunk_svg(names, plan.chunks) or "")
+    if grid:
+        parts.append(chunk_svg(names, plan.chunks) or "")
     rows = [
         [
             str(i),

@@ -27,7 +27,7 @@ from ._html import e as _e
 from ._html import nbytes_text
 from ._html import pill as _pill
 from ._html import table as _table
-from ._planrepr import plan_html
+from ._planrepr import chunked_html, plan_html
 from .devices import device_of
 from .errors import fmt_axes
 from .expr_chunked import has_chunked
@@ -447,7 +447,12 @@ def tensor_html(t, plan=None) -> str:
             if grid is not None:
                 parts.append(_details("chunks (dask)", grid + _chunk_table(t, chunks)))
         if plan is not None:
-            shown = plan_html(plan, boxed=False) if hasattr(plan, "kernels") else plan._repr_html_()
+            if hasattr(plan, "kernels"):
+                shown = plan_html(plan, boxed=False)
+            elif hasattr(plan, "graph_tasks"):  # chunked: its grid is drawn above
+                shown = chunked_html(plan, grid=False)
+            else:
+                shown = plan._repr_html_()
             parts.append(_details("plan", shown))
     parts.append(_values_html(t))
     parts.append("</div>")

@@ -114,7 +114,7 @@ def test_mixed_chunkings_are_rechunked_and_explained():
         e = a + b.isel(N=slice(None))
         assert_close(e, np.full((8, 6), 2.0))
         text = str(ax.explain(e))
-    assert "rechunk: 0 task(s); operand 1 aligned along N: 4 x 2 -> 2 x 4" in text, text
+    assert "rechunk: 0 tasks; operand 1 aligned along N: 4 x 2 -> 2 x 4" in text, text
 
 
 def test_one_blockwise_layer_of_fused_kernels():
