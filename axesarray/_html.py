@@ -65,12 +65,14 @@ def _pill(text: str, tint: str = "grey") -> str:
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
-    """A table; ``rows`` hold ready HTML, ``head`` plain text."""
+    """A table; ``rows`` hold ready HTML (a cell that is a whole ``<td ...>`` is used as
+    it is: a row spanning the columns), ``head`` plain text."""
     out = [f'<table style="{_TABLE}"><thead><tr>']
     out += [f'<th style="{_TH}">{_e(h)}</th>' for h in head]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        out.append("<tr>" + "".join(f'<td style="{_TD}">{c}</td>' for c in row) + "</tr>")
+        cells = (c if c.startswith("<td") else f'<td style="{_TD}">{c}</td>' for c in row)
+        out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 

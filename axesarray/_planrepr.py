@@ -9,7 +9,6 @@ import math
 
 from ._html import BOX as _BOX
 from ._html import MUTED as _MUTED
-from ._html import details as _details
 from ._html import e as _e
 from ._html import nbytes_text
 from ._html import pill as _pill
@@ -49,41 +48,45 @@ def estimated_work(k) -> int:
     return int(est) if est is not None else k.work
 
 
-def _kernel_rows(kernels, first: int = 0) -> list[list[str]]:
+def _kernel_rows(kernels, first: int = 0, order: bool = True) -> list[list[str]]:
     rows = []
     for i, k in enumerate(kernels, first):
         timed = getattr(k, "time_s", None)
-        rows.append(
-            [
-                str(i),
-                _e(k.kind),
-                _e(k.writes),
-                _e(loops_text(k.loops)),
-                str(k.operands),
-                _e(nbytes_text(estimated_bytes(k))),
-                _e(f"{estimated_work(k):,}"),
-                _e(k.order_from or ""),
-                _e(k.cache if timed is None else f"{k.cache}, {timed * 1e3:.3g} ms"),
-            ]
-        )
+        row = [
+            str(i),
+            _e(k.kind),
+            _e(k.writes),
+            _e(loops_text(k.loops)),
+            str(k.operands),
+            _e(nbytes_text(estimated_bytes(k))),
+            _e(f"{estimated_work(k):,}"),
+        ]
+        if order:
+            row.append(_e(k.order_from or ""))
+        row.append(_e(k.cache if timed is None else f"{k.cache}, {timed * 1e3:.3g} ms"))
+        rows.append(row)
     return rows
 
 
-_KERNEL_HEAD = [
-    "#",
-    "kind",
-    "writes",
-    "loops",
-    "reads",
-    "bytes (est.)",
-    "work (ops)",
-    "order from",
-    "code",
-]
+_HEAD = ["#", "kind", "writes", "loops", "reads", "bytes (est.)", "work (ops)"]
+
+
+def _head(kernels) -> tuple[list[str], bool]:
+    """The kernel table's columns; "order from" only when some kernel has one."""
+    order = any(k.order_from for k in kernels)
+    return _HEAD + (["order from"] if order else []) + ["code"], order
+
+
+def _temps_text(plan) -> str:
+    return "; ".join(
+        f"#{i} {' × '.join(map(str, shape)) or 'scalar'} {dtype} ({nbytes_text(nbytes)})"
+        for i, shape, dtype, nbytes in plan.temporaries
+    )
 
 
 def _plan_body(plan, first: int = 0) -> str:
-    parts = [_table(_KERNEL_HEAD, _kernel_rows(plan.kernels, first))] if plan.kernels else []
+    head, order = _head(plan.kernels)
+    parts = [_table(head, _kernel_rows(plan.kernels, first, order))] if plan.kernels else []
     if plan.temporaries:
         temps = [
             [f"#{i}", _e(" × ".join(map(str, shape)) or "scalar"), _e(dtype), nbytes_text(nbytes)]
@@ -127,34 +130,46 @@ def plan_html(plan, boxed: bool = True) -> str:
 
 
 def program_html(plan) -> str:
-    """A function's (or backward pass's, or optimizer step's) plan as HTML: per stage, its
-    formula and its kernels, numbered through the whole program in execution order.
+    """A function's (or backward pass's, or optimizer step's) plan as HTML: one table, a
+    row per stage (its formula and temporaries) above its kernels, numbered through the
+    whole program in execution order. Inputs ``t0, t1...`` are numbered per stage.
 
     >>> import axesarray as ax, numpy as np
     >>> w = ax.variable(np.ones(4), "K", name="w")
     >>> "grad_w" in program_html(ax.explain(ax.grad((w * w).sum(), [w])))
     True
     """
-    kernels = len(plan.kernels)
-    parts = [
-        f'<div style="{_BOX}"><div><b>Program</b> ',
-        _pill(_count(len(plan.stages), "stage")),
-        _pill(_count(kernels, "kernel")),
-        "</div>",
-    ]
+    head, order = _head(plan.kernels)
+    rows = []
     first = 0
     for stage in plan.stages:
         sub = stage.plan
-        title = f"{stage.label} = {stage.formula}"
-        body = (
-            _plan_body(sub, first)
-            if sub.kernels
-            else (f'<div style="{_MUTED}">nothing runs (already a value)</div>')
-        )
-        parts.append(_details(title, body))
+        title = f"<b>{_e(stage.label)}</b> = {_e(stage.formula)}"
+        if sub.temporaries:
+            title += f' <span style="{_MUTED}">temporaries: {_e(_temps_text(sub))}</span>'
+        if not sub.kernels:
+            title += f' <span style="{_MUTED}">(nothing runs: already a value)</span>'
+        rows.append([f'<td colspan="{len(head)}" style="{_STAGE}">{title}</td>'])
+        rows += _kernel_rows(sub.kernels, first, order)
         first += len(sub.kernels)
-    parts.append("</div>")
-    return "".join(parts)
+    return "".join(
+        [
+            f'<div style="{_BOX}"><div><b>Program</b> ',
+            _pill(_count(len(plan.stages), "stage")),
+            _pill(_count(len(plan.kernels), "kernel")),
+            "</div>",
+            _table(head, rows),
+            f'<div style="{_MUTED}">kernels in execution order; each stage numbers its own '
+            "inputs t0, t1, ...; bytes: each argument read once and the output written once"
+            "</div></div>",
+        ]
+    )
+
+
+_STAGE = (
+    "padding:6px 10px 2px;text-align:left;white-space:normal;"
+    "border-bottom:1px solid rgba(127,127,127,0.45);background:rgba(127,127,127,0.07)"
+)
 
 
 def chunked_html(plan, grid: bool = True) -> str:

@@ -176,11 +176,22 @@ def _svg_cell(m, k, box, label, color, colors, uid) -> str:
 
 
 def _svg_blocks(m, per_row, left, y_of, cw, ch) -> list[str]:
-    return [
-        f'<rect x="{left + c * cw:.1f}" y="{y_of[r]:.1f}" width="{n * cw:.1f}" '
-        f'height="{ch:.1f}" fill="none" stroke="currentColor" stroke-width="2"/>'
-        for r, c, n in block_runs(m, per_row)
-    ]
+    """One outline per block: a block that wraps onto the next row is drawn open at the
+    wrap (no line between its two halves), so a block of 32 lanes over two rows of 16
+    reads as one shape."""
+    out = []
+    for r, c, n in block_runs(m, per_row):
+        k = r * per_row + c
+        x0, x1, y0, y1 = left + c * cw, left + (c + n) * cw, y_of[r], y_of[r] + ch
+        parts = [f"M{x0:.1f},{y0:.1f}V{y1:.1f}", f"M{x1:.1f},{y0:.1f}V{y1:.1f}"]
+        if m.lane[k] == 0:  # the block starts here
+            parts.append(f"M{x0:.1f},{y0:.1f}H{x1:.1f}")
+        if m.lane[k + n - 1] == m.block_size - 1 or k + n == m.cells:  # ... ends here
+            parts.append(f"M{x0:.1f},{y1:.1f}H{x1:.1f}")
+        out.append(
+            f'<path d="{"".join(parts)}" fill="none" stroke="currentColor" stroke-width="2"/>'
+        )
+    return out
 
 
 def _svg_legend(m, color, colors, uid, x, y) -> tuple[str, float]:
