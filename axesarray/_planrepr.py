@@ -48,10 +48,9 @@ def estimated_work(k) -> int:
     return int(est) if est is not None else k.work
 
 
-def _kernel_rows(kernels, first: int = 0, order: bool = True) -> list[list[str]]:
+def _kernel_rows(kernels, first: int = 0, order: bool = True, timed: bool = False):
     rows = []
     for i, k in enumerate(kernels, first):
-        timed = getattr(k, "time_s", None)
         row = [
             str(i),
             _e(k.kind),
@@ -63,7 +62,10 @@ def _kernel_rows(kernels, first: int = 0, order: bool = True) -> list[list[str]]
         ]
         if order:
             row.append(_e(k.order_from or ""))
-        row.append(_e(k.cache if timed is None else f"{k.cache}, {timed * 1e3:.3g} ms"))
+        row.append(_e(k.cache))
+        if timed:
+            t = getattr(k, "time_s", None)
+            row.append("" if t is None else f"<b>{t * 1e3:.3g} ms</b>")
         rows.append(row)
     return rows
 
@@ -71,10 +73,13 @@ def _kernel_rows(kernels, first: int = 0, order: bool = True) -> list[list[str]]
 _HEAD = ["#", "kind", "writes", "loops", "reads", "bytes (est.)", "work (ops)"]
 
 
-def _head(kernels) -> tuple[list[str], bool]:
-    """The kernel table's columns; "order from" only when some kernel has one."""
+def _head(kernels) -> tuple[list[str], bool, bool]:
+    """The kernel table's columns: "order from" only when some kernel has one, "time"
+    when the plan was timed (``ax.explain(e, timed=True)``)."""
     order = any(k.order_from for k in kernels)
-    return _HEAD + (["order from"] if order else []) + ["code"], order
+    timed = any(getattr(k, "time_s", None) is not None for k in kernels)
+    head = _HEAD + (["order from"] if order else []) + ["code"] + (["time"] if timed else [])
+    return head, order, timed
 
 
 def _temps_text(plan) -> str:
@@ -85,8 +90,9 @@ def _temps_text(plan) -> str:
 
 
 def _plan_body(plan, first: int = 0) -> str:
-    head, order = _head(plan.kernels)
-    parts = [_table(head, _kernel_rows(plan.kernels, first, order))] if plan.kernels else []
+    head, order, timed = _head(plan.kernels)
+    rows = _kernel_rows(plan.kernels, first, order, timed)
+    parts = [_table(head, rows)] if plan.kernels else []
     if plan.temporaries:
         temps = [
             [f"#{i}", _e(" × ".join(map(str, shape)) or "scalar"), _e(dtype), nbytes_text(nbytes)]
@@ -139,7 +145,7 @@ def program_html(plan) -> str:
     >>> "grad_w" in program_html(ax.explain(ax.grad((w * w).sum(), [w])))
     True
     """
-    head, order = _head(plan.kernels)
+    head, order, timed = _head(plan.kernels)
     rows = []
     first = 0
     for stage in plan.stages:
@@ -150,7 +156,7 @@ def program_html(plan) -> str:
         if not sub.kernels:
             title += f' <span style="{_MUTED}">(nothing runs: already a value)</span>'
         rows.append([f'<td colspan="{len(head)}" style="{_STAGE}">{title}</td>'])
-        rows += _kernel_rows(sub.kernels, first, order)
+        rows += _kernel_rows(sub.kernels, first, order, timed)
         first += len(sub.kernels)
     return "".join(
         [

@@ -12,6 +12,7 @@ from html import escape
 
 import numpy as np
 import pytest
+from conftest import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import apply_view_op, numpy_tensors, shadow_view_op, view_ops
@@ -475,3 +476,45 @@ def test_mid_block_view_says_its_true_offset():
     text = repr(v)
     assert "at offset 1 (byte 4)" in text and "C: lanes 1, 4, 7..." in text
     assert "C%32 12" in text  # 3 lanes of 4 bytes between neighbours inside a block
+
+
+def test_timed_explain_is_a_profile():
+    """timed=True: every kernel has its best measured time, in the text and the table; the
+    run into out= writes what numpy computes."""
+    x = ax.tensor(np.random.default_rng(1).random((16, 8, 32)), "N C W")
+    e = ax.exp(x - x.max("C"))
+    s = e / e.sum("C")
+    out = ax.empty(s.axes, dtype=s.dtype)
+    plan = ax.explain(s, out=out, timed=True, repeat=2)
+    assert len(plan.kernels) >= 2 and all(k.time_s > 0 for k in plan.kernels)
+    assert str(plan).count(" ms") == len(plan.kernels) and "<th" in plan._repr_html_()
+    assert ">time<" in plan._repr_html_() and ">time<" not in ax.explain(s)._repr_html_()
+    xn = x.numpy()
+    en = np.exp(xn - xn.max(1, keepdims=True))
+    assert_close(out, en / en.sum(1, keepdims=True))
+
+
+def test_timed_explain_errors():
+    x = ax.tensor(np.ones((4, 3)), "N C")
+    with pytest.raises(ValueError) as err:
+        ax.explain(x * 2, timed=True, repeat=0)
+    assert str(err.value) == (
+        "explain: repeat must be a positive int, not 0. Pass repeat=3 (the best of three runs "
+        "is shown)."
+    )
+    assert ax.explain(x * 2, timed=True, repeat=3).kernels[0].time_s > 0  # the hint works
+    chunked = x.chunk({"N": 2})
+    with pytest.raises(TypeError) as err:
+        ax.explain(chunked * 2, timed=True)
+    assert str(err.value) == (
+        "explain: timed=True times in-memory kernels; this expression is chunked "
+        "(axes: N=4, C=3). Time expr.compute() instead, or explain without timed=True."
+    )
+    assert ax.explain(chunked * 2).steps  # without timed=True
+    w = ax.variable(np.ones(3), "K", name="w")
+    with pytest.raises(TypeError) as err:
+        ax.explain([w * 2], timed=True)
+    assert str(err.value) == (
+        "explain: timed=True times one expression's kernels (got list). Time the call "
+        "itself (timeit), or pass one tensor expression."
+    )

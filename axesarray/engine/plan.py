@@ -42,16 +42,18 @@ class KernelInfo:
     cache: str  # "in memory", "on disk", "to compile" (the variant that would run), "blas", "numpy"
     arg_bytes: int = 0  # bytes of its arguments: each read once, the output written once
     work: int = 0  # element operations
+    time_s: float | None = None  # measured seconds per run (``ax.explain(e, timed=True)``)
 
     def __str__(self) -> str:
         loops = loops_text(self.loops, " x ")
         text = f"{self.kind} kernel -> {self.writes}: loops {loops}; reads {self.operands}"
         if self.order_from:
             text += f"; order from {self.order_from}"
-        return (
-            text
-            + f"; {self.cache}; ~{nbytes_text(estimated_bytes(self))}, {estimated_work(self):,} ops"
-        )
+        text += f"; {self.cache}; ~{nbytes_text(estimated_bytes(self))}"
+        text += f", {estimated_work(self):,} ops"
+        if self.time_s is not None:
+            text += f"; {self.time_s * 1e3:.3g} ms"
+        return text
 
 
 @attrs.frozen(repr=False)
