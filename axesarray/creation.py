@@ -10,14 +10,14 @@ import reprlib
 
 import numpy as np
 
-from . import expr as ex
-from .axes import Axis, as_axes, axes_for_shape
-from .dtypes import as_dtype
+from .core.axes import Axis, as_axes, axes_for_shape
+from .core.dtypes import as_dtype
+from .core.strided import contiguous
+from .dag import nodes as ex
 from .errors import AxesError, message
 from .layout_ops import wrap_physical
-from .storage import allocate, fresh, wrap_array
-from .strided import contiguous
-from .tensor import Tensor
+from .storage.memory import allocate, fresh, wrap_array
+from .tensors.tensor import Tensor
 
 __all__ = [
     "tensor",

@@ -1,16 +1,16 @@
 """The layout functions users call: ``to_layout``, ``repack``, ``physical``, ``wrap_physical``,
-``empty_like_layout`` (Tensor-level; the work is in ``layout_views``).
+``empty_like_layout`` (Tensor-level; the work is in ``tensors.layout_methods``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .axes import Axes
+from .core.axes import Axes
 from .errors import AxesError, LayoutError, fmt_axes, message
-from .layout_views import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
-from .layouts import Layout, bind
-from .tensor import Tensor, assign
+from .tensors.layout_methods import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
+from .storage.layouts import Layout, bind
+from .tensors.tensor import Tensor, assign
 
 __all__ = ["empty_like_layout", "to_layout", "repack", "physical", "wrap_physical"]
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import os
 import re
+import tempfile
 
 BLOCK = re.compile(r"^```python[ \t]*(?P<info>[^\n]*)\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
 SKIP = re.compile(r"#\s*doc-test:\s*skip\b")  # as tests/test_docs.py: a block CI cannot run
@@ -24,18 +26,26 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if "```python picture" not in markdown:
         return markdown
     namespace: dict = {"__name__": "__docs_picture__"}
+    # Pages' examples write files (ax.save): in a scratch directory, not the checkout.
+    scratch = tempfile.TemporaryDirectory()
+    here = os.getcwd()
 
     def draw(m: re.Match) -> str:
         info, code = m.group("info").split(), m.group("code")
         if "notest" in info or SKIP.match(code.lstrip()):
             return m.group(0)
-        with contextlib.redirect_stdout(io.StringIO()):
-            value = run(code, namespace, page.file.src_path)
+        os.chdir(scratch.name)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                value = run(code, namespace, page.file.src_path)
+        finally:
+            os.chdir(here)
         if "picture" not in info:
             return m.group(0)
         return f"```python\n{code}```\n\n{picture(value)}\n"
 
-    return BLOCK.sub(draw, markdown)
+    with scratch:
+        return BLOCK.sub(draw, markdown)
 
 
 def run(code: str, namespace: dict, where: str):

@@ -17,8 +17,8 @@ from hypothesis import given
 from strategies import numpy_tensors
 
 import axesarray as ax
-from axesarray.memory_map import block_runs, color_axis, used_values
-from axesarray.pictures import CELL_LIMIT, chunk_svg, layout_svg, memory_map
+from axesarray.display.memory_map import block_runs, color_axis, used_values
+from axesarray.display.pictures import CELL_LIMIT, chunk_svg, layout_svg, memory_map
 
 SHAPE = (2, 6, 2, 3)  # N C H W: C=6 pads to 8 in blocks of 4
 

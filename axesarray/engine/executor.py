@@ -16,19 +16,19 @@ from types import FunctionType
 
 import numpy as np
 
-from ..devices import CPU, device_of
+from ..dag.nodes import Leaf, Node
 from ..errors import message
-from ..expr import Leaf, Node
 from ..options import OPTIONS
-from ..storage import SMALL, allocate
+from ..storage.devices import CPU, device_of
+from ..storage.memory import SMALL, allocate
 from . import reference
 from .alias import overlap_test, overlaps, via_temp
 from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
+from .explain import debug_print, make_plan, step_names
 from .order import allocate_for
-from .plan import debug_print, describe, step_names
 from .planner import build_schedule
-from .rewrite import CPU_RULES, RULES, rewrite
+from .rewrite import CPU_REWRITES, REWRITES, rewrite
 from .routes import ROUTES, try_copy
 from .schedule import KernelStep, Schedule
 from .tiers import describe_tier, use_numpy
@@ -82,7 +82,7 @@ def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
         raise _device_error(found)
     device = _device(params, dst)
     target = None if dst is None else (dst.view, dst.dtype)
-    rules = CPU_RULES if device.is_cpu else RULES
+    rules = CPU_REWRITES if device.is_cpu else REWRITES
     plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
     plan.device = device
     if debug_level() > 0:
@@ -163,9 +163,9 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given); ``names``
     label the result's dims."""
     if dst is None and type(root) is Leaf:
-        return describe(None, True, tier="none")  # already an l-tensor: nothing runs
+        return make_plan(None, True, tier="none")  # already an l-tensor: nothing runs
     plan, cached = schedule_for(root, dst)
-    return describe(
+    return make_plan(
         plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names)
     )
 
@@ -174,7 +174,7 @@ def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | No
     """Names of every step's dims: the schedule planned again (uncached, as ``_new_plan``
     does) recording which node each step computes; a cached plan holds no nodes."""
     device = plan.device
-    rules = CPU_RULES if device.is_cpu else RULES
+    rules = CPU_REWRITES if device.is_cpu else REWRITES
     dag = rewrite(root, rules)
     record: dict = {}
     target = None if dst is None else (dst.view, dst.dtype)
@@ -239,7 +239,7 @@ def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
     fn = step.compiled.kernels.get(("cpu", kind))  # a Kernel, or its dispatcher once ready
     if fn is None or not getattr(fn, "ready", True):
         return None
-    from ..numba_private import entry_point  # numba is loaded: the kernel ran
+    from ..storage.numba_private import entry_point  # numba is loaded: the kernel ran
 
     target = getattr(fn, "fn", fn)
     call = entry_point(target, binder(step)(params, temps, dst))

@@ -27,12 +27,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..expr import Leaf, Node, walk
+from ..core.ops import OPS
+from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
+from ..dag.nodes import Leaf, Node, walk
+from ..dag.reshape import merge_order
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
-from ..ops import OPS
-from ..reshape import merge_order
-from ..strided import View, contiguous, merge_dims, remap_view, split_dim
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
@@ -119,6 +119,10 @@ def _shift_maps(ndim: int, dim: int, delta: int) -> tuple:
 def _shifted(tree, shape: tuple, dim: int, delta: int, length: int):
     new_shape = tuple(length if d == dim else n for d, n in enumerate(shape))
     return reindex(tree, new_shape, _shift_maps(len(shape), dim, delta))
+
+
+# Kinds with no ``_Builder._fuse_<kind>``, and why (tests/test_kinds_coverage.py).
+NO_RULE = {"chunked": "a chunked leaf is lowered to dask (engine.chunked), never fused here"}
 
 
 class _Builder:
