@@ -298,3 +298,23 @@ def test_docs_site_renders(site, tmp_path):
         f"material's JavaScript did not run: {html_tag}"
     )
     assert "Named-axis arrays for Python" in dom
+
+
+def test_docs_site_has_its_pictures(site, tmp_path):
+    """The guides carry the pictures drawn at build time, the notebooks their outputs."""
+    from urllib.request import urlopen
+
+    def get(path: str) -> str:
+        with urlopen(site + path) as page:
+            return page.read().decode()
+
+    layouts = get("guide/layouts/")
+    assert layouts.count('class="axa-picture"') >= 3 and "first blocks:" in layouts
+    views = get("guide/views/")
+    assert "element 0 at address 1 (byte 4), inside its block" in views
+    assert 'class="axa-picture"' in get("guide/fusion/")
+    notebook = get("notebooks/03_fusion/")
+    assert "Plan" in notebook and "kernels in execution order" in notebook  # an output
+    image, dom, log = render_url(site + "guide/layouts/", tmp_path, "docs_layouts", "1200,3000")
+    assert script_errors(dom, log) == []
+    assert_not_blank(image, "layouts guide")
