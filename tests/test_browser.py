@@ -276,8 +276,8 @@ def site(tmp_path_factory):
         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
     )
     assert build.returncode == 0, build.stderr[-3000:]
-    index = out / "index.html"
-    index.write_text(watched(index.read_text(encoding="utf-8")), encoding="utf-8")
+    for page in (out / "index.html", out / "guide" / "layouts" / "index.html"):
+        page.write_text(watched(page.read_text(encoding="utf-8")), encoding="utf-8")
     handler = functools.partial(_Quiet, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
