@@ -20,7 +20,7 @@ from ..errors import fmt_axes, message
 from ..options import OPTIONS
 from ..storage.devices import host_array
 from ..storage.memory import wrap_array
-from . import executor, multi, reference, tiers
+from . import executor, multi, reference, runner, tiers
 from .order import allocate_for, result_order
 
 __all__ = [
@@ -171,9 +171,9 @@ def profile(root: Node, dst: Leaf | None = None, names=None, repeat: int = 3):
         return plan
     schedule, _ = executor.schedule_for(root, dst)
     if dst is None:  # the result is a temporary of the schedule: written, then dropped
-        times = executor.time_steps(schedule, root.params, None, repeat)
+        times = runner.time_steps(schedule, root.params, None, repeat)
     else:
-        times = executor.time_steps(schedule, root.params, dst, repeat)
+        times = runner.time_steps(schedule, root.params, dst, repeat)
     kernels = tuple(attrs.evolve(k, time_s=t) for k, t in zip(plan.kernels, times, strict=True))
     return attrs.evolve(plan, kernels=kernels)
 

@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 
 from .. import engine
-from ..autograd.program import RUN_LOCK, Program, root_leaf
+from ..autograd.program import Program, root_leaf
 from ..autograd.rules import GRAD_NAMES, Kind, gradients, zeros_like
 from ..core.axes import as_axes, parse_names
 from ..core.dtypes import as_dtype
@@ -365,16 +365,10 @@ class Function:
             )
         pairs = list(zip(self.inputs, values, strict=True))
         data = [self._value(k, p, v) for k, (p, v) in enumerate(pairs)]
-        tags = [p._node.tag for p in self.inputs]
-        with RUN_LOCK:
-            for tag in tags:
-                engine.UNBOUND.discard(tag)
-            try:
-                bound = {p._node: d for (p, _), d in zip(pairs, data, strict=True)}
-                leaves = self.program.run(bound)
-            finally:
-                for tag in tags:
-                    engine.UNBOUND.add(tag)
+        # Values travel by argument (no shared node is mutated): concurrent calls of one
+        # function run in parallel, and the placeholders stay unbound outside the call.
+        bound = {p._node: d for (p, _), d in zip(pairs, data, strict=True)}
+        leaves = self.program.run(bound)
         results = [
             Tensor(t.axes, leaf, t.layout) for t, leaf in zip(self.outputs, leaves, strict=True)
         ]
@@ -383,6 +377,20 @@ class Function:
     def explain(self):
         """Each stage's plan: outputs, shared values computed once (nothing runs)."""
         return self.program.explain([t.names for t in self.outputs])
+
+    def __reduce__(self):
+        # Its stages are plans over this process's leaves and kernels; its outputs are lazy
+        # graph tensors (refused too). Rebuilding it from loaded tensors is cheap.
+        ins = ", ".join(p._node.tag.label for p in self.inputs) or "none"
+        raise TypeError(
+            message(
+                "function",
+                "a compiled function is not pickled",
+                f"inputs: {ins}",
+                "Pickle the tensors it reads (variables, placeholders) and call "
+                "ax.function(outputs, inputs) again with the loaded ones",
+            )
+        )
 
 
 def function(outputs, inputs=()) -> Function:
