@@ -14,6 +14,7 @@ import numpy as np
 from ..core import dtypes
 from .nodes import Cast, Const, Map, Node, Reduce, lazy
 from ..core.ops import COMPARISONS, OPS, apply_map
+from ..core.reductions_table import REDUCTIONS
 
 __all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce"]
 
@@ -287,6 +288,6 @@ def _compare_out_of_range(op: str, args: tuple, shape: tuple[int, ...]) -> Node 
 def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
     """``op`` over ``axes`` (positions) with numpy's result dtype (sum of int8 is int64)."""
     out = dtypes.reduce_dtype(op, node.dtype)
-    if op in ("sum", "prod"):
+    if REDUCTIONS[op].convert:
         node = cast(node, out)
     return Reduce(op, node, tuple(sorted(axes)), out)
