@@ -37,6 +37,8 @@ ORDER = [
     "dag",
     "display.memory_map",
     "display.pictures",
+    "display.htmlparts",
+    "display.planviews",
     "display.reprs",
     "display",
     "kernels.loops",
@@ -207,7 +209,10 @@ def test_folders_are_layers():
     folders = {_folder(m) for m in ORDER}
     for folder in folders - {()}:
         inside = [i for i, m in enumerate(ORDER) if _folder(m)[: len(folder)] == folder]
-        assert inside == list(range(inside[0], inside[-1] + 1)), (folder, [ORDER[i] for i in inside])
+        assert inside == list(range(inside[0], inside[-1] + 1)), (
+            folder,
+            [ORDER[i] for i in inside],
+        )
         assert ORDER[inside[-1]] == ".".join(folder), f"{'.'.join(folder)}/__init__ is not last"
 
 
