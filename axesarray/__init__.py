@@ -9,6 +9,7 @@ array([2., 4., 6.])
 
 import sys as _sys
 
+from . import _startup  # first: Ctrl-C while the program imports (see _startup)
 from .core.axes import Axes, Axis, broadcast_axes
 
 __all__ = ["Axis", "Axes", "broadcast_axes"]
@@ -106,3 +107,9 @@ __all__ += ["show_layout"]
 from ._version import __version__
 
 __all__ += ["__version__"]
+
+# The positional namespace of the Python array API standard, over the named engine.
+from . import array_api
+from .array_api import to_xarray
+
+__all__ += ["array_api", "to_xarray"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .core.dtypes import as_dtype
+from .core.dtypes import as_dtype, reduce_dtype
 from .dag import nodes as ex
 from .errors import AxesError, fmt_axes, message
 from .functions import abs as _abs
@@ -128,6 +128,13 @@ def einsum(*tensors, out=None) -> Tensor:
     [3.0, 12.0]
     """
     ts = _tensors(tensors, "einsum")
+    # Integers (and bools) sum as ``sum`` does, in int64 (uint64): ``dot`` keeps its
+    # operands' dtype (BLAS-like), so an int8 contraction would wrap. Cast on every path,
+    # summed or not, so the result's dtype depends on the dtypes alone (as np.sum's).
+    common = np.result_type(*(t.dtype for t in ts))
+    if common.kind in "biu":
+        wide = reduce_dtype("sum", common)
+        ts = [t if t.dtype == wide else t.astype(wide) for t in ts]
     union = ts[0].axes
     for t in ts[1:]:
         union = broadcast_axes(union, t.axes, "einsum", "union")  # lengths agree by name

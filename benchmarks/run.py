@@ -1,5 +1,6 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
-programs (a recurrent loop and its gradients), the workload suite.
+programs (a recurrent loop and its gradients),
+xarray on lazy arrays, the workload suite.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -18,6 +19,7 @@ import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
 import bench_programs  # noqa: E402
 import bench_workloads  # noqa: E402
+import bench_xarray_lazy  # noqa: E402
 
 try:  # the dask extra (pip install 'axesarray[dask]')
     import bench_dask  # noqa: E402
@@ -40,6 +42,8 @@ def main(argv=None) -> None:
     bench_autograd.main(quick)
     print()
     bench_programs.main(quick)
+    print()
+    bench_xarray_lazy.main(quick)
     print()
     bench_workloads.main(quick + ["--warm-cache"])
 

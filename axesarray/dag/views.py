@@ -8,9 +8,10 @@ cannot be pushed down stays a ``Remap`` node (the engine materializes its argume
 
 from __future__ import annotations
 
-from .nodes import Const, Node, Remap, derived_leaf
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
+from .build import _const
+from .nodes import Node, Remap, derived_leaf
 
 __all__ = ["remap", "transform_views", "compose_maps"]
 
@@ -23,6 +24,15 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
     ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
     """
+    if (
+        node.kind != "leaf"
+        and shape == node.shape
+        and all(m == (k, 0, 1) for k, m in enumerate(maps))
+    ):
+        # an identity of a computed value (a length-1 axis inserted and then dropped
+        # again): no node, so the planner sees the value itself (a reduction's epilogue
+        # still fuses). A view of a leaf stays a new leaf: autograd tells views apart.
+        return node
     memo = {} if _memo is None else _memo
     hit = memo.get(id(node))
     if hit is not None:
@@ -36,7 +46,7 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
         else:
             out = derived_leaf(node, v, ("remap", shape, maps))
     elif kind == "const":
-        out = Const(node.value, node.dtype, shape)
+        out = _const(node.value, node.dtype, shape)
     elif kind in _ELEMENTWISE and _broadcasts(shape, maps) and _costly(node):
         # A computed value spread along a new axis: keep it whole so the engine computes it
         # once and broadcasts the result, instead of recomputing it per element.
@@ -88,7 +98,7 @@ def transform_views(node: Node, shape: tuple[int, ...], step: tuple, _memo=None)
     elif kind == "chunked":
         out = node.reshaped(shape, step)
     elif kind == "const":
-        out = Const(node.value, node.dtype, shape)
+        out = _const(node.value, node.dtype, shape)
     elif kind in _ELEMENTWISE:
         kids = [transform_views(c, shape, step, memo) for c in node.children]
         if all(k is not None for k in kids):

@@ -180,6 +180,7 @@ class _Builder:
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
+        self.step_nodes: dict = {}  # step index -> the node it computes (explain's names)
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -222,6 +223,7 @@ class _Builder:
         with self._context(node):
             self._out = out
             tree = self.fuse(node, "epi")
+            self.step_nodes[len(self.steps)] = node
             self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
 
     @contextmanager
@@ -302,6 +304,7 @@ class _Builder:
                 node.dtype,
                 ("param", self.param_index[id(node)]),
             )
+            self.step_nodes[len(self.steps)] = node
             self.steps.append(make_step(temp, src, frozenset(), "staged broadcast input"))
             strides = tuple(
                 0 if s == 0 else t for s, t in zip(view.strides, temp.view.strides, strict=True)
@@ -416,6 +419,7 @@ class _Builder:
             tree = KReduce(
                 "any" if boolean else "sum", prod, len(OUT), node.dtype, shape[len(OUT) :]
             )
+            self.step_nodes[len(self.steps)] = node
             self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
         return temp
 
@@ -431,6 +435,7 @@ class _Builder:
         size.update(zip(B, node.b.shape, strict=True))
         layout = batch + free_a + free_b
         temp = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
+        self.step_nodes[len(self.steps)] = node
         self.steps.append(
             DotStep(
                 a,
@@ -459,6 +464,7 @@ class _Builder:
             else:
                 args.append(self.realize(c))
         temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
+        self.step_nodes[len(self.steps)] = node
         self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
         return temp
 
@@ -519,6 +525,7 @@ def build_schedule(
     params: tuple,
     dst: tuple[View, np.dtype] | None,
     blas: bool = True,
+    record: dict | None = None,
 ) -> Schedule:
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
@@ -526,6 +533,7 @@ def build_schedule(
     original root's, before rewrites). Runs the builder twice: the first pass finds the
     subexpressions fused into more than one kernel; the second materializes those that
     the cost model says are cheaper written once than recomputed (``cost``).
+    ``record`` (explain) receives step index -> the node that step computes.
     """
     canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
     cuts = _size_cuts(dag, canon)
@@ -551,5 +559,7 @@ def build_schedule(
         if attempt == 0 and shared:
             force = shared | set(cuts.values())
             continue
+        if record is not None:
+            record.update(b.step_nodes)
         return Schedule(b.temps, b.steps, result)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -27,12 +27,19 @@ from concurrent.futures import Future
 import numpy as np
 
 from ..dag.nodes import Node, walk
+from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
 from .binder import binder
 from .dispatch import kernel_for, variant
 from .schedule import KernelStep, Schedule
 
-__all__ = ["use_numpy", "compile_schedule", "describe_tier", "NUMPY_MAX_BYTES"]
+__all__ = [
+    "use_numpy",
+    "compile_schedule",
+    "describe_tier",
+    "background_done",
+    "NUMPY_MAX_BYTES",
+]
 
 
 def _physical_memory() -> int:
@@ -78,6 +85,7 @@ class _Compiler:
         return future
 
     def _run(self) -> None:
+        block_interrupts()  # SIGINT stays with the main thread
         while True:
             future, fn, args = self._jobs.get()
             if self.closing or not future.set_running_or_notify_cancel():
@@ -106,6 +114,13 @@ def in_background(fn, *args) -> Future:
     return _compiler.submit(fn, *args)
 
 
+def background_done() -> Future | None:
+    """A future that completes once every compile submitted so far has ended (the pool
+    has one thread and runs in order); None when none was ever submitted."""
+    with _pool_lock:
+        return None if _compiler._thread is None else _compiler.submit(lambda: None)
+
+
 def numpy_cost(root: Node) -> int:
     """Bytes of temporaries the reference engine allocates for ``root`` (one array per
     computed node)."""
@@ -122,7 +137,11 @@ def compile_schedule(plan: Schedule, params, dst) -> None:
     for step in plan.steps:
         if type(step) is KernelStep:
             kernel = kernel_for(step, plan.device, variant(step, plan.device))
-            kernel.warm(binder(step)(params, temps, dst))
+            # A kernel that ran already is numba's dispatcher itself (dispatch.run_kernel
+            # keeps it once checked): compiled, nothing to warm.
+            warm = getattr(kernel, "warm", None)
+            if warm is not None:
+                warm(binder(step)(params, temps, dst))
     plan.ready = True
 
 

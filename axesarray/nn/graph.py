@@ -24,17 +24,17 @@ import weakref
 import numpy as np
 
 from .. import engine
-from ..dag import nodes as ex
+from ..autograd.program import Program, root_leaf
 from ..autograd.rules import GRAD_NAMES, Kind, gradients, zeros_like
 from ..core.axes import as_axes, parse_names
-from ..creation import tensor as make_tensor
 from ..core.dtypes import as_dtype
+from ..core.strided import contiguous
+from ..creation import tensor as make_tensor
+from ..dag import nodes as ex
 from ..errors import AxesError, fmt_axes, message
 from ..functions import explain as explain_tensor
 from ..tensors.gradients import seed_node
 from ..tensors.layout_methods import allocate_leaf, layout_for_axes
-from ..autograd.program import Program, root_leaf
-from ..core.strided import contiguous
 from ..tensors.tensor import Tensor
 
 __all__ = [
@@ -415,8 +415,9 @@ def function(outputs, inputs=()) -> Function:
     return Function(outputs, inputs)
 
 
-def explain(expr, out: Tensor | None = None):
-    """``ax.explain`` for a tensor (the engine's ``Plan``), a list of tensors planned
+def explain(expr, out: Tensor | None = None, *, timed: bool = False, repeat: int = 3):
+    """``ax.explain`` for a tensor (the engine's ``Plan``; ``timed=True`` runs it and
+    shows each kernel's time, see ``functions.explain``), a list of tensors planned
     together (e.g. gradients: stages named ``grad_<name>``), or an object with an
     ``explain()`` method (a function, an optimizer).
 
@@ -427,7 +428,16 @@ def explain(expr, out: Tensor | None = None):
     ('grad_w', 1)
     """
     if isinstance(expr, Tensor):
-        return explain_tensor(expr, out)
+        return explain_tensor(expr, out, timed=timed, repeat=repeat)
+    if timed:
+        raise TypeError(
+            message(
+                "explain",
+                "timed=True times one expression's kernels",
+                f"got {type(expr).__name__}",
+                "Time the call itself (timeit), or pass one tensor expression",
+            )
+        )
     if isinstance(expr, (list, tuple)):
         ts = _tensors(expr, "explain", "a list of expressions", "item")
         prog = Program([t._node for t in ts], labels=[_label(t, i) for i, t in enumerate(ts)])
