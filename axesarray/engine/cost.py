@@ -96,14 +96,17 @@ def dag_work(order) -> dict[int, tuple[int, bool, frozenset | None]]:
     return out
 
 
-def worth_materializing(work: float, elements: int, itemsize: int, uses: int) -> bool:
+def worth_materializing(
+    work: float, elements: int, itemsize: int, uses: int, input_bytes: int = 0
+) -> bool:
     """Whether a value read by ``uses`` kernels is cheaper written once and read back than
-    computed in each of them (per element: ``work`` flop-equivalents per computation, and
-    a temporary costs a write plus ``uses`` reads)."""
+    computed in each of them (per element: ``work`` flop-equivalents per computation; a
+    temporary costs a write plus ``uses`` reads, and the kernel that writes it reads the
+    value's own inputs again: ``input_bytes``)."""
     if uses <= 1:
         return False
     recompute = (uses - 1) * work
-    traffic = (1 + uses) * itemsize * FLOPS_PER_BYTE
+    traffic = ((1 + uses) * itemsize + input_bytes) * FLOPS_PER_BYTE
     return recompute > traffic
 
 

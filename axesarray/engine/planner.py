@@ -75,13 +75,23 @@ def _shared_candidates(root: Node, canon: dict) -> dict:
     read through a view is computed once into a temp anyway (or is its kernel's own
     accumulator): reading it again costs a load, so the cost model counts it as a leaf
     (batch norm's ``x - x.mean(r)`` is recomputed where needed, never written out)."""
-    work = cost.dag_work(walk(root))
+    order = walk(root)
+    work = cost.dag_work(order)
+    by_id = {id(n): n for n in order}
     found = {}
-    for node in walk(root):
+    for node in order:
         if node.kind in ("map", "cast"):
-            w = work[id(node)][0]
-            found[canon[id(node)]] = (w, math.prod(node.shape), node.dtype.itemsize)
+            w, _, ids = work[id(node)]
+            inputs = 0
+            if ids is not None:  # what the kernel writing it would read again
+                inputs = sum(by_id[i].dtype.itemsize for i in ids if by_id[i].kind in cost.BOUNDARY)
+            found[canon[id(node)]] = (w, math.prod(node.shape), node.dtype.itemsize, inputs)
     return found
+
+
+def _worth(candidate: tuple, uses: int) -> bool:
+    work, elements, itemsize, inputs = candidate
+    return cost.worth_materializing(work, elements, itemsize, uses, inputs)
 
 
 _HEAVY_LEAVES = 4
@@ -167,7 +177,7 @@ class _Builder:
         leaves = [p for p in params if type(p) is Leaf]
         self.ordinals = {id(p): k for k, p in enumerate(leaves)}
         self.force = force
-        self.heavy = heavy  # canonical value -> (work, elements, itemsize)
+        self.heavy = heavy  # canonical value -> (work, elements, itemsize, input bytes)
         self.orders: dict = {}  # result_order's per-node memo, shared by every temp
         self.temps: list = []
         self.steps: list = []
@@ -553,9 +563,7 @@ def build_schedule(
             view, dtype = dst
             result = KLeaf(view, dtype, ("dst",))
             b.kernel(result, dag, "assignment")
-        shared = {
-            n for n, ks in b.kernel_of.items() if cost.worth_materializing(*heavy[n], len(ks))
-        }
+        shared = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
         if attempt == 0 and shared:
             force = shared | set(cuts.values())
             continue
