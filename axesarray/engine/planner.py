@@ -548,6 +548,7 @@ def build_schedule(
     canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
     cuts = _size_cuts(dag, canon)
     heavy = _shared_candidates(dag, canon)
+    structural = {canon[k] for k in heavy_nodes(dag)}
     force: set = set(cuts.values())
     for attempt in range(2):
         b = _Builder(dag, params, canon, force, blas, heavy)
@@ -564,6 +565,14 @@ def build_schedule(
             result = KLeaf(view, dtype, ("dst",))
             b.kernel(result, dag, "assignment")
         shared = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
+        # A value whose work passes a kernel's budget sits in a long chain without a
+        # boundary (gradients summed over an unrolled loop): its estimate grows with the
+        # chain, so the cost model would store a different node per loop length. There the
+        # structural rule decides, and identical steps plan identical kernels.
+        if any(heavy[n][0] > KERNEL_BUDGET for n in shared):
+            shared = {n for n in shared if heavy[n][0] <= KERNEL_BUDGET} | {
+                n for n, ks in b.kernel_of.items() if len(ks) > 1 and n in structural
+            }
         if attempt == 0 and shared:
             force = shared | set(cuts.values())
             continue
