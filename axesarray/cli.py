@@ -519,7 +519,7 @@ stays within a few chunks (--chunk-size) beyond the input pages; files follow th
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="axesarray",
-        description=__doc__.splitlines()[0],
+        description=__doc__.splitlines()[0].replace("``", ""),  # plain text, not RST
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

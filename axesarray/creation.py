@@ -54,6 +54,7 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     """
     if isinstance(data, Tensor):
         data = data.numpy()
+    _refuse_tracked(data, "tensor")
     arr = _as_array(data, None if dtype is None else as_dtype(dtype, "tensor"))
     as_dtype(arr.dtype, "tensor")
     if layout is not None:
@@ -66,6 +67,24 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
         wrapped = (buf, contiguous(arr.shape))
     base, view = wrapped
     return Tensor(ax, ex.Leaf(base, view, bool(arr.flags.writeable)))
+
+
+def _refuse_tracked(data, op: str) -> None:
+    """A torch tensor that requires grad: torch refuses to export it; say what to do.
+
+    Not detached silently: the result would not carry torch's gradient, and a user who
+    expects ``loss.backward()`` to reach the torch tensor would get nothing.
+    """
+    if getattr(data, "requires_grad", False) is True and hasattr(data, "detach"):
+        raise TypeError(
+            message(
+                op,
+                "the torch tensor requires grad; axesarray cannot record torch's autograd",
+                f"shape {tuple(data.shape)}, {data.dtype}",
+                "Pass t.detach() (shares memory, no gradient), or use ax.variable for "
+                "axesarray's own gradients",
+            )
+        )
 
 
 def _ragged(data) -> str | None:
@@ -218,6 +237,7 @@ def from_dlpack(obj, axes) -> Tensor:
     >>> x.names, np.shares_memory(x.numpy(), a)
     (('C', 'N'), True)
     """
+    _refuse_tracked(obj, "from_dlpack")
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(
             message(

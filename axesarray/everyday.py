@@ -15,7 +15,7 @@ from . import expr as ex
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .calls import Apply, Same
 from .dtypes import as_dtype
-from .errors import AxesError, fmt_axes, message
+from .errors import AxesError, _Raw, fmt_axes, isel_example, message
 from .functions import clip, concat, dot, where
 from .interop import axis_names, implements, write_out
 from .tensor import Tensor
@@ -295,6 +295,12 @@ def _out_axes(ts, cores, out_axes, loop: Axes) -> Axes:
 # --- numpy functions defined above tensor ---------------------------------------------------
 
 
+def _first_name(t) -> str:
+    """The tensor's first axis name for a hint's example ('C' when it has none)."""
+    names = getattr(t, "names", ())
+    return names[0] if names else "C"
+
+
 @implements(np.where)
 def _np_where(condition, *xy):
     if len(xy) != 2:
@@ -303,7 +309,8 @@ def _np_where(condition, *xy):
                 "numpy.where",
                 "where(cond) gives positions, which have no named meaning",
                 None,
-                "Use np.where(cond, x, y), or mask indexing: t.isel(C=mask)",
+                "Use np.where(cond, x, y), or mask indexing: "
+                + isel_example(("mask",), {_first_name(condition): _Raw("mask")}, "t"),
             )
         )
     return where(condition, *xy)
@@ -318,7 +325,7 @@ def _np_concatenate(arrays, axis=0, out=None, *, dtype=None, casting=None):
                 "numpy.concatenate",
                 "flattening first has no named meaning",
                 None,
-                "Name the axis: np.concatenate(ts, axis='C')",
+                f"Name the axis: np.concatenate(ts, axis={_first_name(ts[0])!r})",
             )
         )
     (name,) = axis_names(ts[0], axis, "numpy.concatenate")

@@ -170,7 +170,12 @@ class InteropMethods:
                 "len",
                 "a tensor has no length by position",
                 fmt_axes(self.axes),
-                "Ask an axis: t.axes['N'].length, or t.size for the element count",
+                (
+                    f"Ask an axis: x.axes[{self.names[0]!r}].length"
+                    ", or x.size for the element count"
+                    if self.names
+                    else "A 0-d tensor has one element: x.size is 1, x.item() its value"
+                ),
             )
         )
 
@@ -313,9 +318,10 @@ class InteropMethods:
         import xarray as xr
 
         if self.chunks is not None:  # a chunked tensor stays lazy: a dask-backed DataArray
-            return xr.DataArray(
-                self.to_dask(), dims=self.names, coords=coords, name=name, attrs=attrs
-            )
+            # Through a Variable: given a dask array, DataArray takes the array's task name
+            # ("xarray-<this-array>-...", "array-...") as its own name.
+            data = xr.Variable(self.names, self.to_dask())
+            return xr.DataArray(data, coords=coords, name=name, attrs=attrs)
         return xr.DataArray(
             self._host("to_xarray", None), dims=self.names, coords=coords, name=name, attrs=attrs
         )

@@ -7,7 +7,7 @@ numpy refuses the truth value of an array of several elements.
 
 from __future__ import annotations
 
-from .errors import AxesError, fmt_axes, message
+from .errors import AxesError, fmt_axes, iter_hint, message
 
 __all__ = ["ScalarMethods"]
 
@@ -63,6 +63,9 @@ class ScalarMethods:
     def __iter__(self):
         raise TypeError(
             message(
-                "iter", "tensors are not iterable by position", None, "Select by name: x.isel(C=i)"
+                "iter",
+                "tensors are not iterable by position",
+                fmt_axes(self._axes),
+                iter_hint(self.names),
             )
         )

@@ -20,7 +20,7 @@ from . import expr_views
 from .autograd import in_graph
 from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .calls import Gather
-from .errors import AxesError, fmt_axes, message
+from .errors import AxesError, by_name, fmt_axes, message
 from .layouts import isel_layout
 from .reshape import Reshape
 from .storage import fresh
@@ -288,7 +288,7 @@ class ViewMethods:
                 "getitem",
                 "positional indexing is not supported",
                 f"got {key!r}; axes: {fmt_axes(self._axes)}",
-                "Index by name: x[{'C': slice(0, 4), 'H': 3}] or x.isel(C=slice(0, 4))",
+                by_name(self.names, key),
             )
         )
 
