@@ -14,7 +14,7 @@ from . import expr as ex
 from .axes import Axis, as_axes, axes_for_shape
 from .dtypes import as_dtype
 from .errors import AxesError, message
-from .layout_ops import wrap_physical
+from .layout_ops import new_in_layout, wrap_physical
 from .storage import allocate, fresh, wrap_array
 from .strided import contiguous
 from .tensor import Tensor
@@ -130,7 +130,18 @@ def _as_array(data, dtype) -> np.ndarray:
         ) from None
 
 
-def _new(axes, dtype, fill, op: str = "create") -> Tensor:
+def _new(axes, dtype, fill, op: str = "create", layout=None, roles=None) -> Tensor:
+    if layout is not None:
+        return new_in_layout(axes, dtype, layout, fill, op, roles or {})
+    if roles:
+        raise TypeError(
+            message(
+                op,
+                "role keywords map a layout's letters to axis names; no layout was given",
+                ", ".join(f"{k}={v!r}" for k, v in roles.items()),
+                "Add layout=, e.g. layout='NHWC'",
+            )
+        )
     ax = as_axes(axes, op)
     dt = as_dtype(dtype, op)
     data, view = fresh(ax.shape, dt, axes=ax, op=op)
@@ -139,47 +150,61 @@ def _new(axes, dtype, fill, op: str = "create") -> Tensor:
     return Tensor(ax, ex.Leaf(data, view))
 
 
-def zeros(axes, dtype="float64") -> Tensor:
-    """A new tensor of zeros.
+def zeros(axes, dtype="float64", layout=None, **roles) -> Tensor:
+    """A new tensor of zeros, stored in ``layout`` when given (``"NCHW4"``, ``"NHWC"``, an
+    ``ax.Layout``; role keywords map its letters to axis names, as for ``to_layout``).
 
     >>> import axesarray as ax
     >>> ax.zeros((ax.Axis("N", 2),), dtype="int8").numpy()
     array([0, 0], dtype=int8)
+    >>> N, C, H, W = ax.Axis("N", 1), ax.Axis("C", 3), ax.Axis("H", 2), ax.Axis("W", 2)
+    >>> z = ax.zeros((N, C, H, W), "int8", layout="NCHW4")
+    >>> str(z.layout), z.physical.shape
+    ('NCHW4', (1, 1, 2, 2, 4))
     """
-    return _new(axes, dtype, 0)
+    return _new(axes, dtype, 0, "zeros", layout, roles)
 
 
-def ones(axes, dtype="float64") -> Tensor:
-    """A new tensor of ones.
+def ones(axes, dtype="float64", layout=None, **roles) -> Tensor:
+    """A new tensor of ones (in ``layout`` when given; its padding stays zero).
 
     >>> import axesarray as ax
     >>> ax.ones((ax.Axis("N", 2), ax.Axis("C", 3)), dtype="float32").sum("C").numpy()
     array([3., 3.], dtype=float32)
+    >>> o = ax.ones((ax.Axis("N", 1), ax.Axis("C", 3)), "int8", ax.Layout("N C", {"C": 4}))
+    >>> o.physical.ravel()
+    array([1, 1, 1, 0], dtype=int8)
     """
-    return _new(axes, dtype, 1)
+    return _new(axes, dtype, 1, "ones", layout, roles)
 
 
-def empty(axes, dtype="float64") -> Tensor:
-    """A new tensor whose values are whatever the memory held (fill it before reading).
+def empty(axes, dtype="float64", layout=None, **roles) -> Tensor:
+    """A new tensor whose values are whatever the memory held (fill it before reading);
+    in ``layout`` when given (padding zero).
 
     >>> import axesarray as ax
     >>> t = ax.empty((ax.Axis("N", 3),), dtype="int32")
     >>> t[...] = 7
     >>> t.numpy()
     array([7, 7, 7], dtype=int32)
+    >>> b, f, y, x = ax.Axis("b", 2), ax.Axis("f", 8), ax.Axis("y", 4), ax.Axis("x", 4)
+    >>> e = ax.empty((b, f, y, x), "float32", layout="NHWC", N="b", C="f", H="y", W="x")
+    >>> e.physical.shape
+    (2, 4, 4, 8)
     """
-    return _new(axes, dtype, None)
+    return _new(axes, dtype, None, "empty", layout, roles)
 
 
-def full(axes, value, dtype=None) -> Tensor:
-    """A new tensor filled with ``value``; the dtype defaults to numpy's for the value.
+def full(axes, value, dtype=None, layout=None, **roles) -> Tensor:
+    """A new tensor filled with ``value``; the dtype defaults to numpy's for the value;
+    in ``layout`` when given (padding zero).
 
     >>> import axesarray as ax
     >>> ax.full((ax.Axis("N", 2),), 7).dtype
     dtype('int64')
     """
     dt = np.asarray(value).dtype if dtype is None else dtype
-    return _new(axes, dt, value)
+    return _new(axes, dt, value, "full", layout, roles)
 
 
 def arange(axis: Axis, dtype=None, start=0, step=1) -> Tensor:

@@ -307,7 +307,13 @@ def bind(layout: Layout, axes: Axes, op: str = "to_layout") -> Layout:
         elif extra and all(len(n) == 1 for n in extra):
             letters = sorted(extra, key=lambda r: _ROLES.find(r) % 5)
             roles = ", ".join(f"{r}='{a.name}'" for r, a in zip(letters, missing, strict=False))
-            hint = f"Map roles to axis names with keywords, e.g. {op}('{layout}', {roles})"
+            # ax.zeros/ones/full/empty take the layout as a keyword after the axes.
+            call = (
+                f"ax.{op}(axes, layout='{layout}', {roles})"
+                if op in ("zeros", "ones", "full", "empty")
+                else f"{op}('{layout}', {roles})"
+            )
+            hint = f"Map roles to axis names with keywords, e.g. {call}"
         else:
             hint = "Name every axis of the tensor once in the layout"
         raise LayoutError(
