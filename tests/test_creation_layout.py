@@ -106,3 +106,22 @@ def test_errors():
     ):
         ax.empty_like_layout(ax.Axes(a))
     assert ax.empty_like_layout(ax.Axes(a), "float32", "NCHW4").physical.shape == (1, 1, 2, 2, 4)
+
+
+@pytest.mark.parametrize("layout", ["NCHW4", "NCHW32"])
+@pytest.mark.parametrize("shape", [(2, 5, 3, 4), (1, 1, 1, 1), (0, 3, 2, 2)])
+def test_quantization_is_one_kernel(layout, shape):
+    """The layouts guide's int8 quantization: one kernel into a tensor born in the layout,
+    equal to numpy's round/clip/astype element for element."""
+    arr = np.random.default_rng(2).standard_normal(shape).astype(np.float32) * 3
+    x = ax.tensor(arr, "N C H W")
+    scale = abs(x).max(("N", "H", "W")) / 127 if arr.size else ax.ones((x.axes["C"],), "float32")
+    inv = (1 / scale).eval()
+    q = ax.empty(x.axes, "int8", layout=layout)
+    e = (x * inv).round().clip(-128, 127).astype("int8")
+    assert len(ax.explain(e, out=q).kernels) == 1
+    q[...] = e
+    s = scale.numpy()
+    ref = np.clip(np.round(arr * (1 / s)[None, :, None, None]), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(q.numpy(), ref)
+    np.testing.assert_array_equal(q.physical, ax.tensor(ref, "N C H W").to_layout(layout).physical)
