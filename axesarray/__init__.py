@@ -7,7 +7,9 @@
 array([2., 4., 6.])
 """
 
-from .axes import Axes, Axis, broadcast_axes
+import sys as _sys
+
+from .core.axes import Axes, Axis, broadcast_axes
 
 __all__ = ["Axis", "Axes", "broadcast_axes"]
 
@@ -23,11 +25,11 @@ from .engine import warmup
 
 __all__ += ["warmup"]
 
-from .devices import Device
+from .storage.devices import Device
 
 __all__ += ["Device"]
 
-from .tensor import Tensor, TensorDescription, assign
+from .tensors.tensor import Tensor, TensorDescription, assign
 
 __all__ += ["Tensor", "TensorDescription", "assign"]
 
@@ -57,17 +59,20 @@ from .everyday import apply, einsum, stack
 __all__ += ["apply", "einsum", "stack"]
 
 from .layout_ops import empty_like_layout, physical, repack, to_layout
-from .layouts import Layout
-from .npyio import load, save
+from .storage.layouts import Layout
+from .io.npy import load, save
 
 __all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]
 
-from .zarr_io import from_dask, open_zarr, to_zarr
+from .io.zarr_store import from_dask, open_zarr, to_zarr
 
 __all__ += ["from_dask", "open_zarr", "to_zarr"]
 
-from . import optim
-from .graph import (  # graph.explain also takes lists and functions (it replaces functions')
+from .nn import optim
+
+# ``import axesarray.optim`` / ``from axesarray.optim import SGD`` keep working.
+_sys.modules[__name__ + ".optim"] = optim
+from .nn.graph import (  # graph.explain also takes lists and functions (it replaces functions')
     constant,
     explain,  # noqa: F401 - already in __all__
     function,
@@ -77,7 +82,7 @@ from .graph import (  # graph.explain also takes lists and functions (it replace
     variable,
     variables,
 )
-from .nn import log_softmax, logsumexp, softmax, softmax_cross_entropy
+from .nn.functional import log_softmax, logsumexp, softmax, softmax_cross_entropy
 
 __all__ += [
     "constant",
@@ -94,7 +99,7 @@ __all__ += [
     "variables",
 ]
 
-from .pictures import show_layout
+from .display.pictures import show_layout
 
 __all__ += ["show_layout"]
 

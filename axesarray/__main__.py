@@ -1,6 +1,6 @@
 """``python -m axesarray``: the ``axesarray`` command (see ``axesarray.cli``)."""
 
-from .cli import main
+from .io.cli import main
 
 if __name__ == "__main__":  # importing this module (pkgutil, doctests) runs nothing
     raise SystemExit(main())

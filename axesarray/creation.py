@@ -10,14 +10,14 @@ import reprlib
 
 import numpy as np
 
-from . import expr as ex
-from .axes import Axis, as_axes, axes_for_shape
-from .dtypes import as_dtype
+from .dag import nodes as ex
+from .core.axes import Axis, as_axes, axes_for_shape
+from .core.dtypes import as_dtype
 from .errors import AxesError, message
 from .layout_ops import new_in_layout, wrap_physical
-from .storage import allocate, fresh, wrap_array
-from .strided import contiguous
-from .tensor import Tensor
+from .storage.memory import allocate, fresh, wrap_array
+from .core.strided import contiguous
+from .tensors.tensor import Tensor
 
 __all__ = [
     "tensor",
@@ -142,9 +142,10 @@ def _new(axes, dtype, fill, op: str = "create", layout=None, roles=None) -> Tens
                 "Add layout=, e.g. layout='NHWC'",
             )
         )
-    ax = as_axes(axes, op)
-    dt = as_dtype(dtype, op)
-    data, view = fresh(ax.shape, dt, axes=ax, op=op)
+    # Plain allocations keep their historical op name in messages ("create: ...").
+    ax = as_axes(axes, "create")
+    dt = as_dtype(dtype, "create")
+    data, view = fresh(ax.shape, dt, axes=ax, op="create")
     if fill is not None:
         data.fill(fill)
     return Tensor(ax, ex.Leaf(data, view))

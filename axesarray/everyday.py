@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import expr as ex
-from .axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .calls import Apply, Same
-from .dtypes import as_dtype
+from .dag import nodes as ex
+from .core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
+from .tensors.calls import Apply, Same
+from .core.dtypes import as_dtype
 from .errors import AxesError, _Raw, fmt_axes, isel_example, message
 from .functions import clip, concat, dot, where
-from .interop import axis_names, implements, write_out
-from .tensor import Tensor
+from .tensors.interop import axis_names, implements, write_out
+from .tensors.tensor import Tensor
 
 __all__ = ["stack", "einsum", "apply"]
 

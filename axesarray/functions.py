@@ -12,13 +12,14 @@ import operator
 
 import numpy as np
 
-from . import engine, expr_ops
-from . import expr as ex
-from .axes import Axes, Axis, broadcast_axes, parse_names
-from .dtypes import check_weak_scalar, is_weak, ufunc_dtypes
+from . import engine
+from .dag import build as expr_ops
+from .dag import nodes as ex
+from .core.axes import Axes, Axis, broadcast_axes, parse_names
+from .core.dtypes import check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
-from .ops import OPS
-from .tensor import Tensor, align, checked_assignment, elementwise
+from .core.ops import OPS
+from .tensors.tensor import Tensor, align, checked_assignment, elementwise
 
 
 def _elementwise_function(row):

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .axes import Axes, as_axes
-from .dtypes import as_dtype
+from .core.axes import Axes, as_axes
+from .core.dtypes import as_dtype
 from .errors import AxesError, LayoutError, fmt_axes, message
-from .layout_views import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
-from .layouts import Layout, bind
-from .tensor import Tensor, assign
+from .tensors.layout_methods import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
+from .storage.layouts import Layout, bind
+from .tensors.tensor import Tensor, assign
 
 __all__ = ["empty_like_layout", "to_layout", "repack", "physical", "wrap_physical"]
 

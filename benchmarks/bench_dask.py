@@ -226,7 +226,7 @@ def split(repeat: int) -> None:
     """Per chunk, a reduction as two kernels (region into scratch, then reduce) against one
     fused reduction kernel: CPU time of 4 chunks of float32 (128, 64, 256), sync scheduler
     (``engine.chunk_run.splits`` forced either way; "used" is what it picks)."""
-    from axesarray.engine import chunk_run
+    from axesarray.engine.chunked import tasks as chunk_run
 
     real = chunk_run.splits
     rng = np.random.default_rng(0)

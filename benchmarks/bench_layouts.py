@@ -50,7 +50,7 @@ def streaming_copy(a: np.ndarray, b: np.ndarray):
     try:
         from numba import njit
 
-        from axesarray.kernels import repack_simd as simd
+        from axesarray.kernels.repack import simd
     except ImportError:
         return None
 

@@ -11,8 +11,8 @@ from grad_trees import SHAPES, run, run_step, run_torch, trees
 from hypothesis import given, settings
 
 import axesarray as ax
-from axesarray import expr as ex
-from axesarray.ops import OPS
+from axesarray.dag import nodes as ex
+from axesarray.core.ops import OPS
 
 rng = np.random.default_rng(11)
 
@@ -89,7 +89,7 @@ def _call(op: str, ts):
 
 
 def ex_op(op: str, ts):
-    from axesarray.tensor import elementwise
+    from axesarray.tensors.tensor import elementwise
 
     return elementwise(op, *ts)
 

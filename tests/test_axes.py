@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import NAMES, axes, spec_broadcast
 
 import axesarray as ax
-from axesarray.axes import as_axes, parse_names
+from axesarray.core.axes import as_axes, parse_names
 
 N, C, H, W = ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 4), ax.Axis("W", 5)
 

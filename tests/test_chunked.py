@@ -146,7 +146,8 @@ def test_chunk_tasks_plan_once_per_block_signature_and_run_serial(monkeypatch):
     """Each block signature (shapes, strides, dtypes) is planned once: later chunks bind
     their blocks to that plan (no region rebuild, no plan lookup), and a layer of several
     chunks runs every kernel's serial variant (dask already runs one task per core)."""
-    from axesarray.engine import chunk_run, executor
+    from axesarray.engine.chunked import tasks as chunk_run
+    from axesarray.engine import executor
 
     kinds = []
     real = chunk_run.kernel_for
@@ -193,8 +194,8 @@ def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkey
     kernel writes its chunk there: no per-chunk result, no concatenation); the partials
     of a reduction along chunked axes are combined by one task, or by da.reduction's tree
     when too many."""
-    from axesarray.engine import chunk_run
-    from axesarray.engine import chunked as lowering
+    from axesarray.engine.chunked import tasks as chunk_run
+    from axesarray.engine.chunked import lowering
 
     calls = []
     real = chunk_run.IntoFunction.__call__

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import axesarray as ax
-from axesarray import LayoutError, cli
-from axesarray.npyio import sidecar_path
+from axesarray import LayoutError
+from axesarray.io import cli
+from axesarray.io.npy import sidecar_path
 from tests.test_layouts import STANDARD, expected_physical, values
 
 
@@ -273,7 +274,7 @@ def test_a_failure_mid_way_leaves_no_output(plain, tmp_path, monkeypatch):
 
 def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(capsys, plain, tmp_path, monkeypatch):
     """A file system that cannot reserve space (no fallocate) and fills up while writing."""
-    from axesarray import npyio
+    from axesarray.io import npy as npyio
 
     src, _ = plain
     writes = []

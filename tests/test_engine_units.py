@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import axesarray as ax
-from axesarray import expr as ex
+from axesarray.dag import nodes as ex
 from axesarray.engine.dispatch import source_for
 from axesarray.engine.executor import schedule_for
 from axesarray.engine.planner import build_schedule
@@ -21,8 +21,8 @@ from axesarray.kernels.ir import KConst, KLeaf, KMap, KPad, kernel_nodes, reinde
 from axesarray.kernels.loops import build_loop_nest
 from axesarray.kernels.lower import Lowered
 from axesarray.kernels.scalar import Body, op_source
-from axesarray.strided import View, contiguous
-from axesarray.tensor import checked_assignment
+from axesarray.core.strided import View, contiguous
+from axesarray.tensors.tensor import checked_assignment
 
 F32, F64, I8, B = (np.dtype(t) for t in ("float32", "float64", "int8", "bool"))
 N, C, H = ax.Axis("N", 4), ax.Axis("C", 3), ax.Axis("H", 5)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import axesarray as ax
-from axesarray import cli
+from axesarray.io import cli
 
 
 def raises(exc, text: str):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from strategies import tensors
 
 import axesarray as ax
-from axesarray.interop import cuda_interface
+from axesarray.tensors.interop import cuda_interface
 from axesarray.testing import assert_named, assert_shares_memory
 
 xr = pytest.importorskip("xarray")

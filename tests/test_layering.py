@@ -1,5 +1,7 @@
 """Imports flow one way (DESIGN §7): a module imports only modules listed before it here,
-at any depth: inside functions too, so a lazy import cannot hide a circle. Generated
+at any depth: inside functions too, so a lazy import cannot hide a circle. The folders are
+the layers: each folder's modules (its subfolders included) stand together in this order,
+lowest layer first, and a package's ``__init__`` comes after its modules. Generated
 kernel sources (strings) import ``axesarray.kernels.mathlib``; they are not modules of the
 package and are not checked here."""
 
@@ -13,35 +15,40 @@ PACKAGE = Path(__file__).resolve().parent.parent / "axesarray"
 ORDER = [
     "errors",
     "options",
-    "ops",
     "_version",
-    "axes",
-    "dtypes",
-    "strided",
+    "core.ops",
+    "core.axes",
+    "core.dtypes",
+    "core.strided",
+    "core",
+    "storage.memory",
+    "storage.numba_private",
+    "storage.devices",
+    "storage.layouts",
     "storage",
-    "numba_private",
-    "devices",
-    "layouts",
-    "expr",
-    "expr_ops",
-    "expr_chunked",
-    "expr_views",
-    "reshape",
-    "_exprtext",
-    "memory_map",
-    "pictures",
-    "_repr",
+    "dag.nodes",
+    "dag.build",
+    "dag.chunked_leaf",
+    "dag.views",
+    "dag.reshape",
+    "dag.text",
+    "dag",
+    "display.memory_map",
+    "display.pictures",
+    "display.reprs",
+    "display",
     "kernels.loops",
     "kernels.ir",
     "kernels.scalar",
     "kernels.lower",
-    "kernels.repack_plan",
-    "kernels.repack_simd",
+    "kernels.repack.plan",
+    "kernels.repack.simd",
+    "kernels.repack.cuda_source",
+    "kernels.repack.run_cuda",
+    "kernels.repack.run_cpu",
+    "kernels.repack",
     "kernels.mathlib",
     "kernels.threads",
-    "kernels.repack_cuda_kernels",
-    "kernels.repack_cuda",
-    "kernels.repack",
     "kernels.cpu",
     "kernels.cuda",
     "kernels.cache",
@@ -53,37 +60,42 @@ ORDER = [
     "engine.planner",
     "engine.binder",
     "engine.dispatch",
-    "engine.plan",
+    "engine.explain",
     "engine.alias",
     "engine.routes",
     "engine.tiers",
     "engine.executor",
     "engine.multi",
-    "engine.chunk_run",
+    "engine.chunked.tasks",
+    "engine.chunked.lowering",
     "engine.chunked",
     "engine",
+    "autograd.rules",
+    "autograd.program",
     "autograd",
-    "program",
-    "calls",
-    "views",
-    "reductions",
-    "layout_views",
-    "interop",
-    "chunked",
-    "grads",
-    "scalars",
-    "describe",
-    "tensor",
+    "tensors.calls",
+    "tensors.indexing",
+    "tensors.reducing",
+    "tensors.layout_methods",
+    "tensors.interop",
+    "tensors.chunking",
+    "tensors.gradients",
+    "tensors.numbers",
+    "tensors.metadata",
+    "tensors.tensor",
+    "tensors",
     "functions",
     "everyday",
     "layout_ops",
     "creation",
-    "graph",
+    "nn.graph",
+    "nn.functional",
+    "nn.optim",
     "nn",
-    "optim",
-    "npyio",
-    "zarr_io",
-    "cli",
+    "io.npy",
+    "io.zarr_store",
+    "io.cli",
+    "io",
     "__init__",
     "__main__",
     "demo",
@@ -166,10 +178,39 @@ def test_the_design_map_lists_every_module_in_import_order():
     assert listed == ORDER
 
 
-def test_no_module_is_over_600_lines():
-    big = {
-        _module_name(p): n
-        for p in PACKAGE.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > 600
-    }
-    assert not big, big
+def _folder(module: str) -> tuple[str, ...]:
+    """The folder a module lives in (a package's ``__init__`` lives in its own folder)."""
+    parts = tuple(module.split(".")) if module != "__init__" else ()
+    return parts if module in PACKAGES else parts[:-1]
+
+
+PACKAGES = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
+
+
+def test_folders_are_layers():
+    """Each folder's modules, subfolders included, are one run of ORDER, with the package's
+    ``__init__`` last: a folder is a layer (or a wing of one), never interleaved with another."""
+    folders = {_folder(m) for m in ORDER}
+    for folder in folders - {()}:
+        inside = [i for i, m in enumerate(ORDER) if _folder(m)[: len(folder)] == folder]
+        assert inside == list(range(inside[0], inside[-1] + 1)), (folder, [ORDER[i] for i in inside])
+        assert ORDER[inside[-1]] == ".".join(folder), f"{'.'.join(folder)}/__init__ is not last"
+
+
+def test_no_two_modules_share_a_base_name():
+    """One name, one module: ``chunked`` or ``plan`` never means two files."""
+    seen: dict[str, list[str]] = {}
+    for p in PACKAGE.rglob("*.py"):
+        if p.name != "__init__.py":
+            seen.setdefault(p.stem, []).append(_module_name(p))
+    assert not {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def test_one_concept_per_module():
+    """Every module opens with a docstring naming its one concept; 800 lines is the ceiling
+    (a module that grows past ~600 is usually two concepts and worth splitting)."""
+    for p in PACKAGE.rglob("*.py"):
+        text = p.read_text()
+        doc = ast.get_docstring(ast.parse(text))
+        assert doc and doc.strip(), f"{_module_name(p)} has no docstring"
+        assert len(text.splitlines()) <= 800, _module_name(p)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import axesarray as ax
 from axesarray import AxesError, LayoutError
-from axesarray.npyio import NpyWriter, atomic_outputs, map_npy, renamed_errors, sidecar_path
-from axesarray.storage import AllocationError
+from axesarray.io.npy import NpyWriter, atomic_outputs, map_npy, renamed_errors, sidecar_path
+from axesarray.storage.memory import AllocationError
 from tests.test_layouts import values
 
 

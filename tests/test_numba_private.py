@@ -15,7 +15,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from axesarray import numba_private as npriv
+from axesarray.storage import numba_private as npriv
 
 
 def test_no_nrt_option_compiles():

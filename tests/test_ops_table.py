@@ -16,7 +16,7 @@ import pytest
 from conftest import assert_close
 
 import axesarray as ax
-from axesarray.ops import OPS, UFUNCS
+from axesarray.core.ops import OPS, UFUNCS
 
 rng = np.random.default_rng(7)
 

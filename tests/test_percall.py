@@ -13,9 +13,9 @@ import pytest
 from conftest import assert_close
 
 import axesarray as ax
-from axesarray import expr_ops
+from axesarray.dag import build as expr_ops
 from axesarray.engine import alias, executor
-from axesarray.expr import Const, Map, walk
+from axesarray.dag.nodes import Const, Map, walk
 
 AX_I = ax.Axis("I", 7)
 

@@ -16,7 +16,7 @@ from hypothesis import given
 from strategies import numpy_tensors
 
 import axesarray as ax
-from axesarray.pictures import CELL_LIMIT, layout_svg, memory_map
+from axesarray.display.pictures import CELL_LIMIT, layout_svg, memory_map
 
 SHAPE = (2, 6, 2, 3)  # N C H W: C=6 pads to 8 in blocks of 4
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from axesarray.expr import Leaf
-from axesarray.kernels import repack as rp
-from axesarray.kernels.repack_plan import VECTOR_BYTES, canonical, plans, segment
-from axesarray.storage import wrap_array
-from axesarray.strided import Block, View, addresses, contiguous, permute
+from axesarray.dag.nodes import Leaf
+from axesarray.kernels.repack import run_cpu as rp
+from axesarray.kernels.repack.plan import VECTOR_BYTES, canonical, plans, segment
+from axesarray.storage.memory import wrap_array
+from axesarray.core.strided import Block, View, addresses, contiguous, permute
 
 WIDTHS = {1: "uint8", 2: "float16", 4: "float32", 8: "float64"}
 
@@ -122,7 +122,7 @@ def test_padded_channels_are_a_separate_piece():
 
 
 def test_canonical_drops_unit_dims_and_merges_jointly():
-    from axesarray.kernels.repack_plan import Copy
+    from axesarray.kernels.repack.plan import Copy
 
     c = Copy((1, 4, 5, 1), (99, 5, 1, 7), (99, 5, 1, 3), 0, 0)
     p = canonical(c, 4, widen=False)

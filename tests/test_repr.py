@@ -18,7 +18,7 @@ from strategies import apply_view_op, numpy_tensors, shadow_view_op, view_ops
 
 import axesarray as ax
 import axesarray.engine as eng
-from axesarray._repr import PREVIEW_ELEMENTS, THRESHOLD, plan_html
+from axesarray.display.reprs import PREVIEW_ELEMENTS, THRESHOLD, plan_html
 
 N, C = ax.Axis("N", 2), ax.Axis("C", 3)
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import axesarray as ax
 from axesarray import AxesError, Axis
-from axesarray.axes import MAX_SIZE
-from axesarray.storage import AllocationError, allocate
+from axesarray.core.axes import MAX_SIZE
+from axesarray.storage.memory import AllocationError, allocate
 from tests.conftest import assert_close
 
 BIG = 1 << 40  # a broadcast view this long costs nothing; two of them overflow int64

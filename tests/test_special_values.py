@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import axesarray as ax
-from axesarray.ops import apply_map
+from axesarray.core.ops import apply_map
 
 FLOATS = [np.float32, np.float64]
 STREAM_BYTES = 8 << 20  # outputs this big take the streaming variant (engine/fused.py)

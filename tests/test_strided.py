@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from axesarray import strided as sd
-from axesarray.strided import Block, View
+from axesarray.core import strided as sd
+from axesarray.core.strided import Block, View
 
 shapes = st.lists(st.integers(0, 5), min_size=0, max_size=5).map(tuple)
 

@@ -17,7 +17,7 @@ import pytest
 import zarr
 
 import axesarray as ax
-from axesarray.cli import main
+from axesarray.io.cli import main
 from tests.conftest import assert_close
 
 ROOT = Path(__file__).resolve().parent.parent

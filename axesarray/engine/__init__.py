@@ -14,12 +14,12 @@ import weakref
 
 import numpy as np
 
-from ..devices import host_array
+from ..storage.devices import host_array
 from ..errors import fmt_axes, message
-from ..expr import Leaf, Node
-from ..expr_chunked import has_chunked
+from ..dag.nodes import Leaf, Node
+from ..dag.chunked_leaf import has_chunked
 from ..options import OPTIONS
-from ..storage import wrap_array
+from ..storage.memory import wrap_array
 from . import executor, multi, reference, tiers
 from .order import allocate_for, result_order
 
@@ -44,7 +44,7 @@ _CHUNKED: list = []  # the dask lowering, imported on first use (it imports dask
 def chunked_engine():
     """The dask lowering module (``engine.chunked``)."""
     if not _CHUNKED:
-        from . import chunked as module
+        from .chunked import lowering as module
 
         _CHUNKED.append(module)
     return _CHUNKED[0]
@@ -154,7 +154,7 @@ def warmup(background: bool = False) -> None:
 
 def _warm() -> None:
     from ..kernels import cache, mathlib  # noqa: F401 - numba, the code cache, the math
-    from ..numba_private import load_cpu_target
+    from ..storage.numba_private import load_cpu_target
 
     load_cpu_target()
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import weakref
 
-from ..devices import device_of
-from ..expr import Leaf
+from ..storage.devices import device_of
+from ..dag.nodes import Leaf
 from ..kernels.ir import KLeaf
-from ..strided import View, span
+from ..core.strided import View, span
 from .planner import fresh_view, make_step
 from .schedule import KernelStep
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .._version import __version__
-from ..devices import Device
+from ..storage.devices import Device
 from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
 from ..options import OPTIONS
@@ -29,7 +29,7 @@ _KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 _MATHLIB = hashlib.sha256(
     b"".join(
         (_KERNELS_DIR / name).read_bytes()
-        for name in ("mathlib.py", "repack_simd.py", "repack_plan.py")
+        for name in ("mathlib.py", "repack/simd.py", "repack/plan.py")
     )
 ).hexdigest()[:12]
 # Outputs at least this big are written with streaming (non-temporal) stores when their

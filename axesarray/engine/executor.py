@@ -15,17 +15,17 @@ from types import FunctionType
 
 import numpy as np
 
-from ..devices import CPU, device_of
+from ..storage.devices import CPU, device_of
 from ..errors import message
-from ..expr import Leaf, Node
+from ..dag.nodes import Leaf, Node
 from ..options import OPTIONS
-from ..storage import SMALL, allocate
+from ..storage.memory import SMALL, allocate
 from . import reference
 from .alias import overlap_test, overlaps, via_temp
 from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
-from .plan import debug_print, describe
+from .explain import debug_print, describe
 from .planner import build_schedule
 from .rewrite import CPU_RULES, RULES, rewrite
 from .routes import ROUTES, try_copy
@@ -194,7 +194,7 @@ def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
     fn = step.compiled.kernels.get(("cpu", kind))  # a Kernel, or its dispatcher once ready
     if fn is None or not getattr(fn, "ready", True):
         return None
-    from ..numba_private import entry_point  # numba is loaded: the kernel ran
+    from ..storage.numba_private import entry_point  # numba is loaded: the kernel ran
 
     target = getattr(fn, "fn", fn)
     call = entry_point(target, binder(step)(params, temps, dst))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 
-from ..devices import device_of
+from ..storage.devices import device_of
 from ..kernels.ir import KConst, KLeaf, kernel_nodes
 from .alias import _bounds
 from .dispatch import run_kernel
-from .plan import Plan, describe
+from .explain import Plan, describe
 from .planner import build_schedule
 from .rewrite import CPU_RULES, rewrite
 from .schedule import KernelStep, Schedule

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 
-from ..expr import Leaf, Node
+from ..dag.nodes import Leaf, Node
 from ..kernels.loops import nditer_order
-from ..storage import fresh
+from ..storage.memory import fresh
 
 __all__ = ["result_order", "allocate_for"]
 

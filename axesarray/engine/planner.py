@@ -27,12 +27,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..expr import Leaf, Node, walk
+from ..dag.nodes import Leaf, Node, walk
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
-from ..ops import OPS
-from ..reshape import merge_order
-from ..strided import View, contiguous, merge_dims, remap_view, split_dim
+from ..core.ops import OPS
+from ..dag.reshape import merge_order
+from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 

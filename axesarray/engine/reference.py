@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..devices import device_of, host_array
+from ..storage.devices import device_of, host_array
 from ..errors import AxesError, message
-from ..expr import Leaf, Node, walk
-from ..ops import REDUCERS, apply_map
-from ..reshape import merge_order
-from ..storage import leaf_array, wrap_array
-from ..strided import addresses
+from ..dag.nodes import Leaf, Node, walk
+from ..core.ops import REDUCERS, apply_map
+from ..dag.reshape import merge_order
+from ..storage.memory import leaf_array, wrap_array
+from ..core.strided import addresses
 
 __all__ = ["evaluate_array", "assign", "remap_array", "call_value"]
 

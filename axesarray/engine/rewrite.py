@@ -21,7 +21,7 @@ writes them as literals, they are not run-time parameters.
 
 from __future__ import annotations
 
-from ..expr import Const, Map, Node, Reduce, Remap, rebuild_dag
+from ..dag.nodes import Const, Map, Node, Reduce, Remap, rebuild_dag
 
 __all__ = ["rewrite", "RULES", "CPU_RULES"]
 

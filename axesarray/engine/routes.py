@@ -9,8 +9,8 @@ microseconds, so small copies stay with a fused copy kernel.
 
 from __future__ import annotations
 
-from ..devices import Device, host_array
-from ..expr import Leaf, Node
+from ..storage.devices import Device, host_array
+from ..dag.nodes import Leaf, Node
 from .binder import array_of
 from .reference import call_value
 from .schedule import CallStep, DotStep
@@ -51,6 +51,6 @@ def try_copy(dst: Leaf, root: Node) -> bool:
         and root.view.size * root.dtype.itemsize >= REPACK_MIN_BYTES
     ):
         return False
-    from ..kernels.repack import try_repack  # numba-compiled: imported when first needed
+    from ..kernels.repack.run_cpu import try_repack  # numba-compiled: imported when first needed
 
     return try_repack(dst, root)

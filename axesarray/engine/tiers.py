@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ..expr import Node, walk
+from ..dag.nodes import Node, walk
 from ..options import OPTIONS
 from .binder import binder
 from .dispatch import kernel_for, variant

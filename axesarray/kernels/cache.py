@@ -33,7 +33,7 @@ from pathlib import Path
 import numba
 
 from ..errors import message
-from ..numba_private import DirectoryCache, attach_cache, cache_hits
+from ..storage.numba_private import DirectoryCache, attach_cache, cache_hits
 
 __all__ = ["cache_dir", "get_kernel", "state", "STATS", "clear_memory", "Kernel"]
 

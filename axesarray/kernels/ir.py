@@ -24,7 +24,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from ..strided import View, remap_view
+from ..core.strided import View, remap_view
 
 __all__ = [
     "KLeaf",

@@ -29,8 +29,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ..numba_private import call_inlined, compiled_overload
-from .repack_simd import store_fence, stream
+from ..storage.numba_private import call_inlined, compiled_overload
+from .repack.simd import store_fence, stream
 
 __all__ = [
     "exp_f32",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops import OPS
+from ..core.ops import OPS
 
 __all__ = ["Body", "type_name", "reg_dtype", "acc_dtype", "REDUCE_INIT"]
 

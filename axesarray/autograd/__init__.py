@@ -1,0 +1,1 @@
+"""Reverse mode over the DAG (one rule per node kind) and programs of several outputs."""

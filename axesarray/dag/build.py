@@ -1,0 +1,276 @@
+"""Building expression nodes for ops: numpy's dtype rules, casts, constants and folding.
+
+Every operator and function a user writes goes through here (``map2`` for tensor op tensor,
+``map_scalar`` for tensor op scalar, ``map1`` for unary functions, ``map_op`` for the
+rest), so the common cases are straight-line code. Inputs are cast to numpy's loop dtypes
+(NEP 50: Python scalars are weak), so each ``Map`` computes in one dtype; operations on
+constants fold. Imports ``expr`` (the node classes) and ``dtypes``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from .nodes import Cast, Const, Map, Node, Reduce
+from ..core.ops import COMPARISONS, OPS, apply_map
+
+__all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce"]
+
+
+def cast(node: Node, dtype: np.dtype) -> Node:
+    """Cast ``node`` to ``dtype``; a no-op when it already has it; folds into constants."""
+    if node.dtype == dtype:
+        return node
+    if type(node) is Const:
+        with np.errstate(all="ignore"):
+            return Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
+    return Cast(node, dtype)
+
+
+# (op, operand types) -> (loop dtypes, result dtype); types are dtypes or weak Python types.
+_LOOPS: dict = {}
+
+
+def _loop_dtypes(op: str, types: tuple, opname: str) -> tuple:
+    hit = _LOOPS.get((op, types))
+    if hit is not None:
+        return hit
+    if op == "where":
+        out = np.result_type(*(t if isinstance(t, np.dtype) else t(0) for t in types[1:]))
+        hit = ((np.dtype(bool), out, out), out)
+    else:
+        info = OPS[op]
+        resolved = dtypes.ufunc_dtypes(info.dtype_rule, types, opname)
+        hit = (resolved[: info.arity], resolved[-1])
+    _LOOPS[(op, types)] = hit
+    return hit
+
+
+# The same Python scalar in an expression gives the same Const node (immutable, so sharing
+# is invisible): an expression rebuilt in a loop makes fewer nodes. Bounded.
+_CONSTS: dict = {}
+_MEMO_MAX = 4096
+
+
+def _const(a, dt: np.dtype, shape: tuple) -> Const:
+    """A Python scalar as a (shared) Const; zeros are told apart by repr (-0.0, False)."""
+    k = (dt, shape, a, type(a)) if a != 0 else (dt, shape, repr(a))
+    hit = _CONSTS.get(k)
+    if hit is None:
+        if len(_CONSTS) >= _MEMO_MAX:
+            _CONSTS.clear()
+        hit = _CONSTS[k] = Const(a, dt, shape)
+    return hit
+
+
+_LOOPS2: dict = {}  # (op, dtype, dtype) -> (loop dtype, loop dtype, result dtype)
+
+# The Maps an operator built without casts, by (op, child keys...): -> (result dtype, key)
+# (and the scalar's shared Const for ``map_scalar``). Child keys name their dtypes and
+# shapes, so they fix the loop dtypes and the result key: building the same structure
+# again (an expression rebuilt each call) skips dtype resolution and key interning and
+# only checks, by identity, that the children share no param (sharing changes the key).
+# Key ids are never reused, so an entry that outlives a reset of ``expr``'s key table
+# still names its structure alone (at worst a plan-cache miss). Bounded.
+_BUILT: dict = {}
+_new = object.__new__
+
+
+def _remember(memo: tuple, value: tuple) -> None:
+    if len(_BUILT) >= _MEMO_MAX:
+        _BUILT.clear()
+    _BUILT[memo] = value
+
+
+def _disjoint(pa: tuple, pb: tuple) -> bool:
+    """Whether two params tuples share no object (``in`` on nodes is an identity test)."""
+    if len(pa) == 1:
+        return pa[0] not in pb
+    if len(pb) == 1:
+        return pb[0] not in pa
+    return not pa or not pb or set(map(id, pa)).isdisjoint(map(id, pb))
+
+
+def map2(op: str, a: Node, b: Node) -> Node:
+    """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
+    operator users write most (a tensor op a tensor with the same axes)."""
+    memo = (op, a.key, b.key)
+    hit = _BUILT.get(memo)
+    if hit is not None:
+        pa, pb = a.params, b.params
+        if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
+            node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
+            node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+            node.key, node.params = hit[1], pa + pb
+            return node
+    hit = _LOOPS2.get((op, a.dtype, b.dtype))
+    if hit is None:
+        (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
+        hit = _LOOPS2[(op, a.dtype, b.dtype)] = (la, lb, out)
+    la, lb, out = hit
+    if a.dtype is la and b.dtype is lb and type(a) is not Const is not type(b):
+        node = Map(op, (a, b), out)
+        if _disjoint(a.params, b.params):
+            _remember(memo, (out, node.key))
+        return node
+    if a.dtype is not la:
+        a = cast(a, la)
+    if b.dtype is not lb:
+        b = cast(b, lb)
+    if type(a) is Const and type(b) is Const:
+        return _folded(op, [a, b], out, a.shape)
+    return Map(op, (a, b), out)
+
+
+def map1(op: str, a: Node) -> Node:
+    """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
+    memo = (op, a.key)
+    hit = _BUILT.get(memo)
+    if hit is not None:
+        node = _new(Map)  # no __init__, as in map2
+        node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
+        node.key, node.params = hit[1], a.params
+        return node
+    hit = _LOOPS.get((op, (a.dtype,)))
+    (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
+    if type(a) is Const:
+        return _folded(op, [cast(a, la)], out, a.shape)
+    if a.dtype is la:
+        node = Map(op, (a,), out)
+        _remember(memo, (out, node.key))
+        return node
+    return Map(op, (cast(a, la),), out)
+
+
+def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
+    """``op(a, value)`` (or ``op(value, a)``) for a node and a Python scalar: the next most
+    common operator (``x * 2``, ``1 + x``)."""
+    t = type(value)
+    # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
+    memo = (op, a.key, t, reflected, value if value else repr(value))
+    hit = _BUILT.get(memo)
+    pa = a.params
+    if hit is not None:
+        # The shared Const may already be one of a's params (``1 / (1 + x)``): the key
+        # records where, so the remembered keys go by its position (-1: not there).
+        c, out, keys = hit
+        if c not in pa:
+            key = keys.get(-1)
+            params = (c,) + pa if reflected else pa + (c,)
+        else:
+            pos = pa.index(c)
+            key = keys.get(pos)
+            params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
+        if key is not None:
+            node = _new(Map)  # no __init__, as in map2
+            node.op, node.children = op, (c, a) if reflected else (a, c)
+            node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
+            return node
+    types = (t, a.dtype) if reflected else (a.dtype, t)
+    hit = _LOOPS.get((op, types))
+    loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
+    if op in COMPARISONS and t is int:
+        folded = _compare_out_of_range(op, (value, a) if reflected else (a, value), a.shape)
+        if folded is not None:
+            return folded
+    la, lc = (loops[1], loops[0]) if reflected else loops
+    if t is int and lc.kind in "iu":
+        dtypes.check_weak_scalar(value, lc, op)
+    c = _const(value, lc, a.shape)
+    if a.dtype is la and type(a) is not Const:
+        node = Map(op, (c, a) if reflected else (a, c), out)
+        if value == value:
+            old = _BUILT.get(memo)
+            keys = old[2] if old is not None and old[0] is c else {}
+            keys[pa.index(c) if c in pa else -1] = node.key
+            _remember(memo, (c, out, keys))
+        return node
+    if a.dtype is not la:
+        a = cast(a, la)
+    if type(a) is Const:
+        return _folded(op, [c, a] if reflected else [a, c], out, a.shape)
+    return Map(op, (c, a) if reflected else (a, c), out)
+
+
+def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:
+    if isinstance(a, Node):
+        return a if a.dtype is dt or a.dtype == dt else cast(a, dt)
+    if type(a) is int and dt.kind in "iu":
+        dtypes.check_weak_scalar(a, dt, opname)
+    return _const(a, dt, shape)
+
+
+def _folded(op: str, nodes: list, out: np.dtype, shape) -> Node:
+    with np.errstate(all="ignore"):
+        value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
+    return Const(value[()], out, shape)
+
+
+def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = None) -> Node:
+    """Build ``op(*args)`` where args are nodes of ``shape`` or weak Python scalars.
+
+    Inputs are cast to numpy's loop dtypes, so each Map computes in one dtype. This runs
+    for every operator a user writes, so it avoids all work a cache can do.
+    """
+    opname = opname or op
+    if op in COMPARISONS:
+        folded = _compare_out_of_range(op, args, shape)
+        if folded is not None:
+            return folded
+    if len(args) == 1 and isinstance(args[0], Node) and type(args[0]) is not Const:
+        a = args[0]
+        hit = _LOOPS.get((op, (a.dtype,)))
+        (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), opname)
+        return Map(op, (a if a.dtype is la else cast(a, la),), out)
+    if len(args) == 2:
+        a, b = args
+        types = (
+            a.dtype if isinstance(a, Node) else type(a),
+            b.dtype if isinstance(b, Node) else type(b),
+        )
+        hit = _LOOPS.get((op, types))
+        (la, lb), out = hit if hit is not None else _loop_dtypes(op, types, opname)
+        a = _operand(a, la, shape, opname)
+        b = _operand(b, lb, shape, opname)
+        if type(a) is Const and type(b) is Const:
+            return _folded(op, [a, b], out, shape)
+        return Map(op, (a, b), out)
+    types = tuple(a.dtype if isinstance(a, Node) else type(a) for a in args)
+    hit = _LOOPS.get((op, types))
+    loop, out = hit if hit is not None else _loop_dtypes(op, types, opname)
+    nodes = [_operand(a, dt, shape, opname) for a, dt in zip(args, loop, strict=True)]
+    if all(type(n) is Const for n in nodes):
+        return _folded(op, nodes, out, shape)
+    return Map(op, tuple(nodes), out)
+
+
+_MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _compare_out_of_range(op: str, args: tuple, shape: tuple[int, ...]) -> Node | None:
+    """numpy compares a Python int exactly with an integer array, even one its dtype
+    cannot hold (``uint8 < 300`` is all True): then the answer is the same everywhere."""
+    a, b = args
+    if isinstance(a, Node) and type(b) is int:
+        node, value = a, b
+    elif isinstance(b, Node) and type(a) is int:
+        node, value, op = b, a, _MIRROR[op]  # ``v < x`` is ``x > v``
+    else:
+        return None
+    if node.dtype.kind not in "iu":
+        return None
+    info = np.iinfo(node.dtype)
+    if info.min <= value <= info.max:
+        return None
+    below = value > info.max  # every element is below the value
+    result = {"eq": False, "ne": True, "lt": below, "le": below, "gt": not below, "ge": not below}
+    return Const(result[op], np.dtype(bool), shape)
+
+
+def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
+    """``op`` over ``axes`` (positions) with numpy's result dtype (sum of int8 is int64)."""
+    out = dtypes.reduce_dtype(op, node.dtype)
+    if op in ("sum", "prod"):
+        node = cast(node, out)
+    return Reduce(op, node, tuple(sorted(axes)), out)

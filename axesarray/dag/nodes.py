@@ -1,0 +1,459 @@
+"""Lazy expression DAG nodes (r-tensors) and their constructors; no execution.
+
+Nodes are positional: dim ``k`` of a node is the ``k``-th axis of the Tensor wrapping it.
+Equality is identity. Every node class has a ``kind`` (its name in visitor tables), its
+``children`` (a tuple) and ``rebuild(children)``; code that walks the DAG dispatches on
+``kind`` through a table (``engine.reference``, ``engine.planner``...), never through a
+ladder of ``isinstance``.
+
+Each node computes two things once, at construction, so that looking up a cached plan
+costs one dict lookup and no tree walk:
+
+- ``params``: its run-time parameters (leaves, constants, pads), each once, in order of
+  first appearance depth-first;
+- ``key``: an int naming its structure (op, dtypes, leaf views, which params a child
+  shares with another; never data or scalar values, except the few constants rewrites
+  look at, ``ops.SPECIAL_CONSTANTS``). Keys are interned, so a DAG with much sharing (a
+  backward pass) hashes in time proportional to its nodes, not to its unfolded tree.
+  The same key serves the plan cache and hash-consing in the planner.
+
+A ``Leaf`` made by a view of another leaf keeps it in ``origin`` (with the view step):
+``leaf_roots`` finds the tensors a user created behind any view, and autograd maps a
+gradient back through the steps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+
+import numpy as np
+
+from ..storage.devices import device_of
+from ..core.ops import SPECIAL_CONSTANTS
+from ..core.strided import View
+
+__all__ = [
+    "Node",
+    "Leaf",
+    "Const",
+    "Map",
+    "Cast",
+    "Reduce",
+    "Remap",
+    "Pad",
+    "Concat",
+    "Dot",
+    "Call",
+    "walk",
+    "rebuild_dag",
+    "leaf_roots",
+    "derived_leaf",
+]
+
+# --- structural keys ------------------------------------------------------------------------
+
+_KEYS: dict[tuple, int] = {}
+_KEYS_MAX = 1 << 16
+_next_key = itertools.count(1).__next__
+_keys_lock = threading.Lock()
+
+
+def _intern(t: tuple) -> int:
+    """The int naming structure ``t``. Past ``_KEYS_MAX`` entries the table starts over;
+    ids are never reused, so an old key simply stops matching (a plan-cache miss)."""
+    k = _KEYS.get(t)
+    if k is None:
+        with _keys_lock:
+            k = _KEYS.get(t)
+            if k is None:
+                if len(_KEYS) >= _KEYS_MAX:
+                    _KEYS.clear()
+                k = _KEYS[t] = _next_key()
+    return k
+
+
+def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
+    """Key and params of a node with structure ``head`` over ``children``.
+
+    Params are merged in order, each object once; when children share a param (``x * x``,
+    or ``a + b`` with ``b`` a view of the same leaf object...) the key records which
+    positions each child's params took, so equal keys mean equal param layouts.
+    """
+    if len(children) == 1:
+        c = children[0]
+        return _intern(head + (c.key,)), c.params
+    if len(children) == 2:  # the common case, straight-line: it runs for every operator
+        a, b = children
+        pa, pb = a.params, b.params
+        # ``in`` on a tuple of nodes is an identity test (nodes define no __eq__), in C
+        if not pa or not pb:
+            disjoint = True
+        elif len(pa) == 1:
+            disjoint = pa[0] not in pb
+        elif len(pb) == 1:
+            disjoint = pb[0] not in pa
+        else:
+            disjoint = set(map(id, pa)).isdisjoint(map(id, pb))
+        if disjoint:
+            return _intern(head + (a.key, b.key)), pa + pb
+    params: list = []
+    index: dict[int, int] = {}
+    slots = []
+    shared = False
+    for c in children:
+        slot = []
+        for p in c.params:
+            k = index.get(id(p))
+            if k is None:
+                k = index[id(p)] = len(params)
+                params.append(p)
+            else:
+                shared = True
+            slot.append(k)
+        slots.append(tuple(slot))
+    keys = tuple(c.key for c in children)
+    return _intern(head + keys + ((tuple(slots),) if shared else ())), tuple(params)
+
+
+class Node:
+    """Base of all nodes: shape (positional), dtype, children, structural key, params."""
+
+    __slots__ = ("shape", "dtype", "children", "key", "params", "__weakref__")
+    kind = "node"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def arg(self) -> Node:
+        """The only (or first) child."""
+        return self.children[0]
+
+    @property
+    def args(self) -> tuple[Node, ...]:
+        return self.children
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.dtype} {self.shape}>"
+
+
+class Leaf(Node):
+    """A strided view over 1-D storage: the only node that holds data (an l-tensor).
+
+    ``origin`` is ``(parent leaf, step)`` when this leaf is a view of another one made by
+    ``step``: ``("remap", shape, maps)``, ``("split", dim, lengths)``, ``("merge", dims,
+    pos)`` or ``("same",)`` (a read-only alias); None for a leaf a user created.
+    """
+
+    __slots__ = ("data", "view", "writeable", "origin", "tag")
+    kind = "leaf"
+    children = ()
+
+    def __init__(self, data, view: View, writeable: bool = True, origin=None, tag=None):
+        self.data = data
+        self.view = view
+        self.shape = view.shape
+        self.dtype = data.dtype
+        self.writeable = writeable
+        self.origin = origin
+        # What the user declared the storage to be (autograd's kinds), inherited by views.
+        self.tag = tag if origin is None or tag is not None else origin[0].tag
+        # The key names what the compiled code sees of the storage besides its dtype: the
+        # device kind of storage that is not a numpy array, and an array that is not the
+        # usual writeable, aligned, contiguous buffer (numba types those differently). So
+        # the key of an expression says where it runs and how its kernel is typed: the
+        # plan cache needs no walk over the leaves, and a cached plan may call the kernel
+        # it compiled without numba's argument typing (``engine.executor``).
+        head = ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
+        plain = type(data) is np.ndarray
+        if not plain:  # a subclass (np.memmap) too: it is a different argument type
+            head += (device_of(data).kind, type(data).__name__)
+        if plain or isinstance(data, np.ndarray):
+            f = data.flags
+            if not (f.writeable and f.aligned and f.c_contiguous):
+                head += ((f.writeable, f.aligned, f.c_contiguous),)
+        self.key = _intern(head)
+
+    @property
+    def params(self):
+        # A property, not a stored (self,): that would be a reference cycle, and leaves
+        # (with their storage) would wait for the cyclic garbage collector to be freed.
+        return (self,)
+
+    @classmethod
+    def fresh(cls, data, view: View, key: int) -> Leaf:
+        """A new writeable leaf over new storage whose key is already known (the engine's
+        results: the schedule knows their view)."""
+        leaf = object.__new__(cls)
+        leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, view.shape, data.dtype
+        leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
+        return leaf
+
+
+def derived_leaf(leaf: Leaf, view: View, step: tuple, writeable: bool | None = None) -> Leaf:
+    """A view of ``leaf`` (same storage) that remembers where it came from."""
+    w = leaf.writeable if writeable is None else writeable
+    return Leaf(leaf.data, view, w, (leaf, step))
+
+
+def leaf_roots(root: Node) -> list[Leaf]:
+    """The leaves a user created (no ``origin``) behind every leaf ``root`` reads, once each,
+    in order of first appearance."""
+    found: dict[int, Leaf] = {}
+    for p in root.params:
+        if type(p) is Leaf:
+            while p.origin is not None:
+                p = p.origin[0]
+            found.setdefault(id(p), p)
+    return list(found.values())
+
+
+_SPECIAL = frozenset(SPECIAL_CONSTANTS)
+
+
+class Const(Node):
+    """A scalar value broadcast to ``shape``; the value is a run-time argument, except that
+    whether it is one of ``ops.SPECIAL_CONSTANTS`` (and which) is structure."""
+
+    __slots__ = ("value",)
+    kind = "const"
+    children = ()
+
+    def __init__(self, value, dtype: np.dtype, shape: tuple[int, ...] = ()):
+        self.dtype = dtype
+        self.value = v = dtype.type(value)
+        self.shape = shape
+        self.key = _intern(("K", dtype.char, shape, _special(v)))
+
+    @property
+    def params(self):
+        return (self,)  # not stored: see Leaf.params
+
+    @property
+    def special(self) -> float | None:
+        """The value when it is one of ``ops.SPECIAL_CONSTANTS`` (so part of the key)."""
+        return _special(self.value)
+
+
+def _special(v) -> float | None:
+    """``v`` as one of ``ops.SPECIAL_CONSTANTS``, or None (-0.0 is not 0.0 here: a literal
+    +0.0 in its place would turn ``-0.0 + x`` into ``+0.0``)."""
+    if v not in _SPECIAL:
+        return None
+    f = float(v)
+    return f if f != 0.0 or math.copysign(1.0, f) > 0 else None
+
+
+class Map(Node):
+    """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype.
+
+    ``expr_ops`` also builds Maps without ``__init__`` (the same six fields) when it
+    remembers the key of a structure it built before."""
+
+    __slots__ = ("op",)
+    kind = "map"
+
+    def __init__(self, op: str, args: tuple[Node, ...], dtype: np.dtype):
+        self.op = op
+        self.children = args
+        self.shape = args[0].shape
+        self.dtype = dtype
+        self.key, self.params = _combine(("M", op, dtype.char), args)
+
+    def rebuild(self, children):
+        return Map(self.op, tuple(children), self.dtype)
+
+
+class Cast(Node):
+    """Convert to ``dtype`` with numpy's ``astype`` semantics (unsafe casting)."""
+
+    __slots__ = ()
+    kind = "cast"
+
+    def __init__(self, arg: Node, dtype: np.dtype):
+        self.children = (arg,)
+        self.shape = arg.shape
+        self.dtype = dtype
+        self.key, self.params = _intern(("C", dtype.char, arg.key)), arg.params
+
+    def rebuild(self, children):
+        return Cast(children[0], self.dtype)
+
+
+class Reduce(Node):
+    """Reduce ``axes`` (positions in ``arg``) with sum/prod/max/min/any/all/argmax/argmin.
+
+    The result keeps the other dims in order. ``arg`` already has the accumulation dtype.
+    """
+
+    __slots__ = ("op", "axes")
+    kind = "reduce"
+
+    def __init__(self, op: str, arg: Node, axes: tuple[int, ...], dtype: np.dtype):
+        self.op = op
+        self.children = (arg,)
+        self.axes = axes
+        self.shape = tuple(n for d, n in enumerate(arg.shape) if d not in axes)
+        self.dtype = dtype
+        self.key, self.params = _intern(("R", op, dtype.char, axes, arg.key)), arg.params
+
+    def rebuild(self, children):
+        return Reduce(self.op, children[0], self.axes, self.dtype)
+
+
+class Remap(Node):
+    """Index remap of a computed node: ``arg[maps(out)]`` (see ``strided.remap_view``)."""
+
+    __slots__ = ("maps",)
+    kind = "remap"
+
+    def __init__(self, arg: Node, shape: tuple[int, ...], maps: tuple):
+        self.children = (arg,)
+        self.maps = maps
+        self.shape = shape
+        self.dtype = arg.dtype
+        self.key, self.params = _intern(("X", shape, maps, arg.key)), arg.params
+
+    def rebuild(self, children):
+        return Remap(children[0], self.shape, self.maps)
+
+
+class Pad(Node):
+    """Pad dim ``dim`` with ``before``/``after`` copies of ``value`` (a guarded read); the
+    value is a run-time parameter (the Pad node itself is in ``params``)."""
+
+    __slots__ = ("dim", "before", "after", "value", "source")
+    kind = "pad"
+
+    def __init__(self, arg: Node, dim: int, before: int, after: int, value, source=None):
+        self.source = source  # the Pad this was rebuilt from: its param (None: itself)
+        self.children = (arg,)
+        self.dim = dim
+        self.before = before
+        self.after = after
+        self.dtype = arg.dtype
+        self.value = arg.dtype.type(value)
+        shape = list(arg.shape)
+        shape[dim] += before + after
+        self.shape = tuple(shape)
+        self.key = _intern(("P", dim, before, after, arg.key))
+
+    @property
+    def params(self):
+        return self.children[0].params + (self.source or self,)  # not stored: Leaf.params
+
+    def rebuild(self, children):
+        return Pad(children[0], self.dim, self.before, self.after, self.value, self.source or self)
+
+
+class Concat(Node):
+    """Join ``args`` (same dtype, same shape but for ``dim``) along ``dim``."""
+
+    __slots__ = ("dim",)
+    kind = "concat"
+
+    def __init__(self, args: tuple[Node, ...], dim: int):
+        self.children = args
+        self.dim = dim
+        shape = list(args[0].shape)
+        shape[dim] = sum(a.shape[dim] for a in args)
+        self.shape = tuple(shape)
+        self.dtype = args[0].dtype
+        self.key, self.params = _combine(("J", dim), args)
+
+    def rebuild(self, children):
+        return Concat(tuple(children), self.dim)
+
+
+class Dot(Node):
+    """Sum of products, einsum style: each dim carries an integer label.
+
+    Labels of ``a`` and ``b`` missing from ``out_labels`` are contracted; labels shared by
+    ``a``, ``b`` and the output are batch dims.
+    """
+
+    __slots__ = ("a_labels", "b_labels", "out_labels")
+    kind = "dot"
+
+    def __init__(self, a, b, a_labels, b_labels, out_labels, shape, dtype):
+        self.children = (a, b)
+        self.a_labels = a_labels
+        self.b_labels = b_labels
+        self.out_labels = out_labels
+        self.shape = shape
+        self.dtype = dtype
+        head = ("D", a_labels, b_labels, out_labels, shape, dtype.char)
+        self.key, self.params = _combine(head, (a, b))
+
+    @property
+    def a(self) -> Node:
+        return self.children[0]
+
+    @property
+    def b(self) -> Node:
+        return self.children[1]
+
+    def rebuild(self, children):
+        a, b = children
+        return Dot(a, b, self.a_labels, self.b_labels, self.out_labels, self.shape, self.dtype)
+
+
+class Call(Node):
+    """``fn(*children as read-only numpy arrays)``: an array of ``shape`` and ``dtype``. For
+    work kernels do not express (scans, sorts, gathers, ``ax.apply``); both engines run it
+    with numpy and fused code around it still fuses. ``fn`` is part of the key (hashable,
+    equal only to functions computing the same: see ``calls``); ``arg_dims`` (display
+    only) gives per child the result dim of each child dim (-1: none)."""
+
+    __slots__ = ("fn", "name", "arg_dims")
+    kind = "call"
+
+    def __init__(self, fn, args, shape, dtype, name: str, arg_dims=None):
+        self.fn, self.name, self.arg_dims = fn, name, arg_dims
+        self.children, self.shape, self.dtype = tuple(args), tuple(shape), np.dtype(dtype)
+        self.key, self.params = _combine(("F", fn, name, self.shape, self.dtype.char), args)
+
+    def rebuild(self, children):
+        return Call(self.fn, children, self.shape, self.dtype, self.name, self.arg_dims)
+
+
+# --- traversal -------------------------------------------------------------------------------
+
+
+def walk(root: Node, edges=None) -> list[Node]:
+    """All distinct nodes, children before parents (a topological order); ``edges(node)``
+    replaces ``node.children`` (autograd follows fewer edges)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in seen:
+            continue
+        if expanded:
+            seen.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for c in reversed(node.children if edges is None else edges(node)):
+            if id(c) not in seen:
+                stack.append((c, False))
+    return order
+
+
+def rebuild_dag(root: Node, fn) -> Node:
+    """Rebuild the DAG bottom-up: ``fn(node, new_children)`` returns the replacement of
+    ``node`` (or None to keep ``node`` when its children did not change, else rebuild it).
+    Shared subtrees are visited once and stay shared."""
+    done: dict[int, Node] = {}
+    for node in walk(root):
+        kids = tuple(done[id(c)] for c in node.children)
+        new = fn(node, kids)
+        if new is None:
+            changed = any(k is not c for k, c in zip(kids, node.children, strict=True))
+            new = node.rebuild(kids) if changed else node
+        done[id(node)] = new
+    return done[id(root)]

@@ -1,0 +1,110 @@
+"""Views of expressions pushed down to the leaves (no execution).
+
+A view of an r-tensor (transpose, slice, broadcast: an index remap; split, flatten: a
+reshape) is applied to each child of elementwise nodes, down to the leaves, where it
+becomes view math on storage: ``(a + b)[slice]`` reads only the sliced elements. What
+cannot be pushed down stays a ``Remap`` node (the engine materializes its argument).
+"""
+
+from __future__ import annotations
+
+from .nodes import Const, Node, Remap, derived_leaf
+from ..core.ops import OPS
+from ..core.strided import merge_dims, remap_view, split_dim
+
+__all__ = ["remap", "transform_views", "compose_maps"]
+
+_ELEMENTWISE = frozenset(("map", "cast"))
+
+
+def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = None) -> Node:
+    """Apply an index remap, pushing it through elementwise nodes down to the leaves.
+
+    On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
+    ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
+    """
+    memo = {} if _memo is None else _memo
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    kind = node.kind
+    out: Node
+    if kind == "leaf":
+        v = remap_view(node.view, shape, maps)
+        if v is None:  # e.g. a blocked axis read in a way strides cannot express
+            out = Remap(node, shape, maps)
+        else:
+            out = derived_leaf(node, v, ("remap", shape, maps))
+    elif kind == "const":
+        out = Const(node.value, node.dtype, shape)
+    elif kind in _ELEMENTWISE and _broadcasts(shape, maps) and _costly(node):
+        # A computed value spread along a new axis: keep it whole so the engine computes it
+        # once and broadcasts the result, instead of recomputing it per element.
+        out = Remap(node, shape, maps)
+    elif kind in _ELEMENTWISE:
+        out = node.rebuild(tuple(remap(c, shape, maps, memo) for c in node.children))
+    elif kind == "remap":
+        out = remap(node.arg, shape, compose_maps(node.maps, maps))
+    else:
+        out = Remap(node, shape, maps)
+    memo[id(node)] = out
+    return out
+
+
+def _broadcasts(shape: tuple[int, ...], maps: tuple) -> bool:
+    """Whether a remap spreads its input along a result dim of length > 1 it does not read."""
+    used = {src for src, _, _ in maps if src >= 0}
+    return any(n > 1 and d not in used for d, n in enumerate(shape))
+
+
+def _costly(node: Node) -> bool:
+    """Whether an elementwise subtree contains an expensive op (exp, log, division...)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.kind == "map" and OPS[n.op].expensive:
+            return True
+        if n.kind in _ELEMENTWISE:
+            stack.extend(n.children)
+    return False
+
+
+def transform_views(node: Node, shape: tuple[int, ...], step: tuple, _memo=None) -> Node | None:
+    """Reshape every leaf under ``node`` by ``step`` (``("split", dim, lengths)`` or
+    ``("merge", dims, pos)``, see ``strided.split_dim``/``merge_dims``).
+
+    Passes through elementwise nodes; returns None when a leaf cannot be reshaped as a view
+    or a non-elementwise node is in the way (the caller then copies).
+    """
+    memo = {} if _memo is None else _memo
+    if id(node) in memo:
+        return memo[id(node)]
+    out: Node | None = None
+    kind = node.kind
+    if kind == "leaf":
+        fn = split_dim if step[0] == "split" else merge_dims
+        v = fn(node.view, *step[1:])
+        out = derived_leaf(node, v, step) if v is not None else None
+    elif kind == "chunked":
+        out = node.reshaped(shape, step)
+    elif kind == "const":
+        out = Const(node.value, node.dtype, shape)
+    elif kind in _ELEMENTWISE:
+        kids = [transform_views(c, shape, step, memo) for c in node.children]
+        if all(k is not None for k in kids):
+            out = node.rebuild(tuple(kids))
+    memo[id(node)] = out
+    return out
+
+
+def compose_maps(inner: tuple, outer: tuple) -> tuple:
+    """Maps of ``x[inner][outer]`` expressed directly on ``x``."""
+    composed = []
+    for src, start, step in inner:
+        if src < 0:
+            composed.append((-1, start, 0))
+            continue
+        src2, start2, step2 = outer[src]
+        first = start + step * start2
+        composed.append((src2, first, step * step2) if src2 >= 0 else (-1, first, 0))
+    return tuple(composed)

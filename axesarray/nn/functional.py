@@ -1,0 +1,160 @@
+"""Symbolic operators with hand-written gradients: ``softmax``, ``log_softmax``,
+``logsumexp`` and ``softmax_cross_entropy``, over named axes.
+
+Each forward pass is built from ordinary ops (so it fuses like anything else) and is
+stable for large values: the maximum over the axes is subtracted first (a maximum that is
+not finite is replaced by 0, so all ``-inf`` gives ``-inf`` and ``+inf`` gives ``inf``).
+That maximum goes through ``stop_gradient``: the results do not depend on it.
+
+The result node is registered with ``autograd.register_symbolic``, so autograd does not
+differentiate the formula but uses the simplified gradient (Alea TK's symbolic layer):
+
+- ``softmax``: ``p * (g - sum(g * p))``;
+- ``log_softmax``: ``g - softmax * sum(g)``;
+- ``logsumexp``: ``softmax * g``;
+- ``softmax_cross_entropy``: ``(softmax - labels) * g`` for the logits, ``-logits * g``
+  for the labels. It is defined as ``logsumexp(logits) - sum(labels * logits)``, which is
+  the cross-entropy ``-sum(labels * log_softmax(logits))`` whenever the labels are a
+  distribution over the axes (one-hot or soft labels); for this definition the gradient
+  ``softmax - labels`` is exact for any labels.
+
+The gradients reuse the forward's nodes (``exp(x - max)``, its sum), which the engine
+computes once when forward and backward are planned together (``ax.function``).
+
+A view of one of these results is pushed into its formula like any view, and autograd
+then differentiates the formula (same values, also stable).
+"""
+
+from __future__ import annotations
+
+from ..autograd.rules import register_symbolic
+from ..errors import AxesError, fmt_axes, message
+from ..functions import exp, isfinite, log, stop_gradient, where
+from ..tensors.tensor import Tensor
+from ..tensors.indexing import align, resolve_names
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "softmax_cross_entropy"]
+
+
+def _check(x, axis, op: str) -> tuple:
+    if not isinstance(x, Tensor):
+        raise TypeError(message(op, "expected a Tensor", type(x).__name__))
+    if x.dtype.kind != "f":
+        raise TypeError(
+            message(op, f"expects a float tensor, not {x.dtype}", None, "x.astype('float32')")
+        )
+    dims = resolve_names(x.axes, axis, op)
+    names = tuple(x.axes[d].name for d in dims)
+    empty = [x.axes[d] for d in dims if x.axes[d].length == 0]
+    if empty:
+        raise AxesError(
+            message(op, "cannot normalize over an empty axis", fmt_axes(empty), "Check the axis")
+        )
+    return names
+
+
+def _parts(x: Tensor, names: tuple) -> tuple:
+    """(shift, e, s): the stable shift, ``exp(x - shift)`` and its sum over ``names``."""
+    m = x.max(names)
+    shift = stop_gradient(where(isfinite(m), m, 0.0))
+    e = exp(x - shift)
+    return shift, e, e.sum(names)
+
+
+def _node_of(t: Tensor, like: Tensor):
+    """``t``'s node laid out in ``like``'s axes (``t`` has a subset of them)."""
+    return align(t, like.axes)
+
+
+def softmax(x: Tensor, axis) -> Tensor:
+    """``exp(x) / sum(exp(x))`` over the named axis (or axes), computed stably.
+
+    >>> import axesarray as ax, numpy as np
+    >>> p = ax.softmax(ax.tensor(np.array([[1.0, 1.0], [0.0, 1000.0]]), "N K"), axis="K")
+    >>> p.numpy()
+    array([[0.5, 0.5],
+           [0. , 1. ]])
+    """
+    names = _check(x, axis, "softmax")
+    _, e, s = _parts(x, names)
+    p = e / s
+
+    def backward(g):
+        gt = Tensor(p.axes, g)
+        return (_node_of(p * (gt - (gt * p).sum(names)), x),)
+
+    register_symbolic(p._node, (x._node,), backward)
+    return p
+
+
+def log_softmax(x: Tensor, axis) -> Tensor:
+    """``x - logsumexp(x)`` over the named axis (or axes): log-probabilities, stable.
+
+    >>> import axesarray as ax, numpy as np
+    >>> ax.log_softmax(ax.tensor(np.array([0.0, 0.0]), "K"), axis="K").numpy()
+    array([-0.69314718, -0.69314718])
+    """
+    names = _check(x, axis, "log_softmax")
+    shift, e, s = _parts(x, names)
+    out = x - (shift + log(s))
+
+    def backward(g):
+        gt = Tensor(out.axes, g)
+        return (_node_of(gt - (e / s) * gt.sum(names), x),)
+
+    register_symbolic(out._node, (x._node,), backward)
+    return out
+
+
+def logsumexp(x: Tensor, axis) -> Tensor:
+    """``log(sum(exp(x)))`` over the named axis (or axes), without overflow.
+
+    >>> import axesarray as ax, numpy as np
+    >>> float(ax.logsumexp(ax.tensor(np.array([1000.0, 1000.0]), "K"), axis="K"))
+    1000.6931471805599
+    """
+    names = _check(x, axis, "logsumexp")
+    shift, e, s = _parts(x, names)
+    out = shift + log(s)
+
+    def backward(g):
+        return (_node_of((e / s) * Tensor(out.axes, g), x),)
+
+    register_symbolic(out._node, (x._node,), backward)
+    return out
+
+
+def softmax_cross_entropy(logits: Tensor, labels: Tensor, axis) -> Tensor:
+    """Cross-entropy of ``softmax(logits)`` against ``labels`` (a distribution over the
+    named axis: one-hot or soft), one value per remaining axis. Stable for large logits;
+    its gradient is ``softmax(logits) - labels``.
+
+    >>> import axesarray as ax, numpy as np
+    >>> z = ax.tensor(np.array([[2.0, 0.0], [0.0, 2.0]]), "N K")
+    >>> y = ax.tensor(np.array([[1.0, 0.0], [1.0, 0.0]]), "N K")
+    >>> ax.softmax_cross_entropy(z, y, axis="K").numpy().round(4)
+    array([0.1269, 2.1269])
+    """
+    names = _check(logits, axis, "softmax_cross_entropy")
+    if not isinstance(labels, Tensor) or set(labels.axes) != set(logits.axes):
+        got = fmt_axes(labels.axes) if isinstance(labels, Tensor) else type(labels).__name__
+        raise AxesError(
+            message(
+                "softmax_cross_entropy",
+                "the labels must have the logits' axes",
+                f"logits: {fmt_axes(logits.axes)}; labels: {got}",
+                "One-hot encode class indices over the class axis",
+            )
+        )
+    y = Tensor(logits.axes, _node_of(labels, logits))  # labels in the logits' order (a view)
+    shift, e, s = _parts(logits, names)
+    loss = shift + log(s) - (y * logits).sum(names)
+
+    def backward(g):
+        gt = Tensor(loss.axes, g)
+        d_logits = _node_of((e / s - y) * gt, logits)
+        d_labels = _node_of(-logits * gt, logits) if y.dtype.kind == "f" else None
+        return (d_logits, d_labels)
+
+    register_symbolic(loss._node, (logits._node, y._node), backward)
+    return loss

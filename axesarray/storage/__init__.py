@@ -1,0 +1,2 @@
+"""Where values live: aligned memory, devices (one backend per device kind), layouts,
+and the one door to numba's private names."""

@@ -1,0 +1,213 @@
+"""Positional numpy functions run by ``expr.Call`` nodes, and the methods built on them.
+
+A ``Call`` node hands its children to a function as numpy arrays; the functions here are
+frozen value objects (their fields are the static arguments), so two equal calls have one
+structural key and are planned and computed once. ``CallMethods`` gives ``Tensor``
+``cumsum``, ``cumprod``, ``sort`` and ``argsort`` by name (results built with
+``type(self)``); ``views`` (vectorized ``isel``), ``reductions`` (``argmax`` over several
+axes) and ``ax.apply`` build their nodes from the classes below.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Self
+
+import attrs
+import numpy as np
+
+from ..dag import nodes as ex
+from ..errors import AxesError, fmt_axes, message
+
+__all__ = ["AlongAxis", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
+
+
+@attrs.frozen
+class AlongAxis:
+    """``func(x, axis=axis, **kwargs)``: numpy functions over one dim that keep the shape
+    (``np.cumsum``, ``np.cumprod``, ``np.sort``, ``np.argsort``)."""
+
+    func: object
+    axis: int
+    kwargs: tuple = ()
+
+    def __call__(self, x):
+        return self.func(x, axis=self.axis, **dict(self.kwargs))
+
+
+@attrs.frozen
+class ArgFlat:
+    """``argmax``/``argmin`` over several dims at once: the index of the first best element
+    in row-major order of ``dims`` (as given), for each index of the other dims."""
+
+    func: object  # np.argmax or np.argmin
+    dims: tuple[int, ...]
+
+    def __call__(self, x):
+        kept = [d for d in range(x.ndim) if d not in self.dims]
+        y = x.transpose(kept + list(self.dims))
+        n = math.prod(x.shape[d] for d in self.dims)
+        return self.func(y.reshape(y.shape[: len(kept)] + (n,)), axis=-1)
+
+
+@attrs.frozen
+class Gather:
+    """Vectorized (pointwise) indexing of ``x`` by integer arrays, as numpy's advanced
+    indexing with every dim indexed by an array broadcast to the result.
+
+    ``sources[k]`` is, for dim ``k`` of ``x``, ``("out", d)`` (read along result dim ``d``)
+    or ``("index", j)`` (read at the values of index array ``j``); ``index_dims[j]`` are the
+    result dims of index array ``j``'s dims. Negative indices count from the end (numpy);
+    an index out of range raises ``IndexError`` before anything is written.
+    """
+
+    sources: tuple
+    index_dims: tuple
+    shape: tuple[int, ...]
+    names: tuple[str, ...]  # x's axis names, for messages
+
+    def __call__(self, x, *indices):
+        nd = len(self.shape)
+        ix = []
+        for k, (kind, v) in enumerate(self.sources):
+            spread = [1] * nd
+            if kind == "out":
+                spread[v] = x.shape[k]
+                ix.append(np.arange(x.shape[k]).reshape(spread))
+                continue
+            idx, dims = indices[v], self.index_dims[v]
+            order = sorted(range(len(dims)), key=lambda i: dims[i])
+            for i in order:
+                spread[dims[i]] = idx.shape[i]
+            self._check(idx, x.shape[k], self.names[k])
+            ix.append(idx.transpose(order).reshape(spread))
+        return x[tuple(ix)] if ix else x
+
+    @staticmethod
+    def _check(idx: np.ndarray, n: int, name: str) -> None:
+        if idx.size == 0:
+            return
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise IndexError(
+                message(
+                    "isel",
+                    f"index {bad} is out of range for axis {name!r}",
+                    f"{name}={n}",
+                    f"Use -{n} <= index < {n}",
+                )
+            )
+
+
+class Same:
+    """An object compared by identity (a user's function inside a hashable key): the same
+    function object gives the same key on every call, so its plan is reused."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"Same({getattr(self.obj, '__name__', type(self.obj).__name__)})"
+
+
+@attrs.frozen
+class Apply:
+    """``ax.apply``: each input transposed to (its loop dims, its core dims), broadcast to
+    the full loop shape, then the user's function (``fn.obj``), or ``np.vectorize`` of it
+    with ``signature`` when that is set."""
+
+    fn: Same
+    perms: tuple  # per input: the transpose putting loop dims (result order) then core
+    shapes: tuple  # per input: the shape with length-1 dims for the loop dims it lacks
+    loop: tuple[int, ...]  # the loop shape
+    kwargs: object = ()  # sorted (name, value) pairs, or Same(dict) when unhashable
+    signature: str | None = None
+    otype: str | None = None
+
+    def __call__(self, *arrays):
+        laid = []
+        for a, perm, shape in zip(arrays, self.perms, self.shapes, strict=True):
+            b = a.transpose(perm).reshape(shape)
+            laid.append(np.broadcast_to(b, self.loop + shape[len(self.loop) :]))
+        fn = self.fn.obj
+        kwargs = self.kwargs.obj if type(self.kwargs) is Same else dict(self.kwargs)
+        if kwargs:
+            fn = functools.partial(fn, **kwargs)
+        if self.signature is not None:
+            fn = np.vectorize(fn, signature=self.signature, otypes=[self.otype])
+        return fn(*laid)
+
+
+def _scan_dtype(func, dtype: np.dtype) -> np.dtype:
+    """numpy's result dtype of ``func`` (cumsum, cumprod) for ``dtype``: int8 sums in int64,
+    bool in int64, floats keep theirs."""
+    return func(np.zeros(1, dtype)).dtype
+
+
+class CallMethods:
+    """Scans and sorts along one named axis (numpy-evaluated ``Call`` nodes)."""
+
+    __slots__ = ()
+
+    def _along(self, func, name, op: str, dtype, **kwargs) -> Self:
+        if name is None:
+            if self.ndim != 1:
+                raise _name_needed(self, op)
+            name = self.names[0]
+        d = self._axes.index(name, op)
+        fn = AlongAxis(func, d, tuple(sorted(kwargs.items())))
+        ident = tuple(range(self.ndim))
+        node = ex.Call(fn, (self._node,), self.shape, dtype, op, (ident,))
+        return type(self)(self._axes, node)
+
+    def cumsum(self, name=None) -> Self:
+        """Running sum along the named axis (numpy's dtype: ints sum in int64).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1, 2, 3]), "N").cumsum("N").numpy()
+        array([1, 3, 6])
+        """
+        return self._along(np.cumsum, name, "cumsum", _scan_dtype(np.cumsum, self.dtype))
+
+    def cumprod(self, name=None) -> Self:
+        """Running product along the named axis (numpy's dtype).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1, 2, 3, 4]), "N").cumprod("N").numpy()
+        array([ 1,  2,  6, 24])
+        """
+        return self._along(np.cumprod, name, "cumprod", _scan_dtype(np.cumprod, self.dtype))
+
+    def sort(self, name=None) -> Self:
+        """Values sorted along the named axis (NaN last, as numpy).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([3.0, 1.0, 2.0]), "N").sort("N").numpy()
+        array([1., 2., 3.])
+        """
+        return self._along(np.sort, name, "sort", self.dtype, kind="stable")
+
+    def argsort(self, name=None) -> Self:
+        """Indices that sort along the named axis (int64); stable: ties keep their order.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([3.0, 1.0, 2.0]), "N").argsort("N").numpy()
+        array([1, 2, 0])
+        """
+        return self._along(np.argsort, name, "argsort", np.dtype(np.int64), kind="stable")
+
+
+def _name_needed(t, op: str) -> AxesError:
+    # numpy's sort/argsort default to the last axis: the example names it.
+    example = f"x.{op}({t.names[-1]!r})" if t.names else "A 0-d tensor has no axis: x.item()"
+    return AxesError(message(op, "name the axis to work along", fmt_axes(t._axes), example))

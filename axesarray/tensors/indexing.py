@@ -1,0 +1,462 @@
+"""View methods of ``Tensor``: transpose, isel/indexing, rename, broadcast, split, flatten.
+
+Every method returns a view (stride arithmetic, no copy) built with ``strided.remap_view``
+through ``expr.remap``, except ``split``/``flatten`` when strides cannot express the result
+(then a copy, or an error with ``copy=False``), and ``isel`` with integer lists, boolean
+masks or integer tensors (a gather: an r-tensor, see ``_gather``). A mixin of ``Tensor``;
+results are built with ``type(self)``, so this module does not import ``tensor``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Self
+
+import numpy as np
+
+from ..dag import nodes as ex
+from ..dag import views as expr_views
+from ..autograd.rules import in_graph
+from ..core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
+from .calls import Gather
+from ..errors import AxesError, by_name, fmt_axes, message
+from ..storage.layouts import isel_layout
+from ..dag.reshape import Reshape
+from ..storage.memory import fresh
+from ..core.strided import contiguous
+
+__all__ = ["ViewMethods", "align", "resolve_names"]
+
+
+def resolve_names(axes: Axes, names, op: str) -> list[int]:
+    """Positions of ``names`` (a string "H W", a name, an Axis, or a sequence of them)."""
+    if names is None:
+        return list(range(len(axes)))
+    dims = [axes.index(n, op) for n in parse_names(names, op)]
+    # An Axis also states a length: check it (Axes.index does when given the Axis).
+    given = [names] if isinstance(names, Axis) else [] if isinstance(names, str) else names
+    for a in given:
+        if isinstance(a, Axis):
+            axes.index(a, op)
+    return dims
+
+
+def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
+    """``t``'s node indexed by ``axes`` (a superset of its axes): transpose + broadcast."""
+    if t._axes == axes:
+        return t._node
+    maps = tuple((axes.index(a.name, op), 0, 1) for a in t._axes)
+    return expr_views.remap(t._node, axes.shape, maps)
+
+
+def _is_basic(key) -> bool:
+    """A slice or a plain integer (a view); everything else is gathered."""
+    if isinstance(key, (ViewMethods, list, tuple)):
+        return False
+    # integers (and whatever isel's integer check then refuses); n-d arrays are gathered
+    return not (isinstance(key, np.ndarray) and key.ndim > 0)
+
+
+def _index_tensor(t, axis: Axis, key):
+    """An integer index tensor for ``key`` on ``axis``: an integer tensor as it is; a list,
+    a 1-D array or a boolean mask as a new 1-D tensor named like the axis (a mask is read
+    now: it decides the length)."""
+    if isinstance(key, ViewMethods):
+        kind = key.dtype.kind
+        if kind in "iu":
+            return key
+        if kind != "b":
+            raise TypeError(
+                message(
+                    "isel",
+                    f"the index tensor for axis {axis.name!r} must hold integers or booleans",
+                    str(key.dtype),
+                    "Convert it: idx.astype('int64')",
+                )
+            )
+        if key.names != (axis.name,) or key.shape != (axis.length,):
+            raise AxesError(
+                message(
+                    "isel",
+                    f"a boolean mask for axis {axis.name!r} must have exactly that axis",
+                    f"axis {axis}; mask: {fmt_axes(key._axes)}",
+                    f"Index with a mask over {axis.name!r} only",
+                )
+            )
+        arr = key.numpy()
+    else:
+        arr = np.asarray(key)
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+        if arr.dtype.kind not in "biu":
+            raise TypeError(
+                message(
+                    "isel",
+                    f"axis {axis.name!r} takes a slice, an integer, a list of integers, a "
+                    "boolean mask or an integer tensor",
+                    f"got {arr.dtype} values",
+                )
+            )
+        if arr.ndim != 1:
+            raise AxesError(
+                message(
+                    "isel",
+                    "a numpy index array has no axis names",
+                    f"shape {arr.shape}",
+                    "Wrap it to name its axes: ax.tensor(array, 'K L')",
+                )
+            )
+        if arr.dtype.kind == "b" and arr.shape != (axis.length,):
+            raise IndexError(
+                message(
+                    "isel",
+                    f"the boolean mask for axis {axis.name!r} has the wrong length",
+                    f"{axis}; mask length {arr.shape[0]}",
+                    f"Give {axis.length} booleans",
+                )
+            )
+    arr = np.flatnonzero(arr) if arr.dtype.kind == "b" else np.array(arr, dtype=np.int64)
+    Gather._check(arr, axis.length, axis.name)  # a list is checked now, a tensor when read
+    device = t.device
+    data = arr if device.is_cpu else device.upload(arr)
+    return type(t)(
+        Axes._trusted((Axis(axis.name, arr.size),)), ex.Leaf(data, contiguous(arr.shape))
+    )
+
+
+class ViewMethods:
+    """Views of a tensor, by axis name."""
+
+    __slots__ = ()
+
+    def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Self:
+        return type(self)(axes, expr_views.remap(self._node, axes.shape, maps), layout)
+
+    def transpose(self, *names) -> Self:
+        """Reorder axes by name (a view). ``...`` stands for the other axes in order.
+
+        >>> import axesarray as ax
+        >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 4)))
+        >>> x.transpose("H ...").names
+        ('H', 'N', 'C')
+        """
+        spec = names[0] if len(names) == 1 and not isinstance(names[0], Axis) else names
+        wanted = list(parse_names(spec, "transpose"))
+        for item in (spec,) if isinstance(spec, Axis) else () if isinstance(spec, str) else spec:
+            if isinstance(item, Axis) and item.name in self._axes:
+                self._axes.index(item, "transpose")  # an Axis states a length: check it
+        if "..." in wanted:
+            listed = {n for n in wanted if n != "..."}
+            rest = [n for n in self.names if n not in listed]
+            i = wanted.index("...")
+            wanted[i : i + 1] = rest
+        if sorted(wanted) != sorted(self.names):
+            missing = [n for n in self.names if n not in wanted]
+            extra = [n for n in wanted if n not in self.names]
+            fact = []
+            if missing:
+                fact.append("missing " + ", ".join(repr(n) for n in missing))
+            if extra:
+                fact.append("unknown " + ", ".join(repr(n) for n in extra))
+            raise AxesError(
+                message(
+                    "transpose",
+                    "the names must be a permutation of the axes: " + "; ".join(fact),
+                    f"axes: {fmt_axes(self._axes)}; got {' '.join(wanted)}",
+                    "List every axis once, or use '...' for the rest",
+                )
+            )
+        new_axes = Axes._trusted(tuple(self._axes[n] for n in wanted))
+        maps = tuple((wanted.index(a.name), 0, 1) for a in self._axes)
+        return self._remapped(new_axes, maps, self._layout)
+
+    def isel(self, indexers: dict | None = None, **kwargs) -> Self:
+        """Select by name with slices (any step) or integers (which drop the axis); a view.
+
+        >>> import axesarray as ax
+        >>> x = ax.arange(ax.Axis("C", 6))
+        >>> x.isel(C=slice(None, None, -2)).numpy()
+        array([5, 3, 1])
+
+        An integer list, a 1-D boolean mask or an integer tensor selects a copy (an
+        r-tensor). A list or mask keeps the axis name with its new length; an index
+        tensor's axes replace the indexed axis (vectorized indexing, as xarray's), and an
+        index axis named like another axis of ``x`` reads along it pointwise:
+
+        >>> x.isel(C=[4, 0, 0]).numpy()
+        array([4, 0, 0])
+        >>> idx = ax.tensor(np.array([[0, 5], [1, 2]]), "K L")
+        >>> x.isel(C=idx).names, x.isel(C=idx).numpy().tolist()
+        (('K', 'L'), [[0, 5], [1, 2]])
+        """
+        ind = dict(indexers or {}, **kwargs)
+        for name in ind:
+            self._axes.index(name, "isel")
+        advanced = {n: k for n, k in ind.items() if not _is_basic(k)}
+        if advanced:
+            basic = {n: k for n, k in ind.items() if n not in advanced}
+            return (self.isel(basic) if basic else self)._gather(advanced)
+        maps = []
+        new_axes = []
+        for axis in self._axes:
+            key = ind.get(axis.name, slice(None))
+            if isinstance(key, slice):
+                if key.step == 0:
+                    raise AxesError(
+                        message(
+                            "isel", f"the slice step for axis {axis.name!r} is zero", f"got {key!r}"
+                        )
+                    )
+                start, stop, step = key.indices(axis.length)
+                n = len(range(start, stop, step))
+                maps.append((len(new_axes), start, step))
+                new_axes.append(Axis(axis.name, n))
+                continue
+            try:
+                i = operator.index(key)
+            except TypeError:
+                raise TypeError(
+                    message(
+                        "isel",
+                        f"axis {axis.name!r} takes a slice or an integer",
+                        f"got {key!r}",
+                    )
+                ) from None
+            if not -axis.length <= i < axis.length:
+                raise IndexError(
+                    message(
+                        "isel",
+                        f"index {i} is out of range for axis {axis.name!r}",
+                        f"{axis}",
+                        f"Use -{axis.length} <= index < {axis.length}",
+                    )
+                )
+            maps.append((-1, i % axis.length, 0))
+        layout = self._layout
+        if layout is not None:
+            # Integers drop their axis from the tag; a cut through blocks marks it partial.
+            layout = isel_layout(layout, self._axes, ind)
+        return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
+
+    def _gather(self, keys: dict) -> Self:
+        """Vectorized indexing: ``keys`` maps axis names to index tensors (or lists, masks).
+
+        The index tensors broadcast together by name; their axes take the place of the
+        first indexed axis, except those named like another axis of this tensor (same
+        length required), which are read pointwise along it.
+        """
+        indices = {n: _index_tensor(self, self._axes[n], k) for n, k in keys.items()}
+        joint = None
+        for t in indices.values():
+            joint = t._axes if joint is None else broadcast_axes(joint, t._axes, "isel", "union")
+        kept = [a for a in self._axes if a.name not in indices]
+        kept_names = {a.name for a in kept}
+        for a in joint:
+            if a.name in kept_names and a != self._axes[a.name]:
+                raise AxesError(
+                    message(
+                        "isel",
+                        f"index axis {a.name!r} has length {a.length}, but the tensor's "
+                        f"axis {a.name!r} has length {self._axes[a.name].length}",
+                        f"tensor: {fmt_axes(self._axes)}; index: {fmt_axes(joint)}",
+                        "Rename the index axis to add a new axis, or match the lengths",
+                    )
+                )
+        first = min(self._axes.index(n) for n in indices)
+        before = [a for a in kept if self._axes.index(a.name) < first]
+        after = [a for a in kept if self._axes.index(a.name) > first]
+        out = as_axes(before + [a for a in joint if a.name not in kept_names] + after, "isel")
+        order = list(indices)
+        sources = tuple(
+            ("index", order.index(a.name)) if a.name in indices else ("out", out.index(a.name))
+            for a in self._axes
+        )
+        index_dims = tuple(tuple(out.index(a.name) for a in indices[n]._axes) for n in order)
+        fn = Gather(sources, index_dims, out.shape, self.names)
+        arg_dims = (tuple(-1 if k == "index" else v for k, v in sources),) + index_dims
+        args = (self._node,) + tuple(indices[n]._node for n in order)
+        return type(self)(out, ex.Call(fn, args, out.shape, self.dtype, "isel", arg_dims))
+
+    def __getitem__(self, key) -> Self:
+        if key is Ellipsis:
+            return self
+        if isinstance(key, dict):
+            return self.isel(key)
+        raise AxesError(
+            message(
+                "getitem",
+                "positional indexing is not supported",
+                f"got {key!r}; axes: {fmt_axes(self._axes)}",
+                by_name(self.names, key),
+            )
+        )
+
+    def rename(self, mapping: dict | None = None, **kwargs) -> Self:
+        """Rename axes (a view: same data, new names).
+
+        >>> import axesarray as ax
+        >>> ax.zeros((ax.Axis("C", 2),)).rename(C="K").names
+        ('K',)
+        """
+        ren = dict(mapping or {}, **kwargs)
+        for old in ren:
+            self._axes.index(old, "rename")
+        new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self._axes], "rename")
+        layout = None if self._layout is None else self._layout.renamed(ren)
+        return type(self)(new, self._node, layout)
+
+    def broadcast_to(self, axes) -> Self:
+        """View with the given axes (a superset of this tensor's); new axes have stride 0.
+
+        The result is read-only when it is an l-tensor, as in numpy.
+
+        >>> import axesarray as ax, numpy as np
+        >>> y = ax.tensor(np.arange(3.0), "C").broadcast_to((ax.Axis("N", 2), ax.Axis("C", 3)))
+        >>> y.axes, y.strides
+        (Axes(Axis('N', 2), Axis('C', 3)), (0, 8))
+        """
+        target = as_axes(axes.axes if isinstance(axes, ViewMethods) else axes, "broadcast_to")
+        names = set(target.names)
+        missing = [a for a in self._axes if a.name not in names]
+        if missing:
+            raise AxesError(
+                message(
+                    "broadcast_to",
+                    "the target lacks axes of the tensor: "
+                    + ", ".join(repr(a.name) for a in missing),
+                    f"tensor: {fmt_axes(self._axes)}; target: {fmt_axes(target)}",
+                    "Include every axis of the tensor in the target",
+                )
+            )
+        broadcast_axes(self._axes, target, op="broadcast_to")  # length check
+        node = align(self, target, "broadcast_to")
+        if type(node) is ex.Leaf and target.size > self.size:
+            node = ex.derived_leaf(node, node.view, ("same",), writeable=False)
+        return type(self)(target, node)
+
+    def expand_dims(self, axes, position: int = 0) -> Self:
+        """Insert new axes at ``position``: a name adds a length-1 axis, an Axis broadcasts.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(3.0), "C").expand_dims(["N", ax.Axis("K", 2)], 1).axes
+        Axes(Axis('C', 3), Axis('N', 1), Axis('K', 2))
+        """
+        items = [axes] if isinstance(axes, (str, Axis)) else list(axes)
+        new = [a if isinstance(a, Axis) else Axis(a, 1) for a in items]
+        if not -self.ndim - 1 <= position <= self.ndim:
+            raise AxesError(
+                message("expand_dims", f"position {position} is out of range", f"rank {self.ndim}")
+            )
+        position %= self.ndim + 1
+        target = as_axes(
+            tuple(self._axes)[:position] + tuple(new) + tuple(self._axes)[position:], "expand_dims"
+        )
+        return self.broadcast_to(target)
+
+    def squeeze(self, names=None) -> Self:
+        """Drop length-1 axes (all of them, or the named ones); a view.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((1, 3, 1)), "N C W").squeeze("W").names
+        ('N', 'C')
+        """
+        if names is None:
+            dims = [d for d, a in enumerate(self._axes) if a.length == 1]
+        else:
+            dims = resolve_names(self._axes, names, "squeeze")
+            bad = [self._axes[d] for d in dims if self._axes[d].length != 1]
+            if bad:
+                raise AxesError(
+                    message(
+                        "squeeze",
+                        "only axes of length 1 can be squeezed",
+                        fmt_axes(bad),
+                        "Select one index with isel instead",
+                    )
+                )
+        return self.isel({self._axes[d].name: 0 for d in dims})
+
+    def split(self, name, axes, copy: bool | None = None) -> Self:
+        """Unflatten one axis into several whose lengths multiply to its length (a view).
+
+        >>> import axesarray as ax
+        >>> x = ax.arange(ax.Axis("C", 6))
+        >>> x.split("C", (ax.Axis("Co", 2), ax.Axis("ci", 3))).names
+        ('Co', 'ci')
+        """
+        d = self._axes.index(name, "split")
+        new = as_axes(axes, "split")
+        old = self._axes[d]
+        if new.size != old.length:
+            raise AxesError(
+                message(
+                    "split",
+                    f"the new lengths do not multiply out to {old}",
+                    f"{fmt_axes(new)}: {'*'.join(str(n) for n in new.shape)}={new.size}",
+                    f"Choose lengths whose product is {old.length}",
+                )
+            )
+        target = as_axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :], "split")
+
+        return self._reshaped(target, ("split", d, new.shape), copy, "split", (d,))
+
+    def flatten(self, names, new_name: str, copy: bool | None = None) -> Self:
+        """Merge axes (major to minor, in the order given) into one axis named ``new_name``.
+
+        A view when the strides allow it, a copy otherwise (for an r-tensor or a graph
+        tensor, a lazy reshape done when it is evaluated); ``copy=False`` raises instead
+        of copying and ``copy=True`` always copies. The new axis takes the place of the
+        first merged axis.
+
+        >>> import axesarray as ax
+        >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("H", 3), ax.Axis("W", 4)))
+        >>> x.flatten(("H", "W"), "S").axes
+        Axes(Axis('N', 2), Axis('S', 12))
+        """
+        dims = resolve_names(self._axes, names, "flatten")
+        if not dims:
+            raise AxesError(
+                message(
+                    "flatten",
+                    "no axes to merge",
+                    f"axes: {fmt_axes(self._axes)}",
+                    "Name at least one axis",
+                )
+            )
+        pos = min(dims)
+        rest = [a for d, a in enumerate(self._axes) if d not in dims]
+        merged = Axis(new_name, math.prod(self._axes[d].length for d in dims))
+        rest.insert(pos, merged)
+        target = as_axes(rest, "flatten")
+
+        return self._reshaped(target, ("merge", tuple(dims), pos), copy, "flatten", tuple(dims))
+
+    def _reshaped(self, target: Axes, step: tuple, copy, op: str, dims) -> Self:
+        """Reshape every leaf by ``step`` (see ``expr_views.transform_views``); copy when it
+        cannot be a view."""
+        node = None if copy else expr_views.transform_views(self._node, target.shape, step)
+        if node is not None:
+            return type(self)(target, node)
+        if copy is None and (type(self._node) is not ex.Leaf or in_graph(self._node)):
+            # An r-tensor (or a declared graph tensor: placeholder, variable...) stays
+            # lazy: an eager copy would cut it off from later values and from autograd.
+            return type(self)(target, Reshape(self._node, step))
+        if copy is False:
+            involved = fmt_axes(self._axes[d] for d in dims)
+            raise AxesError(
+                message(
+                    op,
+                    "the result cannot be a view of this memory",
+                    f"axes {involved}; strides {self.strides}",
+                    "Pass copy=True (or leave copy unset) to allow a copy",
+                )
+            )
+        # Copy with the reshaped dims adjacent and in the requested order (``flatten`` may
+        # merge them in any order): then the reshape of the copy is a view.
+        rest = [d for d in range(self.ndim) if d not in dims]
+        pos = min(dims)
+        order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
+        out = type(self)(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
+        out[...] = self
+        return type(self)(target, expr_views.transform_views(out._node, target.shape, step))

@@ -1,0 +1,259 @@
+"""Reduction methods of ``Tensor``: sum, prod, max, min, any, all, mean, var, std, argmax,
+argmin.
+
+Reductions are lazy ``expr.Reduce`` nodes over named axes, with numpy's result dtypes;
+the result keeps the input's layout minus the reduced axes. ``keepdims=True`` keeps each
+reduced axis with length 1 in its place. ``var``/``std`` are built from ``mean`` and
+``sum`` (two fused reductions). A mixin of ``Tensor``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Self
+
+import numpy as np
+
+from ..dag import nodes as ex
+from ..dag import build as expr_ops, views as expr_views
+from ..core.axes import Axes, Axis, parse_names
+from .calls import ArgFlat
+from ..errors import AxesError, fmt_axes, message
+from ..storage.layouts import isel_layout
+from .indexing import resolve_names
+
+__all__ = ["ReductionMethods"]
+
+_KEEP = "_axesarray_kept_"  # prefix of placeholder axes (renamed back at once)
+
+
+class ReductionMethods:
+    """Reductions over axes given by name (all axes when None)."""
+
+    __slots__ = ()
+
+    def _reduce(self, op: str, names, keepdims: bool = False) -> Self:
+        dims = resolve_names(self._axes, names, op)
+        self._check_identity(op, dims)
+        if keepdims:
+            reduced = [self._axes[d].name for d in dims]
+            return self._with_placeholders(dims)._reduce(op, reduced)._placeholders_named()
+        node = expr_ops.reduce(op, self._node, tuple(dims))
+        axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
+        layout = self._layout
+        if layout is not None:  # the result is laid out like the input, minus reduced axes
+            layout = isel_layout(layout, self._axes, {self._axes[d].name: 0 for d in dims})
+        return type(self)(axes, node, layout)
+
+    def _check_identity(self, op: str, dims) -> None:
+        if op in ("max", "min", "argmax", "argmin"):
+            empty = [self._axes[d] for d in dims if self._axes[d].length == 0]
+            if empty:
+                raise AxesError(
+                    message(
+                        op,
+                        "cannot reduce over an empty axis, which has no identity",
+                        fmt_axes(empty),
+                        "Use sum, or guard the empty case",
+                    )
+                )
+
+    def _with_placeholders(self, dims) -> Self:
+        """A view with a length-1 placeholder axis after each of ``dims``: reducing ``dims``
+        leaves the placeholders where the reduced axes were. The view is pushed down to the
+        leaves, so the reduction still fuses its input."""
+        items, maps = [], []
+        for d, a in enumerate(self._axes):
+            maps.append((len(items), 0, 1))
+            items.append(a)
+            if d in dims:
+                items.append(Axis(_KEEP + a.name, 1))
+        axes = Axes._trusted(tuple(items))
+        return type(self)(axes, expr_views.remap(self._node, axes.shape, tuple(maps)))
+
+    def _placeholders_named(self) -> Self:
+        items = tuple(
+            Axis(a.name.removeprefix(_KEEP), 1) if a.name.startswith(_KEEP) else a
+            for a in self._axes
+        )
+        return type(self)(Axes._trusted(items), self._node)
+
+    def sum(self, names=None, keepdims: bool = False) -> Self:
+        """Sum over the named axes (all when None). ``x.sum("C")``, ``x.sum(("H", "W"))``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.ones((2, 3)), "N C")
+        >>> x.sum("C", keepdims=True).axes
+        Axes(Axis('N', 2), Axis('C', 1))
+        """
+        return self._reduce("sum", names, keepdims)
+
+    def prod(self, names=None, keepdims: bool = False) -> Self:
+        """Product over the named axes (all when None), with numpy's result dtype.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 2], [3, 4]]), "N C").prod("C").numpy()
+        array([ 2, 12])
+        """
+        return self._reduce("prod", names, keepdims)
+
+    def max(self, names=None, keepdims: bool = False) -> Self:
+        """Maximum over the named axes (all when None); NaN wins, as ``np.max``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 5], [3, 4]]), "N C").max("N").numpy()
+        array([3, 5])
+        """
+        return self._reduce("max", names, keepdims)
+
+    def min(self, names=None, keepdims: bool = False) -> Self:
+        """Minimum over the named axes (all when None); NaN wins, as ``np.min``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 5], [3, 4]]), "N C").min().item()
+        1
+        """
+        return self._reduce("min", names, keepdims)
+
+    def any(self, names=None, keepdims: bool = False) -> Self:
+        """Whether any element is true (non-zero) over the named axes.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[0, 0], [0, 2]]), "N C").any("C").numpy()
+        array([False,  True])
+        """
+        x = self.astype(bool) if self.dtype != bool else self
+        return x._reduce("any", names, keepdims)
+
+    def all(self, names=None, keepdims: bool = False) -> Self:
+        """Whether every element is true (non-zero) over the named axes.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 0], [1, 2]]), "N C").all("C").numpy()
+        array([False,  True])
+        """
+        x = self.astype(bool) if self.dtype != bool else self
+        return x._reduce("all", names, keepdims)
+
+    def mean(self, names=None, keepdims: bool = False) -> Self:
+        """Arithmetic mean over the named axes, with numpy's result dtype.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[1, 2], [3, 4]]), "N C").mean("N").numpy()
+        array([2., 3.])
+        """
+        if self.dtype == np.float16:
+            # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
+            return self.astype("float32").mean(names, keepdims).astype("float16")
+        dims = resolve_names(self._axes, names, "mean")
+        count = math.prod(self._axes[d].length for d in dims)
+        total = self._reduce("sum", names, keepdims)
+        if count == 0:
+            return total / (float("nan") if total.dtype.kind == "f" else 0.0)
+        return total / count
+
+    def var(self, names=None, ddof=0, keepdims: bool = False) -> Self:
+        """Variance over the named axes: ``sum((x - mean)**2) / (n - ddof)``, as ``np.var``
+        (integers and bools give float64; ``n - ddof <= 0`` gives inf or nan).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1.0, 2.0, 3.0, 4.0]), "N").var("N", ddof=1).item()
+        1.6666666666666667
+        """
+        if not isinstance(ddof, numbers.Real) or isinstance(ddof, bool):
+            raise TypeError(message("var", "ddof must be a number", f"got {ddof!r}"))
+        if self.dtype == np.float16:
+            return self.astype("float32").var(names, ddof, keepdims).astype("float16")
+        x = self.astype("float64") if self.dtype.kind in "biu" else self
+        dims = resolve_names(self._axes, names, "var")
+        count = math.prod(self._axes[d].length for d in dims)
+        dev = x - x.mean(names)  # the mean broadcasts back by name: x keeps its order
+        return (dev * dev)._reduce("sum", names, keepdims) / max(count - ddof, 0)
+
+    def std(self, names=None, ddof=0, keepdims: bool = False) -> Self:
+        """Standard deviation: the square root of ``var`` (same arguments).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1.0, 3.0]), "N").std("N", ddof=1).item()
+        1.4142135623730951
+        """
+        v = self.var(names, ddof, keepdims)
+        if v.dtype == np.float16:  # numpy takes the root of the float16 variance
+            return (v.astype("float32") ** 0.5).astype("float16")
+        return v**0.5
+
+    def _arg(self, op: str, name, keepdims: bool):
+        if name is None:
+            if self.ndim != 1:
+                raise AxesError(message(op, "name the axis to search along", fmt_axes(self._axes)))
+            name = self.names[0]
+        names = parse_names(name, op)
+        if isinstance(name, (str, Axis)) and len(names) == 1:
+            return self._reduce(op, names, keepdims)
+        if not names:
+            raise AxesError(message(op, "name at least one axis", fmt_axes(self._axes)))
+        return self._arg_several(op, names, keepdims)
+
+    def _flat_arg(self, op: str, names, keepdims: bool = False) -> Self:
+        """The flat index of the first best element over the axes ``names`` (row-major in
+        the order given): a fused reduction over the axes merged as a view when strides
+        allow it, else a numpy call. With ``keepdims`` a length-1 placeholder axis takes
+        the place of the first of them."""
+        dims = resolve_names(self._axes, names, op)
+        self._check_identity(op, dims)
+        flat_name = _KEEP + "flat"
+        try:  # merging the axes as a view keeps the reduction fused with its input
+            return self.flatten(names, flat_name, copy=False)._reduce(op, [flat_name], keepdims)
+        except AxesError:
+            pass
+        fn = ArgFlat(np.argmax if op == "argmax" else np.argmin, tuple(dims))
+        axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
+        flat = type(self)(axes, ex.Call(fn, (self._node,), axes.shape, np.int64, op))
+        return flat.expand_dims([Axis(flat_name, 1)], min(dims)) if keepdims else flat
+
+    def _arg_several(self, op: str, names: tuple, keepdims: bool) -> dict:
+        """One index tensor per axis: the flat index unravelled by division and remainder."""
+        flat = self._flat_arg(op, names, keepdims)
+        lengths = [self._axes[n].length for n in names]
+        out = {}
+        for k, n in enumerate(lengths):
+            inner = math.prod(lengths[k + 1 :])
+            index = flat // inner if inner != 1 else flat
+            out[names[k]] = index % n if k else index
+        if keepdims:
+            out = {n: t._one_keepdims(self, names) for n, t in out.items()}
+        return out
+
+    def _one_keepdims(self, source, names) -> Self:
+        """A keepdims=True result of several axes: the flat placeholder becomes the reduced
+        axes, each of length 1, in their places in ``source``."""
+        flat = _KEEP + "flat"
+        kept = [a.name for a in self._axes if a.name != flat]
+        t = self.squeeze(flat)
+        order = [a.name for a in source._axes]
+        t = t.expand_dims([Axis(n, 1) for n in names])
+        return t.transpose(" ".join(n for n in order if n in kept or n in names))
+
+    def argmax(self, name=None, keepdims: bool = False):
+        """Index of the maximum along one named axis (int64; the first one on ties, NaN
+        first as numpy).
+
+        Over several axes (a list, or a string naming several) the result is a dict of
+        one index tensor per axis, so ``x.isel(x.argmax(["H", "W"]))`` picks the maxima:
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.array([[1, 9], [7, 3]]), "H W")
+        >>> {n: int(i) for n, i in x.argmax(["H", "W"]).items()}
+        {'H': 0, 'W': 1}
+        """
+        return self._arg("argmax", name, keepdims)
+
+    def argmin(self, name=None, keepdims: bool = False):
+        """Index of the minimum: as ``argmax``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([[3, 1, 2], [0, 5, 4]]), "N C").argmin("C").numpy()
+        array([1, 0])
+        """
+        return self._arg("argmin", name, keepdims)

@@ -1,0 +1,515 @@
+"""The public ``Tensor``: names resolved to positions, operators, evaluation, assignment.
+
+Names live here and above; everything below sees positions. A Tensor is ``(axes, node)``:
+an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
+expression) otherwise. Metadata comes from ``describe``, view methods from ``views``,
+reductions from ``reductions``, layout methods from ``layout_views``; the operators are
+generated from ``ops.OPS``.
+Every import points down.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import engine
+from ..dag import build as expr_ops
+from ..dag import nodes as ex
+from ..display.reprs import tensor_html, tensor_repr
+from ..core.axes import Axes, broadcast_axes
+from .calls import CallMethods
+from .chunking import ChunkedMethods
+from .metadata import DescribeMethods, TensorDescription
+from ..storage.devices import as_device, device_of
+from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
+from ..errors import AxesError, fmt_axes, message
+from ..dag.chunked_leaf import Chunked, has_chunked
+from .gradients import GradMethods
+from .interop import InteropMethods, array_ufunc
+from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
+from ..core.ops import OPS
+from .reducing import ReductionMethods
+from .numbers import ScalarMethods
+from .indexing import ViewMethods, align
+
+__all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
+
+
+def operand_node(value, axes: Axes, op: str):
+    """A Node (broadcast to ``axes``) or a weak Python scalar for an operand."""
+    if isinstance(value, Tensor):
+        return align(value, axes, op)
+    if is_weak(value):
+        return value
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        dt = as_dtype(value.dtype, op)
+        return ex.Const(value[()] if isinstance(value, np.ndarray) else value, dt, axes.shape)
+    if isinstance(value, np.ndarray):
+        raise AxesError(
+            message(
+                op,
+                "a numpy array has no axis names",
+                f"shape {value.shape}",
+                "Wrap it first: ax.tensor(array, 'N C ...')",
+            )
+        )
+    raise TypeError(message(op, "unsupported operand type", type(value).__name__))
+
+
+_NO_AXES = Axes()
+
+
+def _preferred_layout(operands):
+    """The layout of the operand with the most elements among those that have one."""
+    best = None
+    for v in operands:
+        if isinstance(v, Tensor) and v._layout is not None and (best is None or v.size > best.size):
+            best = v
+    return None if best is None else best._layout
+
+
+_WEAK_TYPES = (int, float, bool)
+
+
+def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
+    """The common cases without layouts: one tensor, two tensors with equal axes, or a
+    tensor and a Python scalar. None sends the call to the general path."""
+    a = operands[0]
+    if len(operands) == 1:
+        if type(a) is Tensor and a._layout is None:
+            return Tensor(a._axes, expr_ops.map_op(op, (a._node,), a._node.shape, name))
+        return None
+    b = operands[1]
+    if type(a) is Tensor:
+        if a._layout is not None:
+            return None
+        if type(b) is Tensor:
+            if b._layout is None and (a._axes is b._axes or a._axes == b._axes):
+                return Tensor(a._axes, expr_ops.map_op(op, (a._node, b._node), a._node.shape, name))
+            return None
+        if type(b) in _WEAK_TYPES:
+            return Tensor(a._axes, expr_ops.map_op(op, (a._node, b), a._node.shape, name))
+        return None
+    if type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
+        return Tensor(b._axes, expr_ops.map_op(op, (a, b._node), b._node.shape, name))
+    return None
+
+
+def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
+    """Apply an ``ops.OPS`` op to tensors and scalars, broadcasting by name.
+
+    The result remembers the layout of its biggest laid-out operand: ``eval()`` allocates
+    in that layout (DESIGN §4: the output layout follows the dominant input).
+    """
+    name = name or op
+    if len(operands) <= 2:
+        fast = _elementwise_fast(op, operands, name)
+        if fast is not None:
+            return fast
+    axes = None
+    shape = None
+    laid_out = False
+    for v in operands:  # the broadcast axes, left to right (fast when they are all equal)
+        if isinstance(v, Tensor):
+            laid_out = laid_out or v._layout is not None
+            if axes is None:
+                axes, shape = v._axes, v._node.shape
+            elif v._axes is not axes and v._axes != axes:
+                axes, shape = broadcast_axes(axes, v._axes, op=name), None
+    if axes is None:
+        axes = _NO_AXES
+    if shape is None:
+        shape = axes.shape
+    nodes = tuple(
+        (v._node if v._axes is axes else align(v, axes, name))
+        if isinstance(v, Tensor)
+        else operand_node(v, axes, name)
+        for v in operands
+    )
+    layout = _preferred_layout(operands) if laid_out else None
+    return Tensor(axes, expr_ops.map_op(op, nodes, shape, name), layout)
+
+
+class Tensor(
+    DescribeMethods,
+    ScalarMethods,
+    ChunkedMethods,
+    ViewMethods,
+    ReductionMethods,
+    CallMethods,
+    LayoutMethods,
+    InteropMethods,
+    GradMethods,
+):
+    """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
+
+    Build one with ``ax.tensor``, ``ax.zeros`` and friends; arithmetic gives r-tensors.
+
+    >>> import axesarray as ax, numpy as np
+    >>> x = ax.tensor(np.arange(6.0).reshape(2, 3), "N C")
+    >>> x.axes
+    Axes(Axis('N', 2), Axis('C', 3))
+    >>> (x + 1).sum("C").numpy()
+    array([ 6., 15.])
+    """
+
+    __slots__ = ("_axes", "_node", "_layout", "__weakref__")
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+    def __init__(self, axes: Axes, node: ex.Node, layout=None):
+        self._axes = axes
+        self._node = node
+        self._layout = layout
+
+    # --- views (methods in views.py) and reductions (reductions.py) -------------------------
+
+    def __setitem__(self, key, value) -> None:
+        if key is Ellipsis:  # ``self[...]`` is ``self``: straight to the checks of assign
+            assign(self, value)
+            return
+        target = self[key]
+        if self.is_lvalue and not target.is_lvalue:  # a gather (list, mask, index tensor)
+            raise TypeError(
+                message(
+                    "setitem",
+                    "an integer list, a mask or an index tensor selects a copy, which cannot "
+                    "be written",
+                    f"key {key!r}",
+                    "Write through a mask with where: x[...] = x.where(~mask, value)",
+                )
+            )
+        assign(target, value)
+
+    # --- evaluation ------------------------------------------------------------------------
+
+    def eval(self) -> Tensor:
+        """Compute an r-tensor into a new l-tensor (an l-tensor returns itself).
+
+        The result is laid out like the dominant input: its layout when it has one, else
+        its memory order. A chunked tensor stays chunked (a lazy dask result).
+
+        >>> import axesarray as ax, numpy as np
+        >>> y = (ax.tensor(np.arange(3.0), "N") * 2).eval()
+        >>> y.is_lvalue, y.numpy()
+        (True, array([0., 2., 4.]))
+        """
+        node = self._node
+        if type(node) is ex.Leaf or type(node) is Chunked:
+            return self
+        if self._layout is None:  # the common case, without detours (it is a hot path)
+            return Tensor(self._axes, engine.evaluate(node))
+        return self.copy()
+
+    def copy(self) -> Tensor:
+        """A new l-tensor holding the values, in this tensor's layout or memory order.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.arange(3.0), "N")
+        >>> np.shares_memory(x.copy().numpy(), x.numpy())
+        False
+        """
+        if self._layout is not None and has_chunked(self._node):
+            return self.to_layout(layout_for_axes(self._axes, self._layout))
+        if self._layout is not None:
+            layout = layout_for_axes(self._axes, self._layout)
+            leaf = allocate_leaf(self._axes, self.dtype, layout, self.device)
+            out = Tensor(self._axes, leaf, layout)
+            assign(out, self)
+            return out
+        return Tensor(self._axes, engine.evaluate(self._node))
+
+    def to(self, device) -> Tensor:
+        """A copy on ``device`` ("cpu", "cuda", "cuda:N"); the tensor itself if it is an
+        l-tensor there already.
+
+        >>> import axesarray as ax
+        >>> x = ax.zeros((ax.Axis("N", 2),))
+        >>> x.to("cpu") is x
+        True
+        """
+        target = as_device(device)
+        if self.is_lvalue and self.device == target:
+            return self
+        target.check_available("to")
+        leaf = self.eval()._node
+        data = device_of(leaf.data).to_host(leaf.data)
+        return Tensor(self._axes, ex.Leaf(target.upload(data), leaf.view), self._layout)
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array in axis order: a view for l-tensors when possible.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(6).reshape(2, 3), "N C").transpose("C N").numpy()
+        array([[0, 3],
+               [1, 4],
+               [2, 5]])
+        """
+        return engine.to_numpy(self._node)
+
+    def _plan(self):
+        """The engine's plan for an r-tensor (shown by repr, never run); None otherwise."""
+        if isinstance(self._node, ex.Leaf):
+            return None
+        return engine.explain(self._node, None, self.names)
+
+    def __repr__(self) -> str:
+        return tensor_repr(self, self._plan())
+
+    def _repr_html_(self) -> str:
+        return tensor_html(self, self._plan())
+
+    # --- dtype -----------------------------------------------------------------------------
+
+    def astype(self, dtype) -> Tensor:
+        """Convert with numpy's ``astype`` semantics (unsafe casting); an r-tensor.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1.7, -1.7]), "N").astype("int8").numpy()
+        array([ 1, -1], dtype=int8)
+        """
+        dt = as_dtype(dtype, "astype")
+        node = self._node
+        if node.dtype == dt:
+            if type(node) is ex.Leaf:
+                node = ex.derived_leaf(node, node.view, ("same",), writeable=False)
+            return Tensor(self._axes, node, self._layout)
+        return Tensor(self._axes, ex.Cast(node, dt), self._layout)
+
+    # --- elementwise methods ---------------------------------------------------------------
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """Round half to even, as ``np.round``; integers are returned unchanged.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([0.5, 1.5, 2.26]), "N").round(1).numpy()
+        array([0.5, 1.5, 2.3])
+        """
+        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+            raise TypeError(
+                message("round", "decimals must be an integer", f"got {decimals!r}", "e.g. 2")
+            )
+        if self.dtype.kind in "iub":
+            return self.astype(self.dtype)
+        if decimals == 0:
+            return elementwise("rint", self, name="round")
+        scale = 10.0**decimals
+        return elementwise("rint", self * scale, name="round") / scale
+
+    def clip(self, lo=None, hi=None) -> Tensor:
+        """Limit values to ``[lo, hi]`` (either may be None), as ``np.clip``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([-2.0, 0.5, 9.0]), "N").clip(0, 1).numpy()
+        array([0. , 0.5, 1. ])
+        """
+        if lo is None and hi is None:
+            raise ValueError(message("clip", "give lo, hi or both"))
+        # numpy's rule, not maximum/minimum's: a NaN x stays NaN, a NaN bound gives NaN,
+        # and on a tie (-0.0 against 0.0) a scalar bound keeps x, a tensor bound wins (numpy
+        # clips with scalars and arrays by two different loops).
+        out = self
+        for bound, scalar_op, tensor_op in ((lo, "ge", "gt"), (hi, "le", "lt")):
+            if bound is None:
+                continue
+            cmp = tensor_op if isinstance(bound, Tensor) else scalar_op
+            keep = elementwise(cmp, out, bound, name="clip") | elementwise("isnan", out)
+            out = elementwise("where", keep, out, bound, name="clip")
+        return out
+
+    def where(self, cond, other=np.nan) -> Tensor:
+        """This tensor where ``cond`` is true, else ``other`` (NaN by default, as xarray's
+        ``where``); broadcasts by name like ``ax.where(cond, self, other)``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.array([1.0, 2.0, 3.0]), "N")
+        >>> x.where(x > 1.5, 0.0).numpy()
+        array([0., 2., 3.])
+        """
+        return elementwise("where", cond, self, other, name="where")
+
+    # --- operators -------------------------------------------------------------------------
+
+    def _binary(self, other, op: str, reflected: bool = False) -> Tensor:
+        if type(other) is not Tensor and not (
+            is_weak(other) or isinstance(other, (Tensor, np.generic, np.ndarray))
+        ):
+            return NotImplemented
+        pair = (other, self) if reflected else (self, other)
+        # Operators are the hot path of small evaluations: try the fast cases directly.
+        fast = _elementwise_fast(op, pair, op)
+        return fast if fast is not None else elementwise(op, *pair)
+
+    def __pos__(self):
+        return self
+
+    def _inplace(self, other, op: str):
+        if not self.is_lvalue:
+            return NotImplemented  # r-tensor: Python falls back to x = x (op) other
+        assign(self, elementwise(op, self, other))
+        return self
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return array_ufunc(elementwise, ufunc, method, inputs, kwargs)
+
+
+def _operators(cls) -> None:
+    """Give ``Tensor`` one operator per ``ops.OPS`` row with a ``dunder``: binary ops get
+    ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``."""
+    for row in OPS.values():
+        if row.dunder is None:
+            continue
+        op, name = row.name, row.dunder
+
+        if row.arity == 1:
+
+            def unary(self, op=op):
+                if self._layout is None:
+                    return Tensor(self._axes, expr_ops.map1(op, self._node))
+                return elementwise(op, self)
+
+            setattr(cls, f"__{name}__", unary)
+            continue
+
+        def forward(self, o, op=op):
+            if (  # tensor op tensor with the same axes: the hot path, straight to the node
+                type(o) is Tensor
+                and (self._axes is o._axes or self._axes == o._axes)
+                and self._layout is None
+                and o._layout is None
+            ):
+                return Tensor(self._axes, expr_ops.map2(op, self._node, o._node))
+            if type(o) in _WEAK_TYPES and self._layout is None:
+                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, False))
+            return self._binary(o, op)
+
+        setattr(cls, f"__{name}__", forward)
+        if row.symbol in ("==", "!=", "<", "<=", ">", ">="):
+            continue
+
+        def reflected(self, o, op=op):
+            if type(o) in _WEAK_TYPES and self._layout is None:
+                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, True))
+            return self._binary(o, op, True)
+
+        def inplace(self, o, op=op):
+            return self._inplace(o, op)
+
+        setattr(cls, f"__r{name}__", reflected)
+        setattr(cls, f"__i{name}__", inplace)
+
+
+_operators(Tensor)
+
+
+def assign(out: Tensor, value) -> None:
+    """Write ``value`` into the l-tensor ``out``: ``ax.assign(out, e)`` is ``out[...] = e``.
+
+    ``value``'s axes must be a subset of ``out``'s (missing ones broadcast), with the same
+    lengths; its dtype must cast to ``out``'s under numpy's ``same_kind`` rule. Every check
+    runs before the first write, so a failed assignment leaves ``out`` unchanged, and the
+    result is as if ``value`` were computed before writing (numpy's aliasing rule).
+
+    >>> import axesarray as ax
+    >>> out = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3)))
+    >>> ax.assign(out, ax.arange(ax.Axis("C", 3)) * 2.0)
+    >>> out.numpy()
+    array([[0., 2., 4.],
+           [0., 2., 4.]])
+    """
+    dst, node = checked_assignment(out, value)
+    engine.assign(dst, node)
+
+
+def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
+    """Validate ``out[...] = value``; return the destination leaf and the aligned value."""
+    if (
+        isinstance(value, Tensor)
+        and isinstance(out, Tensor)
+        and (value._axes is out._axes or value._axes == out._axes)
+        and type(out._node) is ex.Leaf
+        and out._node.writeable
+        and value._node.dtype == out._node.dtype
+    ):
+        return out._node, value._node  # the common case, with nothing to check or align
+    if not isinstance(out, Tensor) or not out.is_lvalue:
+        raise TypeError(
+            message(
+                "assign",
+                "the destination must be an l-tensor (a view of storage)",
+                f"got {'an r-tensor' if isinstance(out, Tensor) else type(out).__name__}",
+                "Evaluate it into storage first: y = e.eval()",
+            )
+        )
+    dst = out._node
+    if dst.tag is not None and dst.tag.kind in ("constant", "placeholder"):
+        raise TypeError(
+            message(
+                "assign",
+                f"the destination is the {dst.tag.label}, which cannot be written",
+                fmt_axes(out.axes),
+                "Constants are immutable and placeholders are bound at call time: copy() first",
+            )
+        )
+    if not dst.writeable:
+        raise ValueError(
+            message(
+                "assign",
+                "the destination is read-only",
+                fmt_axes(out.axes),
+                "Broadcast views and read-only arrays cannot be written; copy() first",
+            )
+        )
+    if isinstance(value, Tensor):
+        extra = [a for a in value.axes if a.name not in out.axes]
+        if extra:
+            raise AxesError(
+                message(
+                    "assign",
+                    "the value has axes the destination lacks: "
+                    + ", ".join(repr(a.name) for a in extra),
+                    f"destination: {fmt_axes(out.axes)}; value: {fmt_axes(value.axes)}",
+                    "Reduce, select or rename those axes first",
+                )
+            )
+        for a in value.axes:
+            length = out.axes[a.name].length
+            if length != a.length:
+                raise AxesError(
+                    message(
+                        "assign",
+                        f"axis {a.name!r} has length {length} in the destination "
+                        f"and {a.length} in the value",
+                        f"destination: {fmt_axes(out.axes)}; value: {fmt_axes(value.axes)}",
+                        "Slice or rename the value",
+                    )
+                )
+        if not can_assign(value.dtype, out.dtype):
+            raise TypeError(
+                message(
+                    "assign",
+                    f"cannot cast {value.dtype} to {out.dtype} under the same_kind rule",
+                    None,
+                    f"Convert explicitly: value.astype('{out.dtype}')",
+                )
+            )
+        node = align(value, out.axes, "assign")
+    else:
+        node = operand_node(value, out.axes, "assign")
+        if not isinstance(node, ex.Node):
+            if not can_assign(value, out.dtype):
+                raise TypeError(
+                    message(
+                        "assign",
+                        f"cannot cast {type(value).__name__} {value!r} to {out.dtype} "
+                        "under the same_kind rule",
+                    )
+                )
+            check_weak_scalar(value, out.dtype, "assign")
+            node = ex.Const(value, out.dtype, out.shape)
+        elif not can_assign(node.dtype, out.dtype):
+            raise TypeError(
+                message(
+                    "assign", f"cannot cast {node.dtype} to {out.dtype} under the same_kind rule"
+                )
+            )
+    return dst, node
