@@ -17,6 +17,7 @@ from .errors import AxesError, message
 from .layout_ops import new_in_layout, wrap_physical
 from .storage.memory import allocate, fresh, wrap_array
 from .core.strided import contiguous
+from .tensors.interop import bfloat16_from_dlpack
 from .tensors.tensor import Tensor
 
 __all__ = [
@@ -55,6 +56,8 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     if isinstance(data, Tensor):
         data = data.numpy()
     _refuse_tracked(data, "tensor")
+    if not isinstance(data, np.ndarray) and _bf16_producer(data):
+        data = bfloat16_from_dlpack(data)  # torch refuses np.asarray of bfloat16
     arr = _as_array(data, None if dtype is None else as_dtype(dtype, "tensor"))
     as_dtype(arr.dtype, "tensor")
     if layout is not None:
@@ -85,6 +88,11 @@ def _refuse_tracked(data, op: str) -> None:
                 "axesarray's own gradients",
             )
         )
+
+
+def _bf16_producer(data) -> bool:
+    """A DLPack producer of bfloat16 (a torch or JAX array), which numpy cannot read."""
+    return hasattr(data, "__dlpack__") and "bfloat16" in str(getattr(data, "dtype", ""))
 
 
 def _ragged(data) -> str | None:
@@ -283,7 +291,15 @@ def from_dlpack(obj, axes) -> Tensor:
                 "Move it to the host first, e.g. t.cpu() in torch or a.get() in CuPy",
             )
         )
-    return tensor(np.from_dlpack(obj), axes)
+    try:
+        arr = np.from_dlpack(obj)
+    except (RuntimeError, BufferError, TypeError) as err:
+        # numpy reads no bfloat16 capsule: relabel it uint16 and view the bits (ml_dtypes)
+        if not _bf16_producer(obj):
+            raise
+        del err
+        arr = bfloat16_from_dlpack(obj)
+    return tensor(arr, axes)
 
 
 def from_xarray(da) -> Tensor:

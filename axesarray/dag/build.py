@@ -9,13 +9,15 @@ constants fold. Imports ``expr`` (the node classes) and ``dtypes``.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..core import dtypes
 from .nodes import Cast, Const, Map, Node, Reduce
 from ..core.ops import COMPARISONS, OPS, apply_map
 
-__all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce"]
+__all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce", "rounded", "widen"]
 
 
 def cast(node: Node, dtype: np.dtype) -> Node:
@@ -104,6 +106,8 @@ def map2(op: str, a: Node, b: Node) -> Node:
             node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
             node.key, node.params = hit[1], pa + pb
             return node
+    if a.dtype.kind == "V" or b.dtype.kind == "V":  # bfloat16: computed in float32
+        return _bf16(op, (a, b), a.shape, op)
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
     if hit is None:
         (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
@@ -132,6 +136,8 @@ def map1(op: str, a: Node) -> Node:
         node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
         node.key, node.params = hit[1], a.params
         return node
+    if a.dtype.kind == "V":
+        return _bf16(op, (a,), a.shape, op)
     hit = _LOOPS.get((op, (a.dtype,)))
     (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
     if type(a) is Const:
@@ -167,6 +173,8 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
             node.op, node.children = op, (c, a) if reflected else (a, c)
             node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
             return node
+    if a.dtype.kind == "V":
+        return _bf16(op, (value, a) if reflected else (a, value), a.shape, op)
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
     loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
@@ -214,6 +222,8 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
     for every operator a user writes, so it avoids all work a cache can do.
     """
     opname = opname or op
+    if any(isinstance(a, Node) and a.dtype.kind == "V" for a in args):
+        return _bf16(op, args, shape, opname)
     if op in COMPARISONS:
         folded = _compare_out_of_range(op, args, shape)
         if folded is not None:
@@ -270,7 +280,45 @@ def _compare_out_of_range(op: str, args: tuple, shape: tuple[int, ...]) -> Node 
 
 def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
     """``op`` over ``axes`` (positions) with numpy's result dtype (sum of int8 is int64)."""
+    if node.dtype.kind == "V":  # bfloat16: reduce the float32 values, round the result once
+        r = reduce(op, widen(node), axes)
+        return rounded(r) if r.dtype.kind == "f" else r
     out = dtypes.reduce_dtype(op, node.dtype)
     if op in ("sum", "prod"):
         node = cast(node, out)
     return Reduce(op, node, tuple(sorted(axes)), out)
+
+
+# --- bfloat16: storage only, float32 arithmetic ------------------------------------------
+#
+# No op computes in bfloat16. An op with a bfloat16 operand computes in float32 and its
+# result is cast to bfloat16 (when no operand was a wider float: those promote as float32
+# would, as in torch). That cast is marked: an op reading a marked cast reads the float32
+# value under it, so a formula rounds once, where it is stored (evaluated, assigned or
+# materialized), and the reference engine and the kernels see the same DAG. A user's
+# ``astype("bfloat16")`` is an ordinary cast and always rounds.
+
+_ROUND_ONCE: weakref.WeakSet = weakref.WeakSet()
+_F32 = np.dtype(np.float32)
+
+
+def rounded(node: Node) -> Node:
+    """``node`` (float32 or wider) cast to bfloat16, marked so later ops read ``node``."""
+    out = cast(node, dtypes.bfloat16())
+    if type(out) is Cast:
+        _ROUND_ONCE.add(out)
+    return out
+
+
+def widen(node: Node) -> Node:
+    """The float32 value of a bfloat16 node: under a marked cast, else an exact cast."""
+    if node in _ROUND_ONCE:
+        return node.children[0]
+    return cast(node, _F32)
+
+
+def _bf16(op: str, args: tuple, shape: tuple, opname: str) -> Node:
+    wider = any(isinstance(a, Node) and a.dtype.kind == "f" for a in args)
+    f32 = tuple(widen(a) if isinstance(a, Node) and a.dtype.kind == "V" else a for a in args)
+    node = map_op(op, f32, shape, opname)
+    return node if wider or node.dtype.kind != "f" else rounded(node)
