@@ -246,7 +246,7 @@ def random(axes, dtype="float64", seed=None) -> Tensor:
     ax = as_axes(axes, "random")
     dt = as_dtype(dtype, "random")
     rng = np.random.default_rng(seed)
-    if dt.kind != "f":
+    if dt.kind not in "fV":  # V: bfloat16
         raise TypeError(message("random", "only float dtypes are supported", str(dt)))
     buf = allocate(ax.size, dt, axes=ax, op="random")
     if dt.itemsize == 2:  # numpy draws no float16: draw float64 a piece at a time and round

@@ -262,3 +262,34 @@ def test_torch_round_trip_keeps_bfloat16(shape):
 def test_unsupported_dtype_message_lists_bfloat16():
     with pytest.raises(TypeError, match=re.escape("Use one of: bool,") + ".*bfloat16"):
         ax.zeros((ax.Axis("N", 2),), "complex64")
+
+
+def test_accuracy_table_claim():
+    """The docs' table: axesarray's bfloat16 results are never further from the correctly
+    rounded ones than numpy with ml_dtypes (which rounds after every op)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import accuracy_bfloat16
+
+    header, rows = accuracy_bfloat16.measure(4096)
+    assert header[1:3] == ["axesarray", "numpy + ml_dtypes"]
+    for row in rows:
+        ours, per_op = (float(cell.split(" ulp")[0]) for cell in row[1:3])
+        assert ours <= per_op, row
+        if row[0] != "a / (1 + b * b) - c":  # float32's own cancellation there
+            assert ours <= 0.5 and row[1].endswith(" 0.00%"), row  # correctly rounded
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_gradient_through_bfloat16(n):
+    """ax.grad of a float32 loss reaches a float32 variable through bfloat16 casts."""
+    a = np.linspace(-1, 1, n, dtype=F32).astype(BF16)
+    x = ax.tensor(a, "N")
+    w = ax.variable(np.full(n, 0.5, F32), "N", name="w")
+    (g,) = ax.grad((w.astype("bfloat16") * x).astype("float32").sum(), [w])
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g.numpy(), a.astype(F32))
+    with pytest.raises(TypeError, match=r"^grad: the loss must be a float tensor, not bfloat16"):
+        ax.grad((w.astype("bfloat16") * x).sum(), [w])
