@@ -1,4 +1,4 @@
-"""``python -m axesarray``: the ``axesarray`` command (see ``axesarray.cli``)."""
+"""``python -m axesarray``: the ``axesarray`` command (see ``axesarray.io.cli``)."""
 
 from .io.cli import main
 

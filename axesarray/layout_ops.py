@@ -1,5 +1,5 @@
 """The layout functions users call: ``to_layout``, ``repack``, ``physical``, ``wrap_physical``,
-``empty_like_layout`` (Tensor-level; the work is in ``layout_views``).
+``empty_like_layout`` (Tensor-level; the work is in ``tensors.layout_methods``).
 """
 
 from __future__ import annotations

@@ -438,7 +438,7 @@ def test_progress_bar(capsys):
 
 MEASURE = """
 import json, sys, threading, time
-from axesarray import cli
+from axesarray.io import cli
 
 def status():
     with open("/proc/self/status") as f:
@@ -559,7 +559,7 @@ def test_errors_name_the_command_and_fit_one_line(capsys, tmp_path, monkeypatch)
     assert files(tmp_path) == ["x.npy"]
 
 
-@pytest.mark.parametrize("module", ["axesarray", "axesarray.cli"])
+@pytest.mark.parametrize("module", ["axesarray", "axesarray.io.cli"])
 def test_the_entry_point_runs(plain, module):
     src, _ = plain
     proc = subprocess.run(

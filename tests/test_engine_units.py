@@ -196,18 +196,6 @@ def test_golden_source_of_a_fused_reduction_into_out():
     assert source == golden, "generated source changed: review it, then update the golden"
 
 
-@pytest.mark.parametrize(
-    "kind",
-    ["leaf", "const", "map", "cast", "reduce", "remap", "pad", "concat", "dot", "call", "reshape"],
-)
-def test_every_node_kind_has_a_planner_and_reference_rule(kind):
-    from axesarray.engine.planner import _Builder
-    from axesarray.engine.reference import EVAL
-
-    assert kind in EVAL and hasattr(_Builder, f"_fuse_{kind}")
-    assert len(kernel_nodes(KMap("neg", (KLeaf(contiguous((1,)), F32, ("param", 0)),), F32))) == 2
-
-
 def test_a_small_input_read_across_the_output_rows_is_staged():
     """``a(N,C,H,W) + b(W,H)``: b is copied in the output's order first (a small kernel),
     so the main kernel reads it contiguously and merges H W into one loop."""

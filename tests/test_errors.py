@@ -490,10 +490,12 @@ def test_an_untagged_out_with_the_layouts_strides_is_that_layout():
 _BAD_ARGUMENTS = [None, 3, "Q", 1.5, np.zeros(3), [1, 2], {"a": 1}, object()]
 
 
-def test_every_public_function_names_itself_on_bad_arguments(x):
+def test_every_public_function_names_itself_on_bad_arguments(x, tmp_path, monkeypatch):
     """The class behind the outside reports: whatever a user passes by mistake, the error
     starts with the operation's name (Python's own arity errors aside), never a bare
-    'object is not iterable' or numpy's text."""
+    'object is not iterable' or numpy's text. Run in a temporary directory: a string
+    argument is a valid path to ``to_zarr`` (it once left a store ``Q/`` in the checkout)."""
+    monkeypatch.chdir(tmp_path)
     leaks = []
     skip = {"set_options", "get_option", "warmup", "load", "save", "random", "Device"}
     for name in ax.__all__:

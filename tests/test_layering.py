@@ -73,6 +73,7 @@ ORDER = [
     "autograd.rules",
     "autograd.program",
     "autograd",
+    "tensors.base",
     "tensors.calls",
     "tensors.indexing",
     "tensors.reducing",

@@ -162,7 +162,7 @@ def test_cli_converts_a_store_larger_than_its_memory(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
 
-    code = "import sys; from axesarray.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from axesarray.io.cli import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, MALLOC_ARENA_MAX="2")
     run = subprocess.run(
         [sys.executable, "-c", code, "convert", str(src), str(dst), "--to", "NCHW32"],

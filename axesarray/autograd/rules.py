@@ -7,7 +7,7 @@ The engine then plans, fuses and caches the backward pass like any expression. B
 every gradient has exactly the shape of the node it belongs to, the names come back
 exactly when the Tensor layer wraps it with the ``wrt`` tensor's axes.
 
-The rules, one per node kind (``RULES``), each given the node and its incoming gradient:
+The rules, one per node kind (``GRADIENTS``), each given the node and its incoming gradient:
 
 - ``map``: the op table's ``grad`` column (``ops.OPS``), on ``_V`` wrappers of nodes;
 - ``reduce``: ``sum`` broadcasts back over the reduced dims; ``max``/``min`` send the
@@ -48,7 +48,7 @@ __all__ = [
     "Kind",
     "KIND_FLAGS",
     "F",
-    "RULES",
+    "GRADIENTS",
     "SYMBOLIC",
     "GRAD_NAMES",
     "gradients",
@@ -329,7 +329,14 @@ def _leaf_rule(node: ex.Leaf, g: ex.Node) -> tuple:
     return (_unreshape(g, step, parent.shape),)
 
 
-RULES = {
+# Kinds GRADIENTS has no entry for, and why (tests/test_kinds_coverage.py).
+NO_RULE = {
+    "const": "a constant has no inputs: the backward walk stops there",
+    "call": "a numpy function run positionally has no derivative here (see grad errors)",
+    "chunked": "a chunked leaf has no inputs: the backward walk stops there",
+}
+
+GRADIENTS = {
     "leaf": _leaf_rule,
     "map": _map_rule,
     "cast": _cast_rule,
@@ -403,7 +410,7 @@ def gradients(root: ex.Node, seed: ex.Node, wrt: list) -> list:
         if not edges:
             continue
         sym = SYMBOLIC.get(node)
-        grads = sym[1](g) if sym is not None else RULES[node.kind](node, g)
+        grads = sym[1](g) if sym is not None else GRADIENTS[node.kind](node, g)
         for child, cg in zip(edges, grads, strict=True):
             if cg is not None and id(child) in needs:
                 pending.setdefault(id(child), []).append(expr_ops.cast(cg, child.dtype))

@@ -1,7 +1,7 @@
 """The chunked leaf: a dask array (logical dim order) inside an expression DAG.
 
 A node kind of its own (``"chunked"``), separate from ``expr`` only to keep modules short.
-``engine.chunked`` evaluates every expression that reads one; the fused planner never sees
+``engine.chunked.lowering`` evaluates every expression that reads one; the fused planner never sees
 them. ``expr_views.transform_views`` reshapes one through its ``reshaped`` method.
 """
 
@@ -16,7 +16,7 @@ __all__ = ["Chunked", "has_chunked"]
 
 class Chunked(Node):
     """A chunked array (a dask array in logical dim order) used as a leaf; evaluated by
-    ``engine.chunked``, never by a kernel. Its key is its structure (dtype, shape, chunks),
+    ``engine.chunked.lowering``, never by a kernel. Its key is its structure (dtype, shape, chunks),
     not the graph's identity. ``physical`` is the laid-out storage it reads, if any."""
 
     __slots__ = ("array", "chunks", "physical")
@@ -49,5 +49,5 @@ _CHUNKED_SEEN = [False]  # no scan of params at all until a chunked node exists
 
 
 def has_chunked(root: Node) -> bool:
-    """Whether ``root`` reads a chunked array (then ``engine.chunked`` evaluates it)."""
+    """Whether ``root`` reads a chunked array (then ``engine.chunked.lowering`` evaluates it)."""
     return _CHUNKED_SEEN[0] and any(p.kind == "chunked" for p in root.params)

@@ -117,6 +117,25 @@ def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
     return _intern(head + keys + ((tuple(slots),) if shared else ())), tuple(params)
 
 
+# Every node kind, in one place. Each table that dispatches on ``node.kind`` (evaluation,
+# fusion, gradients, chunked lowering, text) covers every kind or names the ones it has no
+# entry for, with the reason, in its module's ``NO_RULE`` (tests/test_kinds_coverage.py).
+KINDS = (
+    "leaf",
+    "const",
+    "map",
+    "cast",
+    "reduce",
+    "remap",
+    "pad",
+    "concat",
+    "dot",
+    "call",
+    "reshape",
+    "chunked",
+)
+
+
 class Node:
     """Base of all nodes: shape (positional), dtype, children, structural key, params."""
 
@@ -170,7 +189,7 @@ class Leaf(Node):
         head = ("L", self.dtype.char, view.shape, view.strides, view.offset, view.blocks)
         plain = type(data) is np.ndarray
         if not plain:  # a subclass (np.memmap) too: it is a different argument type
-            head += (device_of(data).kind, type(data).__name__)
+            head += (device_of(data).type, type(data).__name__)
         if plain or isinstance(data, np.ndarray):
             f = data.flags
             if not (f.writeable and f.aligned and f.c_contiguous):
@@ -250,7 +269,7 @@ def _special(v) -> float | None:
 class Map(Node):
     """An elementwise op from ``ops.OPS``; args share the node's shape and loop dtype.
 
-    ``expr_ops`` also builds Maps without ``__init__`` (the same six fields) when it
+    ``dag.build`` also builds Maps without ``__init__`` (the same six fields) when it
     remembers the key of a structure it built before."""
 
     __slots__ = ("op",)

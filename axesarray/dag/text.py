@@ -191,6 +191,9 @@ def _const_formula(n) -> tuple[str, int]:
 
 
 # Per node kind: (node, go, inputs, wrap) -> (text, precedence of its outermost operator).
+# Kinds _FORMULA and _NODE_TEXT have no entry for, and why (tests/test_kinds_coverage.py).
+NO_RULE: dict = {}
+
 _FORMULA = {
     "leaf": lambda n, go, inp, wrap: (inp.labels[id(n)], _ATOM),
     "chunked": lambda n, go, inp, wrap: (inp.labels[id(n)], _ATOM),

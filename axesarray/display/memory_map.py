@@ -1,6 +1,6 @@
 """Where each element of an l-tensor's storage comes from: the data of a layout picture.
 
-Owns ``memory_map`` (for every address a tensor's physical array covers: the logical index
+Owns ``display.memory_map`` (for every address a tensor's physical array covers: the logical index
 there, how many indices reach it, padding and gaps) and what both drawers share (colours,
 row width, block outlines, title). Reads tensors duck-typed (``_node``, ``axes``,
 ``layout``, ``is_lvalue``); imports ``errors`` and ``strided``.

@@ -1,8 +1,8 @@
 """Layout pictures: one cell per storage element, in address order.
 
 ``show_layout`` draws a matplotlib figure (imported lazily); ``layout_svg`` builds the same
-picture as an SVG string for ``_repr_html_``. The data comes from ``memory_map``. Imports
-``errors`` and ``memory_map``.
+picture as an SVG string for ``_repr_html_``. The data comes from ``display.memory_map``. Imports
+``errors`` and ``display.memory_map``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ An r-tensor shows its expression, a key of its inputs and its plan (passed in: c
 is the engine's job), and is evaluated for the preview only when that is small and cheap.
 Reads tensors duck-typed (``axes``, ``dtype``, ``_node``, ``layout``, ``device``,
 ``is_lvalue``, ``kind``); imports ``errors``, ``options``, ``expr``, ``layouts``,
-``strided`` and the two helpers ``_exprtext`` and ``pictures``.
+``strided`` and the two helpers ``dag.text`` and ``pictures``.
 """
 
 from __future__ import annotations

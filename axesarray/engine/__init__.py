@@ -42,7 +42,7 @@ _CHUNKED: list = []  # the dask lowering, imported on first use (it imports dask
 
 
 def chunked_engine():
-    """The dask lowering module (``engine.chunked``)."""
+    """The dask lowering module (``engine.chunked.lowering``)."""
     if not _CHUNKED:
         from .chunked import lowering as module
 

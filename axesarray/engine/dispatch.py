@@ -73,38 +73,38 @@ def variant(step: KernelStep, device: Device, out=None) -> str:
     return "parallel"
 
 
-def source_for(step: KernelStep, device: Device, kind: str) -> tuple[str, str]:
+def source_for(step: KernelStep, device: Device, variant_name: str) -> tuple[str, str]:
     """Generated module source and its entry point for a step's variant."""
     if device.is_cpu:
-        return cpu_source(lowered(step), kind, __version__, _MATHLIB), "kernel"
+        return cpu_source(lowered(step), variant_name, __version__, _MATHLIB), "kernel"
     simulated = device.backend == "simulator"
     return cuda_source(lowered(step), __version__, _MATHLIB, simulated), "launch"
 
 
-def kernel_for(step: KernelStep, device: Device, kind: str):
+def kernel_for(step: KernelStep, device: Device, variant_name: str):
     """The compiled kernel of a step's variant (from the kernel cache)."""
     kernels = step.compiled.kernels
-    fn = kernels.get((device.kind, kind))
+    fn = kernels.get((device.type, variant_name))
     if fn is None:
-        source, entry = source_for(step, device, kind)
+        source, entry = source_for(step, device, variant_name)
         if debug_level() >= 3:
             print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
         from ..kernels.cache import get_kernel  # imports numba: the first compile pays it
 
-        fn = kernels[(device.kind, kind)] = get_kernel(source, entry)
+        fn = kernels[(device.type, variant_name)] = get_kernel(source, entry)
     return fn
 
 
 def run_kernel(step: KernelStep, params, temps: dict, dst, device: Device) -> None:
     args = binder(step)(params, temps, dst)
     if device.is_cpu and step.size < OPTIONS["serial_threshold"]:
-        kind = "serial"
+        variant_name = "serial"
     else:
-        kind = variant(step, device, args[0])
+        variant_name = variant(step, device, args[0])
     kernels = step.compiled.kernels
-    fn = kernels.get((device.kind, kind))
+    fn = kernels.get((device.type, variant_name))
     if fn is None:
-        fn = kernel_for(step, device, kind)
+        fn = kernel_for(step, device, variant_name)
     elif getattr(fn, "ready", False):
-        kernels[(device.kind, kind)] = fn = fn.fn  # compiled and checked: call numba directly
+        kernels[(device.type, variant_name)] = fn = fn.fn  # compiled and checked: call numba directly
     fn(*args)

@@ -25,9 +25,9 @@ from .alias import overlap_test, overlaps, via_temp
 from .binder import binder, fresh_runner, into_runner
 from .dispatch import debug_level, run_kernel, variant
 from .order import allocate_for
-from .explain import debug_print, describe
+from .explain import debug_print, make_plan
 from .planner import build_schedule
-from .rewrite import CPU_RULES, RULES, rewrite
+from .rewrite import CPU_REWRITES, REWRITES, rewrite
 from .routes import ROUTES, try_copy
 from .schedule import KernelStep, Schedule
 from .tiers import describe_tier, use_numpy
@@ -81,7 +81,7 @@ def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
         raise _device_error(found)
     device = _device(params, dst)
     target = None if dst is None else (dst.view, dst.dtype)
-    rules = CPU_RULES if device.is_cpu else RULES
+    rules = CPU_REWRITES if device.is_cpu else REWRITES
     plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
     plan.device = device
     if debug_level() > 0:
@@ -134,9 +134,9 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given); ``names``
     label the result's dims."""
     if dst is None and type(root) is Leaf:
-        return describe(None, True, tier="none")  # already an l-tensor: nothing runs
+        return make_plan(None, True, tier="none")  # already an l-tensor: nothing runs
     plan, cached = schedule_for(root, dst)
-    return describe(plan, cached, names, describe_tier(plan, root))
+    return make_plan(plan, cached, names, describe_tier(plan, root))
 
 
 def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:

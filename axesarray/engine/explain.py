@@ -18,7 +18,7 @@ from ..kernels.ir import kernel_nodes
 from .dispatch import debug_level, source_for, variant
 from .schedule import CallStep, KernelStep, Schedule
 
-__all__ = ["Plan", "KernelInfo", "describe", "debug_print"]
+__all__ = ["Plan", "KernelInfo", "make_plan", "debug_print"]
 
 
 @attrs.frozen
@@ -85,7 +85,7 @@ def _cache_state(step: KernelStep, device) -> str:
     return state(source_for(step, device, variant(step, device))[0])
 
 
-def describe(schedule: Schedule | None, cached: bool, out_names=None, tier="kernels") -> Plan:
+def make_plan(schedule: Schedule | None, cached: bool, out_names=None, tier="kernels") -> Plan:
     """The public ``Plan`` of a schedule (None: nothing to run); ``out_names`` label the
     result's dims."""
     if schedule is None:
@@ -159,7 +159,7 @@ def debug_print(schedule: Schedule, names=None) -> None:
     level = debug_level()
     if level <= 0:
         return
-    plan = describe(schedule, False, names)
+    plan = make_plan(schedule, False, names)
     print(f"[axesarray] {plan}", file=sys.stderr)
     if level >= 2:
         for i, step in enumerate(schedule.steps):

@@ -16,9 +16,9 @@ from ..storage.devices import device_of
 from ..kernels.ir import KConst, KLeaf, kernel_nodes
 from .alias import _bounds
 from .dispatch import run_kernel
-from .explain import Plan, describe
+from .explain import Plan, make_plan
 from .planner import build_schedule
-from .rewrite import CPU_RULES, rewrite
+from .rewrite import CPU_REWRITES, rewrite
 from .schedule import KernelStep, Schedule
 
 __all__ = ["assign_many", "explain_many"]
@@ -59,7 +59,7 @@ def _plan(pairs, joint: list, at: dict) -> tuple | None:
     """(step, reads) for one multi-output kernel, or None when the pairs do not fuse."""
     outs, trees, nest = [], [], None
     for dst, root in pairs:
-        sched = build_schedule(rewrite(root, CPU_RULES), root.params, (dst.view, dst.dtype))
+        sched = build_schedule(rewrite(root, CPU_REWRITES), root.params, (dst.view, dst.dtype))
         if len(sched.steps) != 1 or sched.temps or type(sched.steps[0]) is not KernelStep:
             return None
         step = sched.steps[0]
@@ -108,7 +108,7 @@ def _lookup(pairs: list):
     joint, at = _joint(pairs)
     device = device_of(joint[0].data)
     pattern = tuple(at[id(p)] for dst, root in pairs for p in (dst, *root.params))
-    key = (tuple((dst.key, root.key) for dst, root in pairs), pattern, device.kind)
+    key = (tuple((dst.key, root.key) for dst, root in pairs), pattern, device.type)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _plan(pairs, joint, at) if device.is_cpu and len(pairs) > 1 else False
@@ -126,7 +126,7 @@ def explain_many(pairs: list, explain):
         plans = [explain(dst, root) for dst, root in pairs]
         return Plan(tuple(k for p in plans for k in p.kernels), (), all(p.cached for p in plans))
     step = plan[0]
-    return describe(Schedule([], [step], step.out, device), True)
+    return make_plan(Schedule([], [step], step.out, device), True)
 
 
 def assign_many(pairs: list, assign) -> None:

@@ -121,6 +121,10 @@ def _shifted(tree, shape: tuple, dim: int, delta: int, length: int):
     return reindex(tree, new_shape, _shift_maps(len(shape), dim, delta))
 
 
+# Kinds with no ``_Builder._fuse_<kind>``, and why (tests/test_kinds_coverage.py).
+NO_RULE = {"chunked": "a chunked leaf is lowered to dask (engine.chunked), never fused here"}
+
+
 class _Builder:
     def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)

@@ -99,6 +99,9 @@ def _reshape(node, x):
 
 
 # One numpy call per node kind, given the node and its children's values.
+# Kinds EVAL has no entry for, and why (tests/test_kinds_coverage.py).
+NO_RULE = {"chunked": "a chunked leaf is computed by dask (engine.chunked), never by numpy here"}
+
 EVAL = {
     "leaf": lambda node: host_array(node.data, node.view, node.writeable),
     "const": lambda node: np.broadcast_to(np.asarray(node.value, node.dtype), node.shape),

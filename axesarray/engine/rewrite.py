@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..dag.nodes import Const, Map, Node, Reduce, Remap, rebuild_dag
 
-__all__ = ["rewrite", "RULES", "CPU_RULES"]
+__all__ = ["rewrite", "REWRITES", "CPU_REWRITES"]
 
 
 def _is(node: Node, kind: str, op: str | None = None) -> bool:
@@ -174,11 +174,11 @@ def logsumexp(node: Node, kids: tuple) -> Node | None:
     return None
 
 
-RULES = (sigmoid, fast_power)
-CPU_RULES = RULES + (softmax, log_softmax, logsumexp)
+REWRITES = (sigmoid, fast_power)
+CPU_REWRITES = REWRITES + (softmax, log_softmax, logsumexp)
 
 
-def rewrite(root: Node, rules: tuple = RULES) -> Node:
+def rewrite(root: Node, rules: tuple = REWRITES) -> Node:
     """``root`` with every rule applied bottom-up (shared subtrees stay shared)."""
 
     def apply(node: Node, kids: tuple) -> Node | None:

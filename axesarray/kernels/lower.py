@@ -15,7 +15,7 @@ from .ir import KConst, KLeaf, kernel_nodes
 from .loops import LoopNest
 from .scalar import type_name
 
-__all__ = ["Lowered", "lower"]
+__all__ = ["Lowered"]
 
 _F16 = np.dtype(np.float16)
 
@@ -138,7 +138,3 @@ class Lowered:
 
     def uses_dims(self, k: int, dims) -> bool:
         return any(self.terms[k][g] is not None for g in dims)
-
-
-def lower(out: KLeaf, tree, nest: LoopNest, extra: tuple = ()) -> Lowered:
-    return Lowered(out, tree, nest, extra)

@@ -9,7 +9,7 @@ number blocks C. Keyword roles map the letters to a tensor's own axis names.
 A tensor carries a *bound* layout: one whose names are the tensor's axis names. Binding
 only renames; ``roles`` remembers the letters so ``str`` still reads ``"NHWC"``.
 
-Layouts as views of storage are ``layout_views``; the functions users call
+Layouts as views of storage are ``tensors.layout_methods``; the functions users call
 (``to_layout``, ``physical``, ``repack``...) are in ``layout_ops``. This module only
 imports ``axes`` and ``errors``.
 """

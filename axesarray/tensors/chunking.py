@@ -1,6 +1,6 @@
 """Chunked tensors on dask.array: ``chunk``, ``chunks``, ``to_dask``, ``compute``,
 ``from_dask``, and layouts on chunks. A mixin of ``Tensor`` (results built with
-``type(self)``); evaluation is ``engine.chunked``'s.
+``type(self)``); evaluation is ``engine.chunked.lowering``'s.
 
 A chunked tensor is a ``Tensor`` whose expression reads ``expr.Chunked`` leaves (dask
 arrays in logical dim order). A laid-out chunked tensor also keeps its physical dask array
@@ -191,7 +191,8 @@ def to_logical(phys, axes: Axes, layout: Layout):
 
 
 class ChunkedMethods:
-    """``Tensor``'s chunked methods (a mixin; it comes before ``LayoutMethods``)."""
+    """``Tensor``'s chunked methods (a mixin; ``LayoutMethods`` sends chunked tensors to its
+    ``_chunked_*`` methods explicitly, so the order of the bases does not matter)."""
 
     __slots__ = ()
 
@@ -311,34 +312,8 @@ class ChunkedMethods:
         node = Chunked(to_logical(phys, self._axes, lay), physical=phys)
         return type(self)(self._axes, node, lay)
 
-    def to_layout(self, layout, **roles) -> Self:
-        """A new tensor with this tensor's axes and values, stored in ``layout``.
-
-        In memory: see ``LayoutMethods.to_layout``. A chunked tensor becomes chunked
-        physical storage: its chunks along a blocked axis are moved to block boundaries
-        (an NCHW32 chunk holds whole 32-channel blocks) and padding is zero.
-
-        >>> import axesarray as ax, numpy as np
-        >>> t = ax.tensor(np.ones((1, 40, 2, 2), "float32"), "N C H W").chunk({"C": 20})
-        >>> y = t.to_layout("NCHW32")
-        >>> y.chunks["C"], y.physical.chunks[1]
-        ((32, 8), (1, 1))
-        """
-        if not has_chunked(self._node):
-            return super().to_layout(layout, **roles)
-        return self._chunked_layout(bind(Layout.parse(layout, **roles), self._axes, "to_layout"))
-
-    @property
-    def physical(self):
-        """The storage array in physical order, blocks as trailing dims (a zero-copy numpy
-        view; a dask array for a chunked tensor stored in a layout).
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.zeros((2, 5, 3, 3)), "N C H W").to_layout("NCHW4").physical.shape
-        (2, 2, 3, 3, 4)
-        """
-        if not has_chunked(self._node):
-            return super().physical
+    def _chunked_physical(self):
+        """``physical`` of a chunked tensor: the dask array of its physical storage."""
         node = self._node
         if type(node) is not Chunked or node.physical is None or self._layout is None:
             raise LayoutError(

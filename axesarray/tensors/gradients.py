@@ -9,6 +9,7 @@ Tensor objects stay as small as before. Results are built with ``type(self)``.
 
 from __future__ import annotations
 
+from .base import TensorBase
 from ..dag import nodes as ex
 from ..dag import build as expr_ops
 from ..autograd.rules import GRAD_NAMES, gradients
@@ -46,7 +47,7 @@ def seed_node(loss, seed, op: str) -> ex.Node:
         seed = 1.0
     if isinstance(seed, (int, float)) and not isinstance(seed, bool):
         return ex.Const(seed, loss.dtype, loss.shape)
-    if not isinstance(seed, GradMethods):
+    if not isinstance(seed, TensorBase):
         raise TypeError(message(op, "seed must be a tensor or a number", type(seed).__name__))
     extra = [a for a in seed.axes if a.name not in loss.axes.names]
     if extra:
@@ -133,9 +134,9 @@ class GradMethods:
                 )
             )
         if value is not None:
-            if not isinstance(value, GradMethods) or set(value.axes) != set(self.axes):
+            if not isinstance(value, TensorBase) or set(value.axes) != set(self.axes):
                 got = (
-                    fmt_axes(value.axes) if isinstance(value, GradMethods) else type(value).__name__
+                    fmt_axes(value.axes) if isinstance(value, TensorBase) else type(value).__name__
                 )
                 raise AxesError(
                     message(

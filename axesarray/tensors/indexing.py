@@ -15,6 +15,7 @@ from typing import Self
 
 import numpy as np
 
+from .base import TensorBase
 from ..dag import nodes as ex
 from ..dag import views as expr_views
 from ..autograd.rules import in_graph
@@ -52,7 +53,7 @@ def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
 
 def _is_basic(key) -> bool:
     """A slice or a plain integer (a view); everything else is gathered."""
-    if isinstance(key, (ViewMethods, list, tuple)):
+    if isinstance(key, (TensorBase, list, tuple)):
         return False
     # integers (and whatever isel's integer check then refuses); n-d arrays are gathered
     return not (isinstance(key, np.ndarray) and key.ndim > 0)
@@ -62,7 +63,7 @@ def _index_tensor(t, axis: Axis, key):
     """An integer index tensor for ``key`` on ``axis``: an integer tensor as it is; a list,
     a 1-D array or a boolean mask as a new 1-D tensor named like the axis (a mask is read
     now: it decides the length)."""
-    if isinstance(key, ViewMethods):
+    if isinstance(key, TensorBase):
         kind = key.dtype.kind
         if kind in "iu":
             return key
@@ -316,7 +317,7 @@ class ViewMethods:
         >>> y.axes, y.strides
         (Axes(Axis('N', 2), Axis('C', 3)), (0, 8))
         """
-        target = as_axes(axes.axes if isinstance(axes, ViewMethods) else axes, "broadcast_to")
+        target = as_axes(axes.axes if isinstance(axes, TensorBase) else axes, "broadcast_to")
         names = set(target.names)
         missing = [a for a in self._axes if a.name not in names]
         if missing:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import TensorBase
 from .. import engine
 from ..dag import nodes as ex
 from ..storage.devices import device_of
@@ -151,7 +152,7 @@ def write_out(result, out, op: str):
         target = type(result)(result.axes, ex.Leaf(wrapped[0], wrapped[1], out.flags.writeable))
         target[...] = result
         return out
-    if not isinstance(out, InteropMethods):
+    if not isinstance(out, TensorBase):
         raise TypeError(message(op, "out must be a tensor or a numpy array", type(out).__name__))
     out[...] = result
     return out
@@ -586,7 +587,7 @@ def array_ufunc(elementwise, ufunc, method: str, inputs: tuple, kwargs: dict):
     ``np.add.accumulate`` are ``sum`` and ``cumsum``. ``elementwise`` is ``tensor``'s
     function that applies an ``ops`` row with broadcasting by name."""
     for v in inputs:  # another array type that handles ufuncs may know what to do
-        if not isinstance(v, (InteropMethods, np.ndarray)) and hasattr(v, "__array_ufunc__"):
+        if not isinstance(v, (TensorBase, np.ndarray)) and hasattr(v, "__array_ufunc__"):
             return NotImplemented
     name = ufunc.__name__
     op = f"numpy.{name}"

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..dag.chunked_leaf import has_chunked
 from .. import engine
 from ..dag import nodes as ex
 from ..autograd.rules import in_graph
@@ -319,9 +320,19 @@ class LayoutMethods:
         ('NCHW4', (1, 1, 1, 2, 4))
         >>> y.numpy().shape
         (1, 3, 1, 2)
+
+        A chunked tensor becomes chunked physical storage: its chunks along a blocked axis
+        move to block boundaries (an NCHW32 chunk holds whole 32-channel blocks).
+
+        >>> t = ax.tensor(np.ones((1, 40, 2, 2), "float32"), "N C H W").chunk({"C": 20})
+        >>> y = t.to_layout("NCHW32")
+        >>> y.chunks["C"], y.physical.chunks[1]
+        ((32, 8), (1, 1))
         """
         lay = bind(Layout.parse(layout, **roles), self.axes, "to_layout")
         node = self._node
+        if has_chunked(node):
+            return self._chunked_layout(lay)  # (tensors.chunking)
         if in_graph(node):
             # A graph tensor (one reading a placeholder, variable...) stays lazy: the
             # layout is where eval() puts it, and autograd sees an identity.
@@ -344,5 +355,9 @@ class LayoutMethods:
         >>> x = ax.tensor(np.ones((1, 2, 1, 1), "int8"), "N C H W").to_layout("NCHW4")
         >>> x.physical.ravel()
         array([1, 1, 0, 0], dtype=int8)
+
+        A chunked tensor stored in a layout gives a dask array.
         """
+        if has_chunked(self._node):
+            return self._chunked_physical()
         return _physical(self)

@@ -2,8 +2,8 @@
 
 Names live here and above; everything below sees positions. A Tensor is ``(axes, node)``:
 an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
-expression) otherwise. Metadata comes from ``describe``, view methods from ``views``,
-reductions from ``reductions``, layout methods from ``layout_views``; the operators are
+expression) otherwise. Metadata comes from ``metadata``, view methods from ``indexing``,
+reductions from ``reductions``, layout methods from ``tensors.layout_methods``; the operators are
 generated from ``ops.OPS``.
 Every import points down.
 """
@@ -24,6 +24,7 @@ from ..storage.devices import as_device, device_of
 from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from ..errors import AxesError, fmt_axes, message
 from ..dag.chunked_leaf import Chunked, has_chunked
+from .base import TensorBase
 from .gradients import GradMethods
 from .interop import InteropMethods, array_ufunc
 from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
@@ -140,6 +141,7 @@ class Tensor(
     LayoutMethods,
     InteropMethods,
     GradMethods,
+    TensorBase,
 ):
     """A named-axis tensor: an l-tensor (strided view of storage) or a lazy r-tensor.
 
@@ -153,13 +155,8 @@ class Tensor(
     array([ 6., 15.])
     """
 
-    __slots__ = ("_axes", "_node", "_layout", "__weakref__")
+    __slots__ = ()
     __hash__ = None  # type: ignore[assignment]  # == is elementwise
-
-    def __init__(self, axes: Axes, node: ex.Node, layout=None):
-        self._axes = axes
-        self._node = node
-        self._layout = layout
 
     # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 

@@ -27,7 +27,7 @@ from .programs import (
     REDUCE,
     UNARY,
     Input,
-    Program,
+    ProgramSpec,
     Shadow,
     _absmax,
     _np_binary,
@@ -288,8 +288,8 @@ class _Gen:
         """An inexact value with accumulated error: keep further ops error-linear."""
         return not x.exact and x.mag > 8
 
-    def _prog(self) -> Program:
-        return Program(tuple(self.inputs), ("leaf", 0))
+    def _prog(self) -> ProgramSpec:
+        return ProgramSpec(tuple(self.inputs), ("leaf", 0))
 
 
 @st.composite
@@ -302,4 +302,4 @@ def programs(draw, max_depth=3, max_nodes=8, dtype_pool=None):
     )
     gen = _Gen(draw, universe, tuple(pool), max_nodes)
     tree, _ = gen.node(draw(st.integers(2, max_depth)), top=True)
-    return Program(tuple(gen.inputs), tree)
+    return ProgramSpec(tuple(gen.inputs), tree)

@@ -1,7 +1,7 @@
 """Random expression programs as plain data, their numpy shadow, and the same program built
 through axesarray's API (for property tests of whole expressions).
 
-A ``Program`` is ``(inputs, tree)``; ``shadow_eval`` computes it with numpy alone (with a
+A ``ProgramSpec`` is ``(inputs, tree)``; ``shadow_eval`` computes it with numpy alone (with a
 bound on its rounding error), ``build`` with axesarray. ``testing.expressions.programs``
 draws them.
 """
@@ -21,7 +21,7 @@ from .strategies import Source, make_array, np_align, random_values, spec_broadc
 
 __all__ = [
     "Input",
-    "Program",
+    "ProgramSpec",
     "Shadow",
     "UNARY",
     "BINARY",
@@ -34,7 +34,7 @@ __all__ = [
 
 # --- expression trees ----------------------------------------------------------------------
 #
-# A Program is (inputs, tree). Each input is an Input (axes, dtype, seed, Source). Tree nodes:
+# A ProgramSpec is (inputs, tree). Each input is an Input (axes, dtype, seed, Source). Tree nodes:
 #   ("leaf", i)                       ("unary", fn, x)
 #   ("binary", op, a, b, scalar_side) b may be ("scalar", v); scalar_side "l" puts it left
 #   ("compare", op, a, b)             ("where", c, a, b)
@@ -60,7 +60,7 @@ class Input:
 
 
 @dataclass(frozen=True)
-class Program:
+class ProgramSpec:
     inputs: tuple[Input, ...]
     tree: tuple
 
@@ -235,13 +235,6 @@ def _np_binary(op, a: Shadow, b, side: str) -> Shadow:
     return Shadow(arr, names, exact, max(mag, _absmax(arr)))
 
 
-def _lengths(a: Shadow, b, names):
-    lengths = dict(zip(a.names, a.arr.shape, strict=True))
-    if isinstance(b, Shadow):
-        lengths.update(zip(b.names, b.arr.shape, strict=True))
-    return [lengths[n] for n in names]
-
-
 def _ax_binary(op, a, b, side: str):
     fn = BINARY[op][0]
     if side == "l":
@@ -295,7 +288,7 @@ def _np_dot(over, a: Shadow, b: Shadow) -> Shadow:
     return Shadow(arr, out_names, exact, max(a.mag * b.mag * _absmax(terms), _absmax(arr)))
 
 
-def shadow_eval(prog: Program, arrays=None) -> Shadow:
+def shadow_eval(prog: ProgramSpec, arrays=None) -> Shadow:
     """numpy's result of a program."""
     arrays = prog.arrays() if arrays is None else arrays
     memo: dict = {}
@@ -412,7 +405,7 @@ def _window(arr, d, start, n, rev):
     return np.flip(out, d) if rev else out
 
 
-def build(prog: Program, tensors) -> ax.Tensor:
+def build(prog: ProgramSpec, tensors) -> ax.Tensor:
     """The program through axesarray's public API (lazy: nothing computed here)."""
     return _build(prog.tree, prog, tensors)
 

@@ -17,7 +17,7 @@ planning). How each part of an expression maps:
 - a subexpression with no chunked input is computed in memory first.
 
 What each task runs (block functions, combine steps, serial kernels per chunk, one plan
-per block signature) is ``engine.chunk_run``.
+per block signature) is ``engine.chunked.tasks``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ __all__ = [
 
 _LETTERS = string.ascii_letters
 _REGION = frozenset(("map", "cast", "const"))
+# Kinds with no ``_Lowering._<kind>``, and why (tests/test_kinds_coverage.py).
+NO_RULE = {
+    "leaf": "an in-memory leaf is one chunk (``_in_memory``): only chunked subtrees lower",
+    "reshape": "split/merge of a chunked value moves into its Chunked leaf (dask's reshape)",
+}
 
 
 # --- the plan ------------------------------------------------------------------------------

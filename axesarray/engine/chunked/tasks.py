@@ -8,7 +8,7 @@ serial). A layer of one chunk keeps the engine's variant choice, one parallel ke
 time per process (numba's workqueue layer aborts on two at once).
 
 A block function plans its first chunk of each block signature (shapes, strides, dtypes)
-and keeps the schedule as a ``_Program``; every later chunk of that signature binds its
+and keeps the schedule as a ``_BlockSchedule``; every later chunk of that signature binds its
 blocks to the program's parameters and runs the kernels: no region rebuild, no plan
 lookup. Some reductions run as two programs (``_SplitProgram``: the region into a
 per-thread scratch, then the reduction); an ``IntoFunction`` writes its chunk straight
@@ -52,8 +52,8 @@ __all__ = [
 # Parallel kernels of one-chunk layers: one at a time per process (they use every core
 # already, and numba's workqueue threading layer aborts on two concurrent launches).
 _PARALLEL_LOCK = threading.Lock()
-_PROGRAMS: dict = {}  # (block function token, block signature) -> _Program
-_PROGRAMS_MAX = 256
+_BLOCK_SCHEDULES: dict = {}  # (block function token, block signature) -> _BlockSchedule
+_BLOCK_SCHEDULES_MAX = 256
 
 
 # --- running a node in memory -----------------------------------------------------------------
@@ -68,7 +68,7 @@ def _run_serial(plan, params, dst: Leaf | None) -> dict:
     }
     for step in plan.steps:
         if type(step) is KernelStep:
-            fn = step.compiled.kernels.get((device.kind, "serial"))
+            fn = step.compiled.kernels.get((device.type, "serial"))
             if fn is None:
                 fn = kernel_for(step, device, "serial")
             fn(*binder(step)(params, temps, dst))
@@ -161,7 +161,7 @@ def arg_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype([("v", dtype), ("i", np.int64)])
 
 
-class _Program:
+class _BlockSchedule:
     """The schedule of one block signature, planned on its first chunk: later chunks put
     their blocks' storage in place of the first chunk's leaves among the kernel
     parameters (views and keys are the same for the whole signature). ``dst`` (a leaf
@@ -212,9 +212,9 @@ class _SplitProgram:
     def __init__(self, fn: BlockFunction, root: Node, shape: tuple, leaves: list):
         base, view = wrap_array(np.empty(shape, root.dtype))
         scratch = Leaf(base, view, True)
-        self.region = _Program(root, leaves, None, scratch)
+        self.region = _BlockSchedule(root, leaves, None, scratch)
         node, keep = fn.partial_root(Leaf(base, view, False), shape)
-        self.reduce = _Program(node, [node.params[0]], keep)
+        self.reduce = _BlockSchedule(node, [node.params[0]], keep)
 
     def __call__(self, blocks) -> np.ndarray:
         return self.reduce([self.region(blocks)])
@@ -318,7 +318,7 @@ class BlockFunction:
         red = self.reduce
         if self.engine == "numba" and self.serial and (red is None or red[0] != "arg"):
             key = (self.token, tuple((b.shape, b.strides, b.dtype.str) for b in blocks))
-            program = _PROGRAMS.get(key)
+            program = _BLOCK_SCHEDULES.get(key)
             if program is None:
                 root, shape, leaves = self.block_root(blocks)
                 if self.two_kernels:
@@ -326,13 +326,13 @@ class BlockFunction:
                     plan = program.region.plan
                 else:
                     node, keep = self.partial_root(root, shape)
-                    program = _Program(node, leaves, keep)
+                    program = _BlockSchedule(node, leaves, keep)
                     plan = program.plan
                 if not plan.device.is_cpu:
                     return self.evaluate(blocks)
-                if len(_PROGRAMS) >= _PROGRAMS_MAX:
-                    _PROGRAMS.clear()
-                _PROGRAMS[key] = program
+                if len(_BLOCK_SCHEDULES) >= _BLOCK_SCHEDULES_MAX:
+                    _BLOCK_SCHEDULES.clear()
+                _BLOCK_SCHEDULES[key] = program
             return program(blocks)
         return self.evaluate(blocks)
 
@@ -392,14 +392,14 @@ class IntoFunction:
         if fn.engine == "numba" and out.size:
             sig = tuple((b.shape, b.strides, b.dtype.str) for b in blocks) + (out.strides,)
             key = (self.token, sig)
-            program = _PROGRAMS.get(key)
+            program = _BLOCK_SCHEDULES.get(key)
             if program is None:
                 base, view = wrap_array(out)
-                program = _Program(root, leaves, None, Leaf(base, view, True))
+                program = _BlockSchedule(root, leaves, None, Leaf(base, view, True))
                 if program.plan.device.is_cpu:
-                    if len(_PROGRAMS) >= _PROGRAMS_MAX:
-                        _PROGRAMS.clear()
-                    _PROGRAMS[key] = program
+                    if len(_BLOCK_SCHEDULES) >= _BLOCK_SCHEDULES_MAX:
+                        _BLOCK_SCHEDULES.clear()
+                    _BLOCK_SCHEDULES[key] = program
             if program.plan.device.is_cpu:
                 program(blocks, out)
                 return np.zeros((1,) * ndim, bool)

@@ -1,8 +1,8 @@
-"""The CUDA repack kernels themselves, built per word width (see ``repack_cuda``).
+"""The CUDA repack kernels themselves, built per word width (see ``kernels.repack.run_cuda``).
 
 A module of its own because it imports ``numba.cuda`` at the top: the kernels must see
 ``cuda`` as a module global (numba's simulator replaces that global while it runs a
-kernel), and ``repack_cuda`` imports this module only when a device array is seen.
+kernel), and ``kernels.repack.run_cuda`` imports this module only when a device array is seen.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Repack plans: a leaf-to-leaf copy as a few batched 2-D strided copies (no execution).
 
-Shared by the CPU (``repack``) and CUDA (``repack_cuda``) kernels. Three steps, and a
+Shared by the CPU (``repack``) and CUDA (``kernels.repack.run_cuda``) kernels. Three steps, and a
 fourth for the CPU:
 
 1. ``segment``: a blocked axis (``j//x*s + j%x*inner``) is not one stride, so its index
@@ -53,7 +53,7 @@ class Copy:
 class RepackPlan:
     """One batched 2-D copy of ``width``-byte words (see the module docstring).
 
-    ``kind`` names the SIMD tile (``repack_simd``) and ``micro`` its lane count R; kind
+    ``kind`` names the SIMD tile (``kernels.repack.simd``) and ``micro`` its lane count R; kind
     ``none`` means scalar loops.
     """
 

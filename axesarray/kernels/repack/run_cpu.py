@@ -1,16 +1,16 @@
 """CPU repack kernels: a leaf-to-leaf copy as cache-blocked, SIMD-tiled batched transposes.
 
 ``try_repack(dst, src)`` is the entry point (the fused engine calls it for plain copies):
-it plans the copy (``repack_plan``), then runs one compiled kernel per plan. The kernel
+it plans the copy (``kernels.repack.plan``), then runs one compiled kernel per plan. The kernel
 is generic: storage is passed as 1-D arrays of unsigned words (the bits are moved, so
 float16 travels as uint16 and 4 int8 channels as one uint32) with integer offsets and
 strides, so one compile per word width (1, 2, 4, 8 bytes) serves every shape.
 
 The work is split into tiles (``ti`` x ``tj`` elements of the 2-D problem, times the
-batch; a folded plan's rows come from two strides, see ``repack_plan``); large copies
+batch; a folded plan's rows come from two strides, see ``kernels.repack.plan``); large copies
 share tile ranges between the calling thread and a small pool (the kernel releases the
 GIL; ``numba.get_num_threads()`` threads in all). Inside a tile, full SIMD micro tiles go
-through ``repack_simd`` and the ragged edges through scalar loops; large square
+through ``kernels.repack.simd`` and the ragged edges through scalar loops; large square
 transposes prefetch the next tile's source and stream their output (non-temporal stores
 from an L1 staging tile).
 """
@@ -71,7 +71,7 @@ def _scalar(src, dst, so, do, i0, i1, j0, j1, si, sj, di, dj):
             dst[np.uint64(db + i * di)] = src[np.uint64(sb + i * si)]
 
 
-# Kind codes of the SIMD tiles (``repack_simd``); 0 is scalar loops.
+# Kind codes of the SIMD tiles (``kernels.repack.simd``); 0 is scalar loops.
 KINDS = {"none": 0, "square": 1, "pack": 2, "zip": 3, "unpack": 4, "unzip": 5}
 
 
@@ -496,7 +496,7 @@ def try_repack(dst: Leaf, src: Leaf) -> bool:
     then uses the general engine. Padding of ``dst`` is never written.
 
     >>> import numpy as np
-    >>> from axesarray.strided import contiguous, permute
+    >>> from axesarray.core.strided import contiguous, permute
     >>> a = np.arange(6.0); b = np.zeros(6)
     >>> try_repack(Leaf(b, contiguous((2, 3))), Leaf(a, permute(contiguous((3, 2)), (1, 0))))
     True

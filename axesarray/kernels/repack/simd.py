@@ -97,7 +97,7 @@ class _Tile:
     """IR helpers for one intrinsic call: typed pointers into src and dst.
 
     A row argument is either a stride (row k at ``offset + k * stride``) or a 1-D int64
-    array of row offsets (row k at ``offset + rows[k]``: folded plans, ``repack_plan``).
+    array of row offsets (row k at ``offset + rows[k]``: folded plans, ``kernels.repack.plan``).
     """
 
     def __init__(self, context, builder, signature, args):
