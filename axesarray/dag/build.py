@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core import dtypes
 from .nodes import Cast, Const, Map, Node, Reduce
+from .resize import COUNTS, counted
 from ..core.ops import COMPARISONS, OPS, apply_map
 
 __all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce", "rounded", "widen"]
@@ -26,7 +27,10 @@ def cast(node: Node, dtype: np.dtype) -> Node:
         return node
     if type(node) is Const:
         with np.errstate(all="ignore"):
-            return Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
+            out = Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
+        if COUNTS and node in COUNTS:  # a mean's count: the cast follows it
+            counted(out, node, lambda n: np.array(n).astype(dtype)[()])
+        return out
     return Cast(node, dtype)
 
 
@@ -212,7 +216,20 @@ def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:
 def _folded(op: str, nodes: list, out: np.dtype, shape) -> Node:
     with np.errstate(all="ignore"):
         value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
-    return Const(value[()], out, shape)
+    folded = Const(value[()], out, shape)
+    if COUNTS:
+        counts = [k for k, n in enumerate(nodes) if n in COUNTS]
+        if len(counts) == 1:  # folded from a mean's count: recomputed with a new count
+            (k,) = counts
+            values = [np.asarray(n.value) for n in nodes]
+
+            def fn(c, k=k, values=values):
+                with np.errstate(all="ignore"):
+                    args = values[:k] + [np.asarray(c, values[k].dtype)] + values[k + 1 :]
+                    return apply_map(op, args, out)[()]
+
+            counted(folded, nodes[k], fn)
+    return folded
 
 
 def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = None) -> Node:

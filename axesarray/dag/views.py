@@ -9,12 +9,21 @@ cannot be pushed down stays a ``Remap`` node (the engine materializes its argume
 from __future__ import annotations
 
 from .nodes import Const, Node, Remap, derived_leaf
+from .resize import COUNTS, counted
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
 
 __all__ = ["remap", "transform_views", "compose_maps"]
 
 _ELEMENTWISE = frozenset(("map", "cast"))
+
+
+def _const_like(node: Const, shape: tuple) -> Const:
+    """``node`` at another shape; a mean's count stays registered (``dag.resize``)."""
+    out = Const(node.value, node.dtype, shape)
+    if COUNTS and node in COUNTS:
+        counted(out, node, lambda n: n)
+    return out
 
 
 def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = None) -> Node:
@@ -36,7 +45,7 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
         else:
             out = derived_leaf(node, v, ("remap", shape, maps))
     elif kind == "const":
-        out = Const(node.value, node.dtype, shape)
+        out = _const_like(node, shape)
     elif kind in _ELEMENTWISE and _broadcasts(shape, maps) and _costly(node):
         # A computed value spread along a new axis: keep it whole so the engine computes it
         # once and broadcasts the result, instead of recomputing it per element.
@@ -88,7 +97,7 @@ def transform_views(node: Node, shape: tuple[int, ...], step: tuple, _memo=None)
     elif kind == "chunked":
         out = node.reshaped(shape, step)
     elif kind == "const":
-        out = Const(node.value, node.dtype, shape)
+        out = _const_like(node, shape)
     elif kind in _ELEMENTWISE:
         kids = [transform_views(c, shape, step, memo) for c in node.children]
         if all(k is not None for k in kids):
