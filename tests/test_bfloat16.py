@@ -293,3 +293,17 @@ def test_gradient_through_bfloat16(n):
     np.testing.assert_array_equal(g.numpy(), a.astype(F32))
     with pytest.raises(TypeError, match=r"^grad: the loss must be a float tensor, not bfloat16"):
         ax.grad((w.astype("bfloat16") * x).sum(), [w])
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int64", "float16", "float64"])
+def test_casts_to_and_from_every_dtype(engine, dtype):
+    """astype both ways gives ml_dtypes' (numpy's) conversion, sizes 0, 1 and more."""
+    vals = np.array([0, 1, 3, 100, 127, 250, -7, 1e10, -2.5, 300.7, np.inf], np.float64)
+    for n in (0, 1, len(vals)):
+        b = vals[:n].astype(F32).astype(BF16)
+        with np.errstate(all="ignore"):
+            want = b.astype(dtype)
+            src = vals[:n].astype(dtype)
+        np.testing.assert_array_equal(ax.tensor(b, "N").astype(dtype).numpy(), want)
+        got = ax.tensor(src, "N").astype("bfloat16").numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), src.astype(BF16).astype(np.float64))
