@@ -307,3 +307,17 @@ def test_casts_to_and_from_every_dtype(engine, dtype):
         np.testing.assert_array_equal(ax.tensor(b, "N").astype(dtype).numpy(), want)
         got = ax.tensor(src, "N").astype("bfloat16").numpy()
         np.testing.assert_array_equal(got.astype(np.float64), src.astype(BF16).astype(np.float64))
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_chunked_bfloat16_matches_in_memory(n):
+    """A dask-chunked bfloat16 tensor: each chunk's kernel computes in float32 and rounds
+    once, as in memory (the recipe carries the dtype by name)."""
+    pytest.importorskip("dask")
+    a, _ = bf((n, 6))
+    x = ax.tensor(a, "N C")
+    c = x.chunk({"N": 2})
+    for f in (lambda t: ax.exp(t) * 3 - t, lambda t: t.sum("N"), lambda t: t.mean("C")):
+        got = f(c).numpy()
+        assert got.dtype == BF16
+        np.testing.assert_array_equal(got.view(np.uint16), f(x).numpy().view(np.uint16))
