@@ -321,3 +321,24 @@ def test_chunked_bfloat16_matches_in_memory(n):
         got = f(c).numpy()
         assert got.dtype == BF16
         np.testing.assert_array_equal(got.view(np.uint16), f(x).numpy().view(np.uint16))
+
+
+@pytest.mark.parametrize("layout", [None, "NCHW4"])
+def test_save_load_and_convert_keep_bfloat16(tmp_path, layout):
+    """The .npy holds bfloat16 as 2-byte voids; the sidecar names the dtype, so load and
+    the CLI give bfloat16 back."""
+    from axesarray.io import cli
+
+    a, _ = bf((2, 3, 1, 2))
+    t = ax.tensor(a, "N C H W")
+    ax.save(tmp_path / "b.npy", t if layout is None else t.to_layout(layout))
+    for mmap in (None, "r"):
+        back = ax.load(tmp_path / "b.npy", mmap_mode=mmap)
+        assert back.dtype == BF16 and str(back.layout) == str(layout)
+        np.testing.assert_array_equal(back.numpy().view(np.uint16), a.view(np.uint16))
+    assert (
+        cli.main(["convert", str(tmp_path / "b.npy"), str(tmp_path / "o.npy"), "--to", "NHWC"]) == 0
+    )
+    out = ax.load(tmp_path / "o.npy")
+    assert out.dtype == BF16 and str(out.layout) == "NHWC"
+    np.testing.assert_array_equal(out.numpy().view(np.uint16), a.view(np.uint16))

@@ -141,7 +141,9 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
     side = read_sidecar(path, "convert")
     arr, drop = map_npy(path, "convert")
     if side is not None:
-        axes, layout, _ = side
+        axes, layout, dtype = side
+        if dtype.kind == "V" and arr.dtype.str == "|V2":  # bfloat16 bits (the sidecar says)
+            arr = arr.view(dtype)
         if axes_text is not None:
             names = _names(_axes_spec(axes_text))
             if names != axes.names:
