@@ -8,6 +8,8 @@ import re
 import numpy as np
 import pytest
 from conftest import assert_close
+from hypothesis import given
+from hypothesis import strategies as st
 
 import axesarray as ax
 from axesarray.kernels import cache
@@ -121,3 +123,23 @@ def test_errors():
     with raises(ax.AxesError, "create: expected Axis objects (got Axis('N', None)). A length"):
         ax.zeros((ax.Axis("N", None), F))
     assert repr(ax.Axis("N", None)) == "Axis('N', None)"
+
+
+_F = ax.Axis("F", 4)
+_XH = ax.placeholder((ax.Axis("N", None), _F), "float64", name="xh")
+_FH = ax.function(
+    [ax.sigmoid(_XH * 2 + 1).sum("F"), (_XH - _XH.mean("N")) ** 2, _XH.max("F"), _XH.mean()],
+    inputs=[_XH],
+)
+
+
+@given(st.integers(0, 40), st.integers(0, 2**32 - 1))
+def test_any_length_matches_numpy(n, seed):
+    """One function, called with random batch lengths (each new one rebuilt once)."""
+    a = np.random.default_rng(seed).standard_normal((n, 4))
+    s, c, m, mean = _FH(a)
+    assert_close(s, (1 / (1 + np.exp(-(a * 2 + 1)))).sum(1))
+    if n:
+        assert_close(c, (a - a.mean(0)) ** 2)
+        assert_close(mean, a.mean())
+    assert_close(m, a.max(1))
