@@ -225,7 +225,7 @@ def _never_split(recipe, reduce, ndim) -> bool:
 def split(repeat: int) -> None:
     """Per chunk, a reduction as two kernels (region into scratch, then reduce) against one
     fused reduction kernel: CPU time of 4 chunks of float32 (128, 64, 256), sync scheduler
-    (``engine.chunk_run.splits`` forced either way; "used" is what it picks)."""
+    (``engine.chunked.tasks.splits`` forced either way; "used" is what it picks)."""
     from axesarray.engine.chunked import tasks as chunk_run
 
     real = chunk_run.splits
@@ -243,7 +243,7 @@ def split(repeat: int) -> None:
                 cpu = []
                 for forced in (_always_split, _never_split):
                     chunk_run.splits = forced
-                    chunk_run._PROGRAMS.clear()
+                    chunk_run._BLOCK_SCHEDULES.clear()
                     try:
                         arr.compute()
                         ts = []
@@ -254,7 +254,7 @@ def split(repeat: int) -> None:
                     finally:
                         chunk_run.splits = real
                     cpu.append(statistics.median(ts) * 1e3)
-                chunk_run._PROGRAMS.clear()
+                chunk_run._BLOCK_SCHEDULES.clear()
                 used = "two" if "scratch" in str(ax.explain(e.sum(name))) else "one"
                 print(f"  {label:<14} {name:<5} {cpu[0]:>12.1f} {cpu[1]:>11.1f}  {used}")
 

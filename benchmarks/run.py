@@ -1,4 +1,5 @@
-"""All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd.
+"""All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
+programs (a recurrent loop and its gradients).
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -15,6 +16,7 @@ import bench_autograd  # noqa: E402
 import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
+import bench_programs  # noqa: E402
 
 try:  # the dask extra (pip install 'axesarray[dask]')
     import bench_dask  # noqa: E402
@@ -35,6 +37,8 @@ def main(argv=None) -> None:
         bench_dask.main(quick)
     print()
     bench_autograd.main(quick)
+    print()
+    bench_programs.main(quick)
 
 
 if __name__ == "__main__":

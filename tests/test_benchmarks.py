@@ -38,6 +38,11 @@ def test_benchmarks_run_in_quick_mode():
         "sum(tanh(x*w+b)**2)",
         "forward+backward",
         "3-kernel function",
+        "explain(gw) T=",
+        "first gw.numpy()",
+        "numpy BPTT",
+        "calls/s, 1 thread / 4 threads",
+        "sum of the kernels alone",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

@@ -146,17 +146,16 @@ def test_chunk_tasks_plan_once_per_block_signature_and_run_serial(monkeypatch):
     """Each block signature (shapes, strides, dtypes) is planned once: later chunks bind
     their blocks to that plan (no region rebuild, no plan lookup), and a layer of several
     chunks runs every kernel's serial variant (dask already runs one task per core)."""
-    from axesarray.engine.chunked import tasks as chunk_run
-    from axesarray.engine import executor
+    from axesarray.engine import executor, runner
 
     kinds = []
-    real = chunk_run.kernel_for
+    real = runner.kernel_for
 
     def spy(step, device, kind):
         kinds.append(kind)
         return real(step, device, kind)
 
-    monkeypatch.setattr(chunk_run, "kernel_for", spy)
+    monkeypatch.setattr(runner, "kernel_for", spy)
     x = np.random.default_rng(2).random((26, 3), "float32")
     c = ax.tensor(x, "N C").chunk({"N": 3})  # 8 chunks of 3, one of 2: two signatures
     before = sum(executor.PLAN_STATS.values())

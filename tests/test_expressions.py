@@ -17,7 +17,7 @@ import pytest
 from conftest import TOL, assert_close
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from strategies import DTYPES, Input, Program, Source, build, programs, shadow_eval
+from strategies import DTYPES, Input, ProgramSpec, Source, build, programs, shadow_eval
 
 import axesarray as ax
 
@@ -34,7 +34,7 @@ def t_(arr, names):
 
 @given(prog=programs())
 @example(  # mean of float16 must accumulate like numpy's (in float32), not overflow
-    prog=Program(
+    prog=ProgramSpec(
         (Input(("N",), (5,), "float16", 4, Source.contiguous((5,))),),
         ("reduce", "mean", None, ("binary", "mul", ("leaf", 0), ("scalar", 30000), "r")),
     )

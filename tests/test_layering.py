@@ -65,6 +65,7 @@ ORDER = [
     "engine.alias",
     "engine.routes",
     "engine.tiers",
+    "engine.runner",
     "engine.executor",
     "engine.multi",
     "engine.chunked.tasks",

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import axesarray as ax
 from axesarray import Axis, Layout, LayoutError
+from axesarray.dag.nodes import Leaf
 
 STANDARD = ["NCHW", "NHWC", "NCHW4", "NCHW8", "NCHW32", "NCHW64", "CHWN4"]
 DTYPES = ["int8", "uint8", "float16", "float32", "float64"]
@@ -331,7 +332,7 @@ def test_physical_of_device_storage_is_refused():
         size = 16
 
     t = ax.tensor(values((1, 4, 2, 2), "float32"), "N C H W").to_layout("NCHW4")
-    on_gpu = ax.Tensor(t.axes, ax.expr.Leaf(DeviceBuffer(), t._node.view), t.layout)
+    on_gpu = ax.Tensor(t.axes, Leaf(DeviceBuffer(), t.node.view), t.layout)
     with pytest.raises(
         LayoutError,
         match=r"physical: the tensor is not in host memory "

@@ -23,9 +23,9 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     from numba import cuda
     import axesarray as ax
-    from axesarray.expr import Leaf
-    from axesarray.kernels.repack import try_repack
-    from axesarray.kernels.repack_plan import plans
+    from axesarray.dag.nodes import Leaf
+    from axesarray.kernels.repack.run_cpu import try_repack
+    from axesarray.kernels.repack.plan import plans
     from axesarray.layout_ops import empty_like_layout
 
     def expected(logical, name):

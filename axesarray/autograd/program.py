@@ -9,18 +9,23 @@ the slot. So is a shared expensive op (exp, tanh, division...), as the planner d
 heavy subexpression that ends up in several kernels; cheap shared elementwise work is
 recomputed inside each kernel (reading its inputs again costs less than a temporary).
 
-Each stage's expression is built and planned once; a run only sets storage: the *dynamic*
-leaves (placeholders and slots, and every view of them in the stages) get this run's data,
-and each stage is one engine call that hits the plan cache.
+Each stage's expression is built and planned once, and the program holds each stage's
+schedule bound to its parameters (``engine.runner.Bound``): a run passes this run's
+storage of the inputs and of the computed slots by argument, so no shared node is mutated,
+no lock is taken, and concurrent calls of one program run in parallel. A program's plans
+are its own: a program longer than the engine's plan cache does not plan again per call.
 """
 
 from __future__ import annotations
 
-import threading
-
 import attrs
 
 from .. import engine
+from ..engine import executor
+from ..engine.planner import heavy_nodes
+from ..engine.runner import Bound, kernel_calls
+from ..dag.chunked_leaf import has_chunked
+from ..options import OPTIONS
 from ..dag import views as expr_views
 from ..dag import nodes as ex
 from ..dag.text import formula, inputs
@@ -29,9 +34,6 @@ from ..dag.reshape import reshape
 from ..storage.memory import allocate
 
 __all__ = ["Program", "Stage", "StagePlan", "ProgramPlan", "root_leaf"]
-
-# Binding sets ``Leaf.data`` on shared leaf objects: one run at a time.
-RUN_LOCK = threading.RLock()
 
 # Kinds whose value a plan computes on its own anyway (so sharing it across outputs saves
 # a whole kernel or BLAS call); so are the computed arguments of dots and of views of
@@ -54,8 +56,9 @@ class Stage:
     slot: ex.Leaf | None
     label: str
     output: int | None  # which output this stage computes, if any
-    dynamic: list  # (leaf, root) pairs: leaf is a view of root, whose data changes per run
     make: object = None  # () -> Leaf: new storage for the slot on each run
+    source: int | None = None  # the slot's index among the run's storages (per-run storage)
+    bound: object = None  # engine.runner.Bound, once planned (the program keeps its plans)
 
 
 @attrs.frozen
@@ -87,14 +90,24 @@ class ProgramPlan:
 
 def _shared(outputs: list) -> list:
     """Nodes to compute once, children first: values several outputs read that cost a
-    kernel of their own, and outputs another output reads."""
+    kernel of their own, and outputs another output reads. So does a heavy elementwise
+    value read by several parents within one output: the planner materializes such a
+    value in every output that reads it (a backward pass's chain of ``dh``, read by every
+    gradient), so computing it once saves a kernel per output and per step."""
     seen: dict[int, int] = {}
     first: dict[int, ex.Node] = {}
     realized: set[int] = set()
+    fanned: set[int] = set()  # heavy values read by several parents within one output
     for out in outputs:
+        heavy = heavy_nodes(out)
+        parents: dict[int, int] = {}
         for node in ex.walk(out):
             seen[id(node)] = seen.get(id(node), 0) + 1
             first.setdefault(id(node), node)
+            for c in node.children:
+                parents[id(c)] = n = parents.get(id(c), 0) + 1
+                if n > 1 and id(c) in heavy:
+                    fanned.add(id(c))
             if node.kind in ("remap", "reshape", "dot"):  # the engine realizes these args
                 realized.update(id(c) for c in node.children if c.kind not in ("leaf", "const"))
     outs = {id(o) for o in outputs}
@@ -103,7 +116,11 @@ def _shared(outputs: list) -> list:
         if node.kind in ("leaf", "const"):
             continue
         if seen[k] > 1 and (
-            k in outs or node.kind in _OWN_KERNEL or k in realized or _expensive(node)
+            k in outs
+            or node.kind in _OWN_KERNEL
+            or k in realized
+            or _expensive(node)
+            or k in fanned
         ):
             picked.append(node)
     return picked
@@ -117,33 +134,33 @@ def _expensive(node: ex.Node) -> bool:
 
 def _substitute(root: ex.Node, slots: dict) -> ex.Node:
     """``root`` reading the slot leaves in place of the nodes they hold (views of a slot
-    become leaf views)."""
-
-    def fn(node, kids):
+    become leaf views). The walk stops at slots: each stage visits its own nodes only, so
+    building a program is linear in its nodes, not one whole-DAG walk per stage."""
+    done: dict[int, ex.Node] = {}
+    for node in ex.walk(root, lambda n: () if id(n) in slots else n.children):
         leaf = slots.get(id(node))
         if leaf is not None:
-            return leaf
+            done[id(node)] = leaf
+            continue
+        kids = tuple(done[id(c)] for c in node.children)
         if node.kind == "remap" and kids[0].kind == "leaf":
-            return expr_views.remap(kids[0], node.shape, node.maps)
-        if node.kind == "reshape" and kids[0].kind == "leaf":
-            return reshape(kids[0], node.step)
-        return None
-
-    return ex.rebuild_dag(root, fn)
-
-
-def _dynamic(node: ex.Node, roots: set[int]) -> list:
-    return [
-        (p, r)
-        for p in node.params
-        if type(p) is ex.Leaf and p.origin is not None and id(r := root_leaf(p)) in roots
-    ]
+            new = expr_views.remap(kids[0], node.shape, node.maps)
+        elif node.kind == "reshape" and kids[0].kind == "leaf":
+            new = reshape(kids[0], node.step)
+        elif any(k is not c for k, c in zip(kids, node.children, strict=True)):
+            new = node.rebuild(kids)
+        else:
+            new = node
+        done[id(node)] = new
+    return done[id(root)]
 
 
-def _fresh_like(node: ex.Node):
-    """New storage for ``node`` as the engine would lay out its result, per call."""
-    template = engine.allocate_for(node)
-    return lambda: ex.Leaf(allocate(template.data.size, template.dtype), template.view)
+def _fresh_like(node: ex.Node, orders: dict):
+    """New storage for ``node`` as the engine would lay out its result, per call
+    (``orders``: the program's memo of result orders, shared by its stages)."""
+    template = engine.allocate_for(node, orders)
+    n, dtype, view, key = template.data.size, template.dtype, template.view, template.key
+    return lambda: ex.Leaf.fresh(allocate(n, dtype), view, key)
 
 
 class Program:
@@ -163,23 +180,25 @@ class Program:
         for i, o in enumerate(outputs):
             index.setdefault(id(o), i)
         slots: dict[int, ex.Leaf] = {}
-        roots = {id(r) for r in self.inputs}
+        orders: dict = {}
+        # Sources: storage a run passes by argument, the inputs then each computed slot.
+        self._sources = {id(r): k for k, r in enumerate(self.inputs)}
         self.stages: list[Stage] = []
         results: list = [None] * n  # stage index per output
         for node in _shared(outputs):
             i = index.get(id(node))
             dst = dsts[i] if i is not None else None
             make = None
-            if dst is None and i is not None:  # returned to the caller: new storage each run
-                make = _fresh_like(node)
-            elif callable(dst):
-                make = dst
-            slot = dst if isinstance(dst, ex.Leaf) else (make or _fresh_like(node))()
+            if isinstance(dst, ex.Leaf):
+                slot, source = dst, None  # a fixed destination: the same storage every run
+            else:  # new storage each run (returned to the caller, or read by later stages)
+                make = dst if callable(dst) else _fresh_like(node, orders)
+                slot = make()  # the template: its view and key; never written
+                source = self._sources[id(slot)] = len(self._sources)
             body = _substitute(node, slots)
             label = labels[i] if i is not None else f"shared #{len(slots)} ({node.kind})"
-            self.stages.append(Stage(body, slot, label, i, _dynamic(body, roots), make))
+            self.stages.append(Stage(body, slot, label, i, make, source))
             slots[id(node)] = slot
-            roots.add(id(slot))
             if i is not None:
                 results[i] = len(self.stages) - 1
         for i, node in enumerate(outputs):
@@ -189,27 +208,127 @@ class Program:
             dst = dsts[i]
             fixed = dst if isinstance(dst, ex.Leaf) else None
             make = dst if callable(dst) else None
-            self.stages.append(Stage(body, fixed, labels[i], i, _dynamic(body, roots), make))
+            self.stages.append(Stage(body, fixed, labels[i], i, make))
             results[i] = len(self.stages) - 1
         # an output listed twice is computed once
         self._results = [results[index[id(node)]] for node in outputs]
+        self._run_groups: list | None = None
+
+    def _source_of(self, leaf: ex.Leaf) -> int | None:
+        """Which source ``leaf`` is a view of (None: a leaf read as it is)."""
+        return self._sources.get(id(root_leaf(leaf)))
 
     def run(self, bound: dict | None = None) -> list:
         """Compute every output; ``bound`` maps each input root leaf to this run's
-        storage. Returns one leaf per output (its destination when it has one)."""
+        storage. Returns one leaf per output (its destination when it has one).
+        Thread-safe: this run's storage travels by argument."""
+        return self._run(bound)[0]
+
+    def _run(self, bound: dict | None) -> tuple[list, list]:
         bound = bound or {}
-        with RUN_LOCK:
-            saved = [(r, r.data) for r in self.inputs]
-            try:
-                for r in self.inputs:
-                    r.data = bound[r]
-                return self._run()
-            finally:
-                for r, data in saved:
-                    r.data = data
-                for st in self.stages:  # views of the inputs stop holding this run's data
-                    for leaf, root in st.dynamic:
-                        leaf.data = root.data
+        storages: list = [None] * len(self._sources)
+        for k, r in enumerate(self.inputs):
+            storages[k] = bound[r]
+        values: list = [None] * len(self.stages)
+        groups = self._run_groups
+        if groups is None:  # the stages are fixed: grouped once
+            groups = self._run_groups = self._groups()
+        for group in groups:
+            if len(group) > 1:
+                engine.assign_many(
+                    [(self.stages[k].slot, self._node(self.stages[k], storages)) for k in group]
+                )
+                for k in group:
+                    values[k] = self.stages[k].slot
+                continue
+            (k,) = group
+            st = self.stages[k]
+            b = st.bound
+            if b is not None and b.plan.ready and st.slot is None is st.make:  # hot path
+                values[k] = b.evaluate(storages)
+                continue
+            node = st.node
+            if st.make is not None:
+                dst = st.make()
+                if st.source is not None:
+                    storages[st.source] = dst.data
+            else:
+                dst = st.slot  # a fixed destination, or None: a fresh result
+            if dst is None:
+                if type(node) is ex.Leaf:  # nothing to compute: the value itself
+                    k_src = self._source_of(node)
+                    data = node.data if k_src is None else storages[k_src]
+                    values[k] = ex.Leaf(data, node.view, node.writeable)
+                else:
+                    values[k] = self._evaluate(st, storages)
+                continue
+            if b is not None and b.plan.ready:
+                b.assign(storages, dst)
+            else:
+                self._assign(st, storages, dst)
+            values[k] = ex.Leaf(dst.data, dst.view) if st.make is not None else dst
+        return [values[k] for k in self._results], storages
+
+    def kernel_calls(self, bound: dict | None = None) -> list:
+        """Zero-argument calls of every kernel of every stage, arguments bound once to the
+        storage of one run with ``bound`` (benchmarks: the sum of kernel times)."""
+        _, storages = self._run(bound)
+        calls = []
+        for st in self.stages:
+            if st.bound is not None:
+                dst = st.slot if st.slot is not None and st.make is None else None
+                if st.make is not None and st.slot is not None:
+                    dst = st.make()
+                calls += kernel_calls(st.bound, storages, dst)
+        return calls
+
+    def _node(self, st: Stage, storages: list) -> ex.Node:
+        """The stage's expression over this run's storage: new leaves in place of the
+        per-run ones (for the engine's general path: tiers, chunked, the numpy engine)."""
+        if not any(self._source_of(p) is not None for p in st.node.params if type(p) is ex.Leaf):
+            return st.node
+
+        def fn(node, kids):
+            if type(node) is ex.Leaf:
+                k = self._source_of(node)
+                if k is not None:
+                    return ex.Leaf.fresh(storages[k], node.view, node.key)
+            return None
+
+        return ex.rebuild_dag(st.node, fn)
+
+    def _bound(self, st: Stage, dst) -> Bound | None:
+        """The stage's bound schedule, planned on first use and kept (None for chunked
+        stages and the numpy engine: the engine's general path runs those)."""
+        b = st.bound
+        if b is not None:
+            return b
+        node = st.node
+        if OPTIONS["engine"] != "numba" or has_chunked(node):
+            return None
+        plan, _ = executor.schedule_for(node, dst)
+        st.bound = b = Bound(plan, node.params, self._source_of)
+        return b
+
+    def _numpy_tier(self, b: Bound, st: Stage, storages: list, dst) -> ex.Leaf | None:
+        """The numpy tier's answer while the stage's kernels compile (None: run them)."""
+        if b.plan.ready or not OPTIONS["tiered"]:
+            return None
+        return executor.numpy_tier(b.plan, self._node(st, storages), dst)
+
+    def _evaluate(self, st: Stage, storages: list) -> ex.Leaf:
+        b = self._bound(st, None)
+        if b is None:
+            return engine.evaluate(self._node(st, storages))
+        out = self._numpy_tier(b, st, storages, None)
+        return out if out is not None else b.evaluate(storages)
+
+    def _assign(self, st: Stage, storages: list, dst: ex.Leaf) -> None:
+        b = self._bound(st, dst)
+        if b is None:
+            engine.assign(dst, self._node(st, storages))
+        elif self._numpy_tier(b, st, storages, dst) is None:
+            b.assign(storages, dst)
 
     def _groups(self) -> list[list[int]]:
         """Stage indices in runs: the stages of one ``fuse`` group writing fixed
@@ -230,36 +349,6 @@ class Program:
                 open_[group] = [k]
                 groups.append(open_[group])
         return groups
-
-    def _run(self) -> list:
-        values: list = [None] * len(self.stages)
-        for group in self._groups():
-            for k in group:
-                for leaf, root in self.stages[k].dynamic:
-                    leaf.data = root.data
-            if len(group) > 1:
-                engine.assign_many([(self.stages[k].slot, self.stages[k].node) for k in group])
-                for k in group:
-                    values[k] = self.stages[k].slot
-                continue
-            (k,) = group
-            st = self.stages[k]
-            node, slot = st.node, st.slot
-            if st.make is not None:
-                new = st.make()
-                if slot is None:
-                    slot = new
-                else:  # the same leaf object (later stages read it), new storage
-                    slot.data = new.data
-            if slot is None:
-                if type(node) is ex.Leaf:  # nothing to compute: the value itself
-                    values[k] = ex.Leaf(node.data, node.view, node.writeable)
-                else:
-                    values[k] = engine.evaluate(node)
-                continue
-            engine.assign(slot, node)
-            values[k] = ex.Leaf(slot.data, slot.view) if st.make is not None else slot
-        return [values[k] for k in self._results]
 
     def explain(self, names: list | None = None) -> ProgramPlan:
         """Each stage's plan (nothing runs); stages fused into one kernel share a plan.

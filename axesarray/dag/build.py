@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from ..core import dtypes
-from .nodes import Cast, Const, Map, Node, Reduce
+from .nodes import Cast, Const, Map, Node, Reduce, lazy
 from .resize import COUNTS, counted
 from ..core.ops import COMPARISONS, OPS, apply_map
 
@@ -98,10 +98,18 @@ def _disjoint(pa: tuple, pb: tuple) -> bool:
     return not pa or not pb or set(map(id, pa)).isdisjoint(map(id, pb))
 
 
+# Reads a node's key without finishing a lazy node (AttributeError then): the straight
+# paths remember keys of small nodes only.
+_key = Node.__dict__["key"].__get__
+
+
 def map2(op: str, a: Node, b: Node) -> Node:
     """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
     operator users write most (a tensor op a tensor with the same axes)."""
-    memo = (op, a.key, b.key)
+    try:
+        memo = (op, _key(a), _key(b))
+    except AttributeError:  # a lazy operand (a long program): nothing remembered
+        memo = None
     hit = _BUILT.get(memo)
     if hit is not None:
         pa, pb = a.params, b.params
@@ -119,7 +127,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
     la, lb, out = hit
     if a.dtype is la and b.dtype is lb and type(a) is not Const is not type(b):
         node = Map(op, (a, b), out)
-        if _disjoint(a.params, b.params):
+        if memo is not None and not lazy(node) and _disjoint(a.params, b.params):
             _remember(memo, (out, node.key))
         return node
     if a.dtype is not la:
@@ -133,7 +141,10 @@ def map2(op: str, a: Node, b: Node) -> Node:
 
 def map1(op: str, a: Node) -> Node:
     """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
-    memo = (op, a.key)
+    try:
+        memo = (op, _key(a))
+    except AttributeError:  # a lazy operand: nothing remembered
+        memo = None
     hit = _BUILT.get(memo)
     if hit is not None:
         node = _new(Map)  # no __init__, as in map2
@@ -148,7 +159,8 @@ def map1(op: str, a: Node) -> Node:
         return _folded(op, [cast(a, la)], out, a.shape)
     if a.dtype is la:
         node = Map(op, (a,), out)
-        _remember(memo, (out, node.key))
+        if memo is not None and not lazy(node):
+            _remember(memo, (out, node.key))
         return node
     return Map(op, (cast(a, la),), out)
 
@@ -158,10 +170,13 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     common operator (``x * 2``, ``1 + x``)."""
     t = type(value)
     # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
-    memo = (op, a.key, t, reflected, value if value else repr(value))
+    try:
+        memo = (op, _key(a), t, reflected, value if value else repr(value))
+    except AttributeError:  # a lazy operand: nothing remembered
+        memo = None
     hit = _BUILT.get(memo)
-    pa = a.params
     if hit is not None:
+        pa = a.params
         # The shared Const may already be one of a's params (``1 / (1 + x)``): the key
         # records where, so the remembered keys go by its position (-1: not there).
         c, out, keys = hit
@@ -192,7 +207,8 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     c = _const(value, lc, a.shape)
     if a.dtype is la and type(a) is not Const:
         node = Map(op, (c, a) if reflected else (a, c), out)
-        if value == value:
+        if value == value and memo is not None and not lazy(node):
+            pa = a.params
             old = _BUILT.get(memo)
             keys = old[2] if old is not None and old[0] is c else {}
             keys[pa.index(c) if c in pa else -1] = node.key

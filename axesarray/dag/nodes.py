@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import threading
 
 import numpy as np
@@ -74,13 +75,45 @@ def _intern(t: tuple) -> int:
     return k
 
 
-def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
-    """Key and params of a node with structure ``head`` over ``children``.
+# A node whose children hold more params than this together (or any of whose children is
+# lazy) is *lazy*: its key and params are computed on first use, by one walk of its own
+# DAG (``_finish``), instead of merging its children's params at construction. In a long
+# program (a recurrence and its gradient: one view of the input per step) every node holds
+# params in proportion to the steps, and merging them per node made building quadratic.
+LAZY_PARAMS = 64
+_KEY = None  # Node.key's slot descriptor (set below): reads a key without finishing a node
+
+
+def lazy(node) -> bool:
+    """Whether ``node``'s key and params are not computed yet (see ``LAZY_PARAMS``)."""
+    try:
+        _KEY.__get__(node)
+    except AttributeError:
+        return True
+    return False
+
+
+def _lazy_over(children) -> bool:
+    total = 0
+    for c in children:
+        try:
+            _KEY.__get__(c)
+        except AttributeError:
+            return True
+        total += len(c.params)
+    return total > LAZY_PARAMS
+
+
+def _combine(head: tuple, children: tuple) -> tuple[int, tuple] | None:
+    """Key and params of a node with structure ``head`` over ``children`` (None: the node
+    is lazy, see ``LAZY_PARAMS``).
 
     Params are merged in order, each object once; when children share a param (``x * x``,
     or ``a + b`` with ``b`` a view of the same leaf object...) the key records which
     positions each child's params took, so equal keys mean equal param layouts.
     """
+    if _lazy_over(children):
+        return None
     if len(children) == 1:
         c = children[0]
         return _intern(head + (c.key,)), c.params
@@ -98,23 +131,39 @@ def _combine(head: tuple, children: tuple) -> tuple[int, tuple]:
             disjoint = set(map(id, pa)).isdisjoint(map(id, pb))
         if disjoint:
             return _intern(head + (a.key, b.key)), pa + pb
-    params: list = []
-    index: dict[int, int] = {}
+    # Shared params. In a long program most nodes join a child holding hundreds of params
+    # (one view of the input per step) with a few shared ones (a recurrence's weights):
+    # then only the few are looked up, by identity scans in C, so building stays linear
+    # in practice; a dict over every param per node made it quadratic.
+    first = children[0].params
+    rest = [c.params for c in children[1:]]
     slots = []
     shared = False
-    for c in children:
-        slot = []
-        for p in c.params:
-            k = index.get(id(p))
-            if k is None:
-                k = index[id(p)] = len(params)
-                params.append(p)
-            else:
+    if sum(map(len, rest)) <= 8:
+        params = first
+        for pc in rest:
+            slot = []
+            for p in pc:
+                if p in params:  # an identity scan (nodes define no __eq__)
+                    shared = True
+                    slot.append(params.index(p))
+                else:
+                    slot.append(len(params))
+                    params += (p,)
+            slots.append(tuple(slot))
+    else:  # large children on both sides (a backward step reads both halves of a loop)
+        params = first
+        for pc in rest:  # C-level passes only: no Python loop over the params
+            index = dict(zip(map(id, params), itertools.count()))
+            known = list(map(index.__contains__, map(id, pc)))
+            if any(known):
                 shared = True
-            slot.append(k)
-        slots.append(tuple(slot))
+            if not all(known):
+                params += tuple(itertools.compress(pc, map(operator.not_, known)))
+                index = dict(zip(map(id, params), itertools.count()))
+            slots.append(tuple(map(index.__getitem__, map(id, pc))))
     keys = tuple(c.key for c in children)
-    return _intern(head + keys + ((tuple(slots),) if shared else ())), tuple(params)
+    return _intern(head + keys + ((tuple(slots),) if shared else ())), params
 
 
 # Every node kind, in one place. Each table that dispatches on ``node.kind`` (evaluation,
@@ -157,6 +206,17 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.dtype} {self.shape}>"
+
+    def __getattr__(self, name):
+        # Only reached when a slot is unset: the key or params of a lazy node.
+        if name == "key" or name == "params":
+            _finish(self)
+            return object.__getattribute__(self, name)
+        raise AttributeError(name)
+
+    def own(self) -> tuple:
+        """This node's structure without its children (what its key adds to theirs)."""
+        raise NotImplementedError  # pragma: no cover - every computed kind defines it
 
 
 class Leaf(Node):
@@ -280,7 +340,12 @@ class Map(Node):
         self.children = args
         self.shape = args[0].shape
         self.dtype = dtype
-        self.key, self.params = _combine(("M", op, dtype.char), args)
+        made = _combine(("M", op, dtype.char), args)
+        if made is not None:
+            self.key, self.params = made
+
+    def own(self) -> tuple:
+        return ("M", self.op, self.dtype.char)
 
     def rebuild(self, children):
         return Map(self.op, tuple(children), self.dtype)
@@ -296,7 +361,11 @@ class Cast(Node):
         self.children = (arg,)
         self.shape = arg.shape
         self.dtype = dtype
-        self.key, self.params = _intern(("C", dtype.char, arg.key)), arg.params
+        if not _lazy_over(self.children):
+            self.key, self.params = _intern(("C", dtype.char, arg.key)), arg.params
+
+    def own(self) -> tuple:
+        return ("C", self.dtype.char)
 
     def rebuild(self, children):
         return Cast(children[0], self.dtype)
@@ -317,7 +386,11 @@ class Reduce(Node):
         self.axes = axes
         self.shape = tuple(n for d, n in enumerate(arg.shape) if d not in axes)
         self.dtype = dtype
-        self.key, self.params = _intern(("R", op, dtype.char, axes, arg.key)), arg.params
+        if not _lazy_over(self.children):
+            self.key, self.params = _intern(("R", op, dtype.char, axes, arg.key)), arg.params
+
+    def own(self) -> tuple:
+        return ("R", self.op, self.dtype.char, self.axes)
 
     def rebuild(self, children):
         return Reduce(self.op, children[0], self.axes, self.dtype)
@@ -334,7 +407,11 @@ class Remap(Node):
         self.maps = maps
         self.shape = shape
         self.dtype = arg.dtype
-        self.key, self.params = _intern(("X", shape, maps, arg.key)), arg.params
+        if not _lazy_over(self.children):
+            self.key, self.params = _intern(("X", shape, maps, arg.key)), arg.params
+
+    def own(self) -> tuple:
+        return ("X", self.shape, self.maps)
 
     def rebuild(self, children):
         return Remap(children[0], self.shape, self.maps)
@@ -358,7 +435,11 @@ class Pad(Node):
         shape = list(arg.shape)
         shape[dim] += before + after
         self.shape = tuple(shape)
-        self.key = _intern(("P", dim, before, after, arg.key))
+        if not _lazy_over(self.children):
+            self.key = _intern(("P", dim, before, after, arg.key))
+
+    def own(self) -> tuple:
+        return ("P", self.dim, self.before, self.after)
 
     @property
     def params(self):
@@ -381,7 +462,12 @@ class Concat(Node):
         shape[dim] = sum(a.shape[dim] for a in args)
         self.shape = tuple(shape)
         self.dtype = args[0].dtype
-        self.key, self.params = _combine(("J", dim), args)
+        made = _combine(("J", dim), args)
+        if made is not None:
+            self.key, self.params = made
+
+    def own(self) -> tuple:
+        return ("J", self.dim)
 
     def rebuild(self, children):
         return Concat(tuple(children), self.dim)
@@ -405,7 +491,12 @@ class Dot(Node):
         self.shape = shape
         self.dtype = dtype
         head = ("D", a_labels, b_labels, out_labels, shape, dtype.char)
-        self.key, self.params = _combine(head, (a, b))
+        made = _combine(head, (a, b))
+        if made is not None:
+            self.key, self.params = made
+
+    def own(self) -> tuple:
+        return ("D", self.a_labels, self.b_labels, self.out_labels, self.shape, self.dtype.char)
 
     @property
     def a(self) -> Node:
@@ -433,10 +524,49 @@ class Call(Node):
     def __init__(self, fn, args, shape, dtype, name: str, arg_dims=None):
         self.fn, self.name, self.arg_dims = fn, name, arg_dims
         self.children, self.shape, self.dtype = tuple(args), tuple(shape), np.dtype(dtype)
-        self.key, self.params = _combine(("F", fn, name, self.shape, self.dtype.char), args)
+        made = _combine(("F", fn, name, self.shape, self.dtype.char), args)
+        if made is not None:
+            self.key, self.params = made
+
+    def own(self) -> tuple:
+        return ("F", self.fn, self.name, self.shape, self.dtype.char)
 
     def rebuild(self, children):
         return Call(self.fn, children, self.shape, self.dtype, self.name, self.arg_dims)
+
+
+_KEY = Node.__dict__["key"]
+
+
+def _finish(root: Node) -> None:
+    """Key and params of a lazy node, by one walk of its DAG down to non-lazy nodes: the
+    key interns the walk (each node's own structure and where its children are; a
+    non-lazy node by its key and where its params are among the root's), the params are
+    in order of first appearance, as ``_combine`` orders them."""
+    entries: list = []
+    at: dict[int, int] = {}
+    params: list = []
+    pos: dict[int, int] = {}
+
+    def slot(p) -> int:
+        k = pos.get(id(p))
+        if k is None:
+            k = pos[id(p)] = len(params)
+            params.append(p)
+        return k
+
+    for n in walk(root, lambda n: n.children if lazy(n) else ()):
+        if not lazy(n):
+            entry = ("E", n.key, tuple(map(slot, n.params)))
+        else:
+            entry = (n.own(), tuple(at[id(c)] for c in n.children))
+            if n.kind == "pad":  # its fill value is a param of its own, after its child's
+                entry += (slot(n.source or n),)
+        at[id(n)] = len(entries)
+        entries.append(entry)
+    root.key = _intern(("lazy", tuple(entries)))
+    if root.kind != "pad":  # a pad's params are its child's and its own (a property)
+        root.params = tuple(params)
 
 
 # --- traversal -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ others), as in ``strided.split_dim`` / ``strided.merge_dims``.
 
 from __future__ import annotations
 
-from .nodes import Node, _intern
+from .nodes import Node, _intern, _lazy_over
 from .views import transform_views
 
 __all__ = ["Reshape", "reshape", "reshaped_shape", "merge_order"]
@@ -32,7 +32,11 @@ class Reshape(Node):
         self.step = step
         self.shape = reshaped_shape(arg.shape, step)
         self.dtype = arg.dtype
-        self.key, self.params = _intern(("S", step, arg.key)), arg.params
+        if not _lazy_over(self.children):
+            self.key, self.params = _intern(("S", step, arg.key)), arg.params
+
+    def own(self) -> tuple:
+        return ("S", self.step)
 
     def rebuild(self, children):
         return Reshape(children[0], self.step)

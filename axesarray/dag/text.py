@@ -238,10 +238,19 @@ def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
     def wrap(pair: tuple[str, int], need: bool) -> str:
         return f"({pair[0]})" if need else pair[0]
 
-    def go(n: ex.Node) -> tuple[str, int]:
-        return _FORMULA[n.kind](n, go, inp, wrap)
+    # Once per node, children first (no recursion: a long program is deep), each text cut
+    # past ``limit``: only the first ``limit`` characters of the whole are shown, and a
+    # child's text sits after its parent's head, so cutting it changes nothing shown; a
+    # shared subexpression costs its cut text once, not its unfolded tree per use.
+    done: dict[int, tuple[str, int]] = {}
 
-    text = go(root)[0]
+    def go(n: ex.Node) -> tuple[str, int]:
+        return done[id(n)]
+
+    for n in ex.walk(root):
+        text, prec = _FORMULA[n.kind](n, go, inp, wrap)
+        done[id(n)] = (text[: limit + 1], prec)
+    text = done[id(root)][0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -7,11 +7,8 @@ BLAS steps, kernel steps, and the alias fallback for the final kernel.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
-from functools import partial
-from types import FunctionType
 
 import numpy as np
 
@@ -19,17 +16,17 @@ from ..storage.devices import CPU, device_of
 from ..errors import message
 from ..dag.nodes import Leaf, Node
 from ..options import OPTIONS
-from ..storage.memory import SMALL, allocate
 from . import reference
-from .alias import overlap_test, overlaps, via_temp
-from .binder import binder, fresh_runner, into_runner
-from .dispatch import debug_level, run_kernel, variant
+from .dispatch import debug_level
 from .order import allocate_for
 from .explain import debug_print, make_plan
 from .planner import build_schedule
 from .rewrite import CPU_REWRITES, REWRITES, rewrite
-from .routes import ROUTES, try_copy
-from .schedule import KernelStep, Schedule
+from .routes import try_copy
+from .runner import fast_runner as _fast_runner
+from .runner import into_runner as _into_runner
+from .runner import run_schedule
+from .schedule import Schedule
 from .tiers import describe_tier, use_numpy
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
@@ -94,42 +91,6 @@ def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
     return plan
 
 
-_NO_TEMPS: dict = {}
-
-
-def run_schedule(plan: Schedule, params, dst: Leaf | None) -> dict:
-    """Execute a schedule; returns the temps (the result is one of them when ``dst`` is
-    None)."""
-    device = plan.device
-    steps = plan.steps
-    if (  # the common small case: one kernel into the destination, no overlap
-        dst is not None
-        and not plan.temps
-        and len(steps) == 1
-        and type(steps[0]) is KernelStep
-        and not overlaps(steps[0], params, dst)
-    ):
-        run_kernel(steps[0], params, _NO_TEMPS, dst, device)
-        plan.ready = True
-        return _NO_TEMPS
-    temps = {
-        t: device.empty(math.prod(shape), dtype) for t, (shape, dtype, _) in enumerate(plan.temps)
-    }
-    last = len(steps) - 1
-    for i, step in enumerate(steps):
-        if type(step) is not KernelStep:
-            ROUTES[type(step)](step, params, temps, dst, device)
-        elif i == last and dst is not None and overlaps(step, params, dst):
-            first, copy = via_temp(step)
-            temps["alias"] = device.empty(first.out.view.size, first.out.dtype)
-            run_kernel(first, params, temps, dst, device)
-            run_kernel(copy, params, temps, dst, device)
-        else:
-            run_kernel(step, params, temps, dst, device)
-    plan.ready = True
-    return temps
-
-
 def explain(root: Node, dst: Leaf | None = None, names=None):
     """The public ``Plan`` for evaluating ``root`` (into ``dst`` when given); ``names``
     label the result's dims."""
@@ -139,7 +100,7 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     return make_plan(plan, cached, names, describe_tier(plan, root))
 
 
-def _numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
+def numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
     """``dst[...] = root`` (or a fresh result) on the reference engine when the tiers say
     so: the result leaf, or None when the kernels must run."""
     if not use_numpy(plan, root, dst):
@@ -167,7 +128,7 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
         if run is not None and run.threshold == OPTIONS["serial_threshold"]:
             return run(root.params)
     if not plan.ready and tiered:
-        out = _numpy_tier(plan, root, None)
+        out = numpy_tier(plan, root, None)
         if out is not None:
             return out
     params = root.params
@@ -176,67 +137,6 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     out = Leaf(temps[res.src[1]], res.view)
     plan.fast = _fast_runner(plan, params, out)
     return out
-
-
-def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
-    """The one CPU kernel step of a ready schedule and its machine code, called without
-    numba's argument typing (the plan key fixes every argument's numba type: dtypes,
-    storage kinds and flags are in the leaf keys), or None for other schedules or a
-    variant that depends on the output's alignment."""
-    if not (plan.ready and plan.device.is_cpu and len(plan.steps) == 1):
-        return None
-    step = plan.steps[0]
-    if type(step) is not KernelStep:
-        return None
-    kind = variant(step, plan.device)
-    if kind == "stream":  # would change with the output's alignment
-        return None
-    fn = step.compiled.kernels.get(("cpu", kind))  # a Kernel, or its dispatcher once ready
-    if fn is None or not getattr(fn, "ready", True):
-        return None
-    from ..storage.numba_private import entry_point  # numba is loaded: the kernel ran
-
-    target = getattr(fn, "fn", fn)
-    call = entry_point(target, binder(step)(params, temps, dst))
-    if call is None and type(target) is FunctionType:
-        call = target  # a parallel variant: Python running the compiled parts on threads
-    return None if call is None else (step, call)
-
-
-def _fast_runner(plan: Schedule, params, out: Leaf):
-    """For a ready schedule of one CPU kernel writing a fresh result (the common small
-    evaluation): ``run(params) -> Leaf``, generated with its kernel, arguments, allocation
-    and result key fixed (``binder.fresh_runner``): the next evaluation of the same
-    structure skips the general path. None for other schedules. ``run.threshold`` records
-    the ``serial_threshold`` it chose its variant under."""
-    if len(plan.temps) != 1:
-        return None
-    found = _single_kernel(plan, params, {0: out.data}, None)
-    if found is None:
-        return None
-    (shape, dtype, _), view = plan.temps[0], plan.result.view
-    n = math.prod(shape)
-    # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
-    alloc = np.empty if n * dtype.itemsize < SMALL else allocate
-    run = fresh_runner(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
-
-
-def _into_runner(plan: Schedule, params, dst: Leaf):
-    """For a ready schedule of one CPU kernel writing the destination: ``run(params, dst)``
-    that checks aliasing (an overlap takes the general path, through a temporary) and
-    calls the kernel. None for other schedules."""
-    if plan.temps:
-        return None
-    found = _single_kernel(plan, params, _NO_TEMPS, dst)
-    if found is None:
-        return None
-    step, call = found
-    general = partial(run_schedule, plan)
-    run = into_runner(step, call, overlap_test(step), general)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
 
 
 def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
@@ -253,7 +153,7 @@ def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
         if run is not None and run.threshold == OPTIONS["serial_threshold"]:
             run(root.params, dst)
             return
-    if not plan.ready and tiered and _numpy_tier(plan, root, dst) is not None:
+    if not plan.ready and tiered and numpy_tier(plan, root, dst) is not None:
         return
     params = root.params
     run_schedule(plan, params, dst)

@@ -36,7 +36,7 @@ from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
-__all__ = ["build_schedule", "make_step", "fresh_view", "make_nest"]
+__all__ = ["build_schedule", "make_step", "fresh_view", "make_nest", "heavy_nodes"]
 
 _HEAVY_LEAVES = 4
 # ``_stage_it``: outputs at least this big, inputs at most this big (elements), 1/16 of it.
@@ -44,17 +44,29 @@ _STAGE_MIN_OUTPUT = 1 << 16
 _STAGE_MAX_INPUT = 1 << 18
 
 
-def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, tuple]:
-    """``id(node)`` -> a value equal for nodes computing the same thing: the structural key
+def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
+    """``id(node)`` -> an int equal for nodes computing the same thing: the structural key
     plus which parameters they read (so two ``x.max("C")`` built separately merge, and two
-    constants or leaves never do unless they are the same object)."""
-    canon = {}
+    constants or leaves never do unless they are the same object).
+
+    Built bottom-up from the children's values (hash-consing), so each node costs its
+    own arity: listing every node's parameters would be quadratic in a long program,
+    where each step reads a new view of the input."""
+    canon: dict[int, int] = {}
+    table: dict[tuple, int] = {}
     for node in walk(dag):
-        canon[id(node)] = (node.key, tuple(param_index.get(id(p), -1) for p in node.params))
+        if not node.children:  # a leaf or constant: which parameter it is
+            value = (node.key, param_index.get(id(node), -1))
+        elif node.kind == "pad":  # its fill value is a parameter of its own
+            source = node.source or node
+            value = (node.own(), param_index.get(id(source), -1), canon[id(node.arg)])
+        else:  # its own structure (no key to finish in a lazy node) over its children's
+            value = (node.own(), *(canon[id(c)] for c in node.children))
+        canon[id(node)] = table.setdefault(value, len(table))
     return canon
 
 
-def _heavy_nodes(root: Node) -> set[int]:
+def heavy_nodes(root: Node) -> set[int]:
     """Ids of computed nodes that are expensive to recompute. A reduction, a dot, or a
     computed value read through a view is computed once into a temp anyway (or is its
     kernel's own accumulator): reading it again costs a load, so it counts as a leaf (batch
@@ -134,7 +146,8 @@ class _Builder:
         leaves = [p for p in params if type(p) is Leaf]
         self.ordinals = {id(p): k for k, p in enumerate(leaves)}
         self.force = force
-        self.heavy = {canon[k] for k in _heavy_nodes(dag)}
+        self.heavy = {canon[k] for k in heavy_nodes(dag)}
+        self.orders: dict = {}  # result_order's per-node memo, shared by every temp
         self.temps: list = []
         self.steps: list = []
         self.realized: dict = {}
@@ -171,7 +184,7 @@ class _Builder:
         else:
             dominant = None
             if order is None:
-                order, dominant = result_order(node)
+                order, dominant = result_order(node, self.orders)
             leaf = self.temp(node.shape, node.dtype, order)
             self.kernel(leaf, node, "temporary", self.ordinal(dominant))
         self.realized[key] = leaf
@@ -338,7 +351,7 @@ class _Builder:
         arg = node.arg
         order = None
         if arg.kind != "dot":  # (a dot's BLAS result has its own layout: try it as it is)
-            usual, _ = result_order(arg)
+            usual, _ = result_order(arg, self.orders)
             if merge_dims(fresh_view(arg.shape, usual), dims, pos) is None:
                 order = merge_order(arg.ndim, dims, pos)
         base = self.realize(arg, order)
@@ -483,7 +496,7 @@ def build_schedule(
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
             result = b.realize(dag)  # the BLAS or numpy output is the result: no copy
         elif dst is None:
-            order, dominant = result_order(dag)
+            order, dominant = result_order(dag, b.orders)
             result = b.temp(dag.shape, dag.dtype, order)
             b.kernel(result, dag, "result", b.ordinal(dominant))
         else:

@@ -21,7 +21,7 @@ writes them as literals, they are not run-time parameters.
 
 from __future__ import annotations
 
-from ..dag.nodes import Const, Map, Node, Reduce, Remap, rebuild_dag
+from ..dag.nodes import Const, Map, Node, Reduce, Remap, lazy, rebuild_dag
 
 __all__ = ["rewrite", "REWRITES", "CPU_REWRITES"]
 
@@ -72,7 +72,11 @@ def fast_power(node: Node, kids: tuple) -> Node | None:
 def _same(a: Node, b: Node) -> bool:
     """Whether two nodes compute the same value: one object, or the same structure over
     the same parameter objects (``e`` written twice by a user)."""
-    return a is b or (a.key == b.key and a.params == b.params)
+    if a is b:
+        return True
+    if lazy(a) or lazy(b):  # a long program's node: its key would cost a walk per test
+        return False
+    return a.key == b.key and a.params == b.params
 
 
 def _max_of(node: Node):

@@ -16,7 +16,6 @@ write is refused, the way ssh treats its keys. See docs/kernel-cache.md.
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
 import linecache
 import os
@@ -26,6 +25,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import types
 import warnings
 from pathlib import Path
@@ -438,9 +438,33 @@ def state(source: str) -> str:
     if kernel is not None and kernel.ready:
         return "in memory"
     disk = _disk()
-    if disk is not None and glob.glob(str(disk.pycache / f"k_{key}.*.nbi")):
+    if disk is not None and f"k_{key}" in _indexed(disk.pycache):
         return "on disk"
     return "to compile"
+
+
+_listing: dict = {}  # directory -> (its mtime, the kernel keys with an index file there)
+
+
+def _indexed(directory: Path) -> frozenset:
+    """``k_<key>`` of every kernel numba's cache in ``directory`` has an index for, listed
+    again only when the directory changed (``explain`` asks once per kernel: a listing each
+    time made explaining a long program quadratic)."""
+    try:
+        mtime = directory.stat().st_mtime_ns
+    except OSError:
+        return frozenset()
+    hit = _listing.get(directory)
+    if hit is not None and hit[0] == mtime:
+        return hit[1]
+    try:
+        with os.scandir(directory) as it:
+            names = frozenset(e.name.split(".", 1)[0] for e in it if e.name.endswith(".nbi"))
+    except OSError:
+        names = frozenset()
+    if time.time_ns() - mtime > 50_000_000:  # else a file may land in the same clock tick
+        _listing[directory] = (mtime, names)
+    return names
 
 
 def get_kernel(source: str, entry: str = "kernel") -> Kernel:

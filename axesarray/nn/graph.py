@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 
 from .. import engine
-from ..autograd.program import RUN_LOCK, Program, root_leaf
+from ..autograd.program import Program, root_leaf
 from ..autograd.rules import GRAD_NAMES, Kind, gradients, zeros_like
 from ..core.axes import Axes, Axis, UnboundAxis, as_axes, parse_names
 from ..core.dtypes import as_dtype
@@ -510,16 +510,10 @@ class Function:
         program, leaves, axes = self.program, [p._node for p in self.inputs], None
         if any(self.dynamic):
             program, leaves, axes = self._sized([s for _, s in checked])
-        tags = [p._node.tag for p in self.inputs]
-        with RUN_LOCK:
-            for tag in tags:
-                engine.UNBOUND.discard(tag)
-            try:
-                bound = dict(zip(leaves, data, strict=True))
-                out_leaves = program.run(bound)
-            finally:
-                for tag in tags:
-                    engine.UNBOUND.add(tag)
+        # Values travel by argument (no shared node is mutated): concurrent calls of one
+        # function run in parallel, and the placeholders stay unbound outside the call.
+        bound = dict(zip(leaves, data, strict=True))
+        out_leaves = program.run(bound)
         axes = axes or [t.axes for t in self.outputs]
         results = [
             Tensor(a, leaf, t.layout)

@@ -31,5 +31,11 @@ class TensorBase:
 
     @property
     def node(self):
-        """The DAG node that computes this tensor (a ``Leaf`` for an l-tensor)."""
+        """The DAG node that computes this tensor (a ``Leaf`` for an l-tensor).
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.zeros(3), "K")
+        >>> x.node.kind, (x + 1).node.kind
+        ('leaf', 'map')
+        """
         return self._node

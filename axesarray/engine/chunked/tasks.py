@@ -33,10 +33,8 @@ from ...options import OPTIONS
 from ...storage.memory import wrap_array
 from ...core.strided import remap_view
 from .. import executor, reference
-from ..binder import binder
-from ..dispatch import kernel_for
-from ..routes import ROUTES, try_copy
-from ..schedule import KernelStep
+from ..routes import try_copy
+from ..runner import Bound, run_schedule
 
 __all__ = [
     "BlockFunction",
@@ -67,21 +65,9 @@ def _dtype(code: str) -> np.dtype:
 
 
 def _run_serial(plan, params, dst: Leaf | None) -> dict:
-    """Run a CPU schedule with every kernel's serial variant; returns the temps. ``dst``,
-    when given, is fresh storage that no operand reads (a chunk's own output)."""
-    device = plan.device
-    temps = {
-        t: device.empty(math.prod(shape), dtype) for t, (shape, dtype, _) in enumerate(plan.temps)
-    }
-    for step in plan.steps:
-        if type(step) is KernelStep:
-            fn = step.compiled.kernels.get((device.type, "serial"))
-            if fn is None:
-                fn = kernel_for(step, device, "serial")
-            fn(*binder(step)(params, temps, dst))
-        else:
-            ROUTES[type(step)](step, params, temps, dst, device)
-    return temps
+    """The runner with every kernel's serial variant; ``dst``, when given, is fresh
+    storage that no operand reads (a chunk's own output)."""
+    return run_schedule(plan, params, dst, serial=True, fresh_dst=True)
 
 
 def _result(plan, temps: dict) -> np.ndarray:
@@ -169,41 +155,41 @@ def arg_dtype(dtype: np.dtype) -> np.dtype:
 
 
 class _BlockSchedule:
-    """The schedule of one block signature, planned on its first chunk: later chunks put
-    their blocks' storage in place of the first chunk's leaves among the kernel
-    parameters (views and keys are the same for the whole signature). ``dst`` (a leaf
-    over this thread's scratch) makes the program write there instead of a fresh result."""
+    """The schedule of one block signature, planned on its first chunk and bound to its
+    blocks (``runner.Bound``): later chunks pass their blocks' storage in place of the
+    first chunk's leaves (views and keys are the same for the whole signature). ``dst``
+    (a leaf over this thread's scratch) makes the program write there instead of a fresh
+    result."""
 
-    __slots__ = ("plan", "params", "slots", "keep", "dst")
+    __slots__ = ("bound", "keep", "dst")
 
     def __init__(self, root: Node, leaves: list, keep: tuple | None, dst: Leaf | None = None):
-        self.plan, _ = executor.schedule_for(root, dst)
+        plan, _ = executor.schedule_for(root, dst)
         at = {id(leaf): k for k, leaf in enumerate(leaves)}
-        params = root.params
-        self.slots = tuple(
-            (i, at[id(p)], p.view, p.key) for i, p in enumerate(params) if id(p) in at
-        )
         # the first chunk's blocks are not kept alive: their places are filled per call
-        self.params = [None if id(p) in at else p for p in params]
+        self.bound = Bound(plan, root.params, lambda p: at.get(id(p)))
         self.keep = keep
         self.dst = None if dst is None else (dst.view, dst.key, dst.dtype)
+
+    @property
+    def plan(self):
+        return self.bound.plan
 
     def __call__(self, blocks, out: np.ndarray | None = None) -> np.ndarray:
         """Run on ``blocks``; a program with ``dst`` writes into ``out`` (an array with the
         planned strides) or, without it, this thread's scratch."""
-        params = self.params.copy()
-        fresh = Leaf.fresh
-        for i, k, view, key in self.slots:
-            params[i] = fresh(_storage(blocks[k]), view, key)
+        storages = [_storage(b) for b in blocks]
+        bound, fresh = self.bound, Leaf.fresh
         if self.dst is not None:
             view, key, dtype = self.dst
             if out is not None:
-                _run_serial(self.plan, params, fresh(wrap_array(out)[0], view, key))
+                bound.assign(storages, fresh(wrap_array(out)[0], view, key), True, True)
                 return out
             buf = _scratch(math.prod(view.shape), dtype)
-            _run_serial(self.plan, params, fresh(buf, view, key))
+            bound.assign(storages, fresh(buf, view, key), True, True)
             return buf.reshape(view.shape)
-        out = _result(self.plan, _run_serial(self.plan, params, None))
+        temps = run_schedule(bound.plan, bound.params(storages), None, serial=True)
+        out = _result(bound.plan, temps)
         return out if self.keep is None else out.reshape(self.keep)
 
 
