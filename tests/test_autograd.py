@@ -196,6 +196,23 @@ def test_relu_at_zero_takes_half():
         np.testing.assert_array_equal(g.numpy(), [0.0, 0.5, 1.0])
 
 
+def test_clip_at_a_bound_passes_the_whole_gradient():
+    """As torch.clamp: x exactly at a bound gets gradient 1 (not half, as relu's tie);
+    beyond it 0. docs/design.md says so."""
+    values = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+    for engine in ("numpy", "numba"):
+        with ax.set_options(engine=engine):
+            x = ax.variable(values, "K")
+            (g,) = ax.grad((ax.clip(x, -0.5, 0.5) * 3.0).sum(), [x])
+            np.testing.assert_array_equal(g.numpy(), [0.0, 3.0, 3.0, 3.0, 0.0])
+            (g,) = ax.grad(x.clip(lo=0.0).sum(), [x])
+            np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 1.0, 1.0, 1.0])
+            lo = ax.variable(np.zeros(5), "K")  # a tensor bound wins a tie (numpy's value)
+            gx, glo = ax.grad(x.clip(lo=lo).sum(), [x, lo])
+            np.testing.assert_array_equal(gx.numpy(), [0.0, 0.0, 0.0, 1.0, 1.0])
+            np.testing.assert_array_equal(glo.numpy(), [1.0, 1.0, 1.0, 0.0, 0.0])
+
+
 def test_stop_gradient_and_piecewise_constant_ops_pass_nothing():
     with ax.set_options(engine="numpy"):
         x = ax.variable(np.array([0.3, 1.7]), "K")
@@ -398,3 +415,89 @@ def test_a_pad_over_a_rewritten_subtree_keeps_its_value():
         ax.pad(1 / (1 + ax.exp(-x)), N=(1, 0), value=2.0), np.r_[2.0, 1 / (1 + np.exp(-a))]
     )
     assert_close(ax.pad(x**2, N=(0, 2), value=-1.0), np.r_[a**2, -1.0, -1.0])
+
+
+# --- calls: scans, sorts, gathers ----------------------------------------------------------------
+
+_X = np.array([[0.3, -1.2, 0.8, 1.7], [2.0, 0.0, -0.6, 0.9], [0.0, 1.1, 0.0, -0.4]])
+_X_DISTINCT = np.array([[0.3, -1.2, 0.8, 1.7], [2.0, 0.1, -0.6, 0.9], [0.5, 1.1, 0.2, -0.4]])
+_B_IDX = np.array([3, 0, 1])  # per A: a position along B
+
+CALLS = {
+    "cumsum": (_X, lambda x: x.cumsum("B")),
+    "cumsum_A": (_X, lambda x: x.cumsum("A") * 1.5),
+    # rows without a zero, with one zero and with two (the exact rule, as torch's)
+    "cumprod": (_X, lambda x: x.cumprod("B")),
+    "cumprod_A": (_X_DISTINCT, lambda x: x.cumprod("A")),
+    "sort": (_X_DISTINCT, lambda x: x.sort("B")),
+    "sort_A": (_X_DISTINCT, lambda x: x.sort("A") ** 2),
+    "isel_list": (_X, lambda x: x.isel(B=[2, 0, 2, 3])),  # a repeated index adds up
+    "isel_mask": (_X, lambda x: x.isel(A=[True, False, True])),
+    "isel_argmax": (_X_DISTINCT, lambda x: x.isel(B=x.argmax("B"))),
+    "isel_argmax_2": (_X_DISTINCT, lambda x: x.isel(x.argmax(["A", "B"])) * 3.0),
+    "isel_index_new_axis": (
+        _X,
+        lambda x: x.isel(B=ax.tensor(np.array([[1, -1], [0, 2]]), "P Q")),
+    ),
+    "isel_pointwise": (_X, lambda x: x.isel(B=ax.tensor(_B_IDX, "A"))),
+    "cumsum_len1": (_X[:, :1], lambda x: x.cumsum("B")),
+    "cumprod_len1": (_X[:, 1:2], lambda x: x.cumprod("B")),
+    "sort_len1": (_X[:1], lambda x: x.sort("A")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CALLS))
+def test_call_gradients_match_central_differences(case):
+    """cumsum, cumprod, sort and gathers (lists, masks, index tensors) against float64
+    central differences, as torch differentiates them."""
+    value, fn = CALLS[case]
+    with ax.set_options(engine="numpy"):
+        x = ax.variable(value.copy(), "A B")
+        out = fn(x)
+        w = ax.tensor(rng.uniform(0.5, 1.5, out.shape), out.names)
+        check(lambda: (fn(x) * w).sum(), [x], [x.numpy()])
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "sort", "isel"])
+def test_call_gradients_of_empty_tensors_are_empty(op):
+    x = ax.variable(np.zeros((3, 0)), "A B")
+    y = x.isel(B=[]) if op == "isel" else getattr(x, op)("B")
+    (g,) = ax.grad((y * 2.0).sum(), [x])
+    assert g.axes == x.axes and g.numpy().shape == (3, 0)
+
+
+def test_call_gradients_run_in_the_fused_engine():
+    """The backward pass of a scan and a gather plans like any expression (numpy steps
+    between fused kernels) and agrees with the reference engine."""
+    loss_of = lambda x: (x.cumsum("B") * x.isel(B=[1, 1, 0, 3])).sum()  # noqa: E731
+    got = {}
+    for engine in ("numpy", "numba"):
+        with ax.set_options(engine=engine):
+            x = ax.variable(_X.copy(), "A B")
+            loss_of(x).backward()
+            got[engine] = x.grad.numpy()
+    assert_close(got["numba"], got["numpy"])
+
+
+def test_a_call_without_a_gradient_says_so():
+    """ax.apply (a user's numpy function) has no gradient: a clear error, not a KeyError;
+    following the hint (stop_gradient on its input) gives the gradient of the rest."""
+    x = ax.variable(_X.copy(), "A B", name="x")
+    y = ax.apply(np.tanh, x)
+    with pytest.raises(TypeError, match=r"grad: tanh has no gradient \(a numpy call of shape "):
+        ax.grad((y * x).sum(), [x])
+    with pytest.raises(TypeError, match=r"backward: tanh has no gradient .*ax\.stop_gradient"):
+        (y * x).sum().backward()
+    y = ax.apply(np.tanh, ax.stop_gradient(x))
+    (g,) = ax.grad((y * x).sum(), [x])
+    assert_close(g, np.tanh(_X))
+
+
+def test_a_node_kind_without_a_rule_says_so(monkeypatch):
+    """Any kind missing from the gradient table is the same clear error, not a KeyError."""
+    from axesarray.autograd import rules
+
+    monkeypatch.delitem(rules.GRADIENTS, "cast")
+    x = ax.variable(np.ones(3, np.float32), "K")
+    with pytest.raises(TypeError, match=r"grad: cast has no gradient \(a cast node of shape "):
+        ax.grad(x.astype("float64").sum(), [x])

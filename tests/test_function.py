@@ -154,3 +154,36 @@ def test_a_shared_expensive_value_is_computed_once():
     t = np.tanh(x.numpy())
     assert_close(gw, (2 * t * (1 - t * t) * x.numpy()).sum(0))
     assert_close(gb, (2 * t * (1 - t * t)).sum(0))
+
+
+def test_outputs_that_are_inputs_variables_or_slots_are_new_tensors():
+    """An output that is a placeholder, a variable, or a view of one (or of a value the
+    outputs share) is a copy: refilling the batch buffer, stepping the optimizer or calling
+    again leaves results already returned unchanged."""
+    x = ax.placeholder((N, F), "float64", name="x")
+    w = ax.variable(rng.standard_normal((3, 2)), "F K", name="w")
+    d = ax.dot(x, w, over="F")
+    outputs = [x, x.transpose("F N"), x[{"N": 1}], w, w.astype("float64")]
+    f = ax.function([*outputs, d.sum(), d.transpose("K N")], inputs=[x])
+    buf = rng.standard_normal((4, 3))
+    first = buf.copy()
+    w0 = w.numpy().copy()
+    out = f(buf)
+    buf[...] = 7.0  # the next batch goes into the same buffer
+    opt = ax.optim.SGD([w], lr=0.5)
+    (w * w).sum().backward()
+    opt.step()
+    again = f(buf)
+    assert_close(out[0], first)
+    assert_close(out[1], first.T)
+    assert_close(out[2], first[1])
+    assert_close(out[3], w0)
+    assert_close(out[4], w0)
+    assert_close(out[5], (first @ w0).sum())
+    assert_close(out[6], (first @ w0).T)
+    assert_close(again[0], buf)
+    assert_close(again[3], w0 * 0.0)  # lr 0.5 on w*w: w - 0.5 * 2w
+    assert_close(again[6], (buf @ w.numpy()).T)
+    for t in out:
+        assert not np.shares_memory(t.numpy(), buf) and not np.shares_memory(t.numpy(), w.numpy())
+        assert t.kind is None and t.is_lvalue

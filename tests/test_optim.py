@@ -150,3 +150,47 @@ def test_the_mlp_example_trains():
     losses = mlp.main(steps=40, batch=32, features=4, hidden=8, classes=3, quiet=True)
     assert len(losses) == 40
     assert np.mean(losses[-5:]) < 0.5 * losses[0]
+
+
+def _torch_adam(p, g, state, lr, betas, eps):
+    """torch.optim.Adam's update of one parameter (its defaults: no weight decay, no
+    amsgrad), in numpy: the step count is the parameter's own (``state["step"]``)."""
+    b1, b2 = betas
+    state["step"] += 1
+    t = state["step"]
+    state["m"] = b1 * state["m"] + (1 - b1) * g
+    state["v"] = b2 * state["v"] + (1 - b2) * g * g
+    denom = np.sqrt(state["v"]) / np.sqrt(1 - b2**t) + eps
+    return p - (lr / (1 - b1**t)) * state["m"] / denom
+
+
+def test_adam_counts_steps_per_parameter_as_torch():
+    """A step() before any backward changes nothing and counts for no parameter; a
+    parameter whose gradient appears later starts its own count (its bias correction is
+    that of its first update), as torch.optim.Adam and the paper."""
+    w, b, loss, numpy_grads = _problem()
+    wv, bv = w.numpy().copy(), b.numpy().copy()
+    lr, betas, eps = 0.05, (0.8, 0.99), 1e-8
+    sw = {"step": 0, "m": np.zeros_like(wv), "v": np.zeros_like(wv)}
+    sb = {"step": 0, "m": np.zeros_like(bv), "v": np.zeros_like(bv)}
+    opt = ax.optim.Adam([w, b], lr=lr, betas=betas, eps=eps)
+    opt.step()  # no gradient yet: nothing moves, nothing counts
+    assert_close(w, wv)
+    target = ax.tensor(np.full((3, 4), 0.5), "A B")
+    for _ in range(2):  # only w has a gradient
+        opt.zero_grad()
+        ((w - target) ** 2).sum().backward()
+        opt.step()
+        wv = _torch_adam(wv, 2 * (wv - 0.5), sw, lr, betas, eps)
+    assert_close(w, wv)
+    assert_close(b, bv)
+    for _ in range(3):  # now both
+        opt.zero_grad()
+        loss().backward()
+        gw, gb = numpy_grads(wv, bv)
+        opt.step()
+        wv = _torch_adam(wv, gw, sw, lr, betas, eps)
+        bv = _torch_adam(bv, gb, sb, lr, betas, eps)
+    assert_close(w, wv)
+    assert_close(b, bv)
+    assert opt.counts == [5, 3]

@@ -255,10 +255,14 @@ class Program:
             else:
                 dst = st.slot  # a fixed destination, or None: a fresh result
             if dst is None:
-                if type(node) is ex.Leaf:  # nothing to compute: the value itself
+                if type(node) is ex.Leaf:
+                    # An input, a variable or a slot (or a view of one): returned as a
+                    # copy, so refilling the caller's buffer, an optimizer step or the next
+                    # run leaves results already returned unchanged.
                     k_src = self._source_of(node)
                     data = node.data if k_src is None else storages[k_src]
-                    values[k] = ex.Leaf(data, node.view, node.writeable)
+                    values[k] = engine.allocate_for(node)
+                    engine.assign(values[k], ex.Leaf(data, node.view, node.writeable))
                 else:
                     values[k] = self._evaluate(st, storages)
                 continue

@@ -20,6 +20,8 @@ The rules, one per node kind (``GRADIENTS``), each given the node and its incomi
   becomes two dots, ``reshape`` and split/merge origins reshape back;
 - a leaf made by a view passes its gradient to its parent (``Leaf.origin``), so views of
   a variable all reach the tensor the user created;
+- ``call``: by the function's ``grad_rule``, a row of ``CALL_RULES`` (cumsum, cumprod,
+  sort, gathers); a call without one (``ax.apply``) is a ``TypeError`` naming it;
 - ``stop_gradient`` (an op row) and non-float values stop the walk.
 
 Symbolic operators (``register_symbolic``): a node may be registered with its inputs and a
@@ -38,9 +40,10 @@ import weakref
 import attrs
 import numpy as np
 
+from .. import engine
 from ..dag import nodes as ex
 from ..dag import build as expr_ops, views as expr_views
-from ..errors import fmt_axes
+from ..errors import fmt_axes, message
 from ..core.ops import OPS
 from ..dag.reshape import Reshape, reshape
 
@@ -49,6 +52,8 @@ __all__ = [
     "KIND_FLAGS",
     "F",
     "GRADIENTS",
+    "CALL_RULES",
+    "NoGradient",
     "SYMBOLIC",
     "GRAD_NAMES",
     "gradients",
@@ -94,6 +99,19 @@ class Kind:
         if self.name:
             return f"{self.kind} {self.name!r}"
         return f"{self.kind} ({fmt_axes(self.axes)})"
+
+    def __reduce__(self):
+        # Everything but ``owner`` (a weak reference: the Tensor that owns the loaded
+        # storage sets it, see ``tensors.tensor``).
+        return (_kind, (self.kind, self.name, self.axes, self.layout, self.grad))
+
+
+def _kind(kind: str, name, axes, layout, grad) -> Kind:
+    """A loaded ``Kind``; a placeholder is loaded unbound (it has a value only in a call)."""
+    tag = Kind(kind, name, axes, layout, grad)
+    if kind == "placeholder":
+        engine.UNBOUND.add(tag)
+    return tag
 
 
 def in_graph(node: ex.Node) -> bool:
@@ -329,15 +347,138 @@ def _leaf_rule(node: ex.Leaf, g: ex.Node) -> tuple:
     return (_unreshape(g, step, parent.shape),)
 
 
+# --- calls: numpy functions (scans, sorts, gathers) -----------------------------------------
+
+
+def _flip(g: ex.Node, d: int) -> ex.Node:
+    """``g`` reversed along dim ``d``."""
+    n = g.shape[d]
+    if n <= 1:
+        return g
+    maps = tuple((k, n - 1, -1) if k == d else (k, 0, 1) for k in range(g.ndim))
+    return _remap(g, g.shape, maps)
+
+
+def _call(fn, args: tuple, like: ex.Node, name: str) -> ex.Node:
+    """A ``Call`` node of ``like``'s shape and dtype (a gradient computed by numpy)."""
+    ident = tuple(range(like.ndim))
+    dims = tuple(ident if a.shape == like.shape else (-1,) * a.ndim for a in args)
+    return ex.Call(fn, args, like.shape, like.dtype, name, dims)
+
+
+@attrs.frozen
+class CumprodGrad:
+    """The gradient of ``cumprod`` along ``axis`` given ``(x, g)``, exact with zeros (as
+    torch's): ``sum_{i>=k} g_i prod_{j<=i, j!=k} x_j``. Before a row's first zero it is
+    ``reverse_cumsum(g * y) / x``; at the first zero, the product of the elements before
+    it times ``reverse_cumsum`` of ``g`` weighted by the products after it; after it, 0."""
+
+    axis: int
+
+    def __call__(self, x, g):
+        x, g = np.moveaxis(x, self.axis, -1), np.moveaxis(g, self.axis, -1)
+        y = np.cumprod(x, axis=-1)
+        zero = x == 0
+        out = np.zeros(x.shape, g.dtype)
+        if x.size:
+            back = np.flip(np.cumsum(np.flip(g * y, -1), -1), -1)
+            before = ~np.logical_or.accumulate(zero, axis=-1)  # before the first zero
+            np.divide(back, x, out=out, where=before)
+            rows = np.nonzero(zero.any(-1))
+            for row in zip(*rows, strict=True):
+                xr, gr = x[row], g[row]
+                z = int(np.argmax(xr == 0))
+                head = np.prod(xr[:z])
+                tail = np.cumprod(np.concatenate(([1], xr[z + 1 :])).astype(g.dtype))
+                out[row + (z,)] = head * np.sum(gr[z:] * tail)
+        return np.moveaxis(out, -1, self.axis)
+
+
+@attrs.frozen
+class SortGrad:
+    """The gradient of a stable ``sort`` along ``axis`` given ``(x, g)``: each element gets
+    the gradient of the place it was sorted to (torch's scatter by the sort's indices)."""
+
+    axis: int
+
+    def __call__(self, x, g):
+        out = np.empty(g.shape, g.dtype)
+        np.put_along_axis(out, np.argsort(x, axis=self.axis, kind="stable"), g, self.axis)
+        return out
+
+
+@attrs.frozen
+class GatherGrad:
+    """The gradient of a gather (``calls.Gather``) given ``(g, *indices)``: ``g`` added at
+    the places each element was read from (zeros elsewhere; repeats add up)."""
+
+    gather: object
+    shape: tuple[int, ...]
+
+    def __call__(self, g, *indices):
+        out = np.zeros(self.shape, g.dtype)
+        np.add.at(out, self.gather.index(self.shape, indices), g)
+        return out
+
+
+def _cumsum_rule(node: ex.Call, g: ex.Node) -> tuple:
+    # the reversed running sum of g: node.fn (np.cumsum along the same dim) on g flipped
+    d = node.fn.axis
+    return (_flip(_call(node.fn, (_flip(g, d),), g, node.name), d),)
+
+
+def _cumprod_rule(node: ex.Call, g: ex.Node) -> tuple:
+    x = node.children[0]
+    return (_call(CumprodGrad(node.fn.axis), (x, g), x, "cumprod_grad"),)
+
+
+def _sort_rule(node: ex.Call, g: ex.Node) -> tuple:
+    x = node.children[0]
+    return (_call(SortGrad(node.fn.axis), (x, g), x, "sort_grad"),)
+
+
+def _gather_rule(node: ex.Call, g: ex.Node) -> tuple:
+    x, *indices = node.children
+    gx = ex.Call(GatherGrad(node.fn, x.shape), (g, *indices), x.shape, g.dtype, "isel_grad")
+    return (gx,) + (None,) * len(indices)
+
+
+# A call's rule, by its function's ``grad_rule`` (``calls.AlongAxis`` names its numpy
+# function; ``calls.Gather`` says "gather"). A call without one has no gradient.
+CALL_RULES = {
+    "cumsum": _cumsum_rule,
+    "cumprod": _cumprod_rule,
+    "sort": _sort_rule,
+    "gather": _gather_rule,
+}
+
+
+def _call_rule(node: ex.Call, g: ex.Node) -> tuple:
+    if node.dtype.kind != "f":
+        return (None,) * len(node.children)
+    rule = CALL_RULES.get(getattr(node.fn, "grad_rule", None))
+    if rule is None:
+        raise NoGradient(node.name, f"a numpy call of shape {node.shape}")
+    return rule(node, g)
+
+
+class NoGradient(Exception):
+    """A node the walk must differentiate has no rule; ``gradients`` names the caller."""
+
+    def __init__(self, what: str, detail: str):
+        super().__init__(what, detail)
+        self.what, self.detail = what, detail
+
+
 # Kinds GRADIENTS has no entry for, and why (tests/test_kinds_coverage.py).
 NO_RULE = {
     "const": "a constant has no inputs: the backward walk stops there",
-    "call": "a numpy function run positionally has no derivative here (see grad errors)",
     "chunked": "a chunked leaf has no inputs: the backward walk stops there",
 }
 
 GRADIENTS = {
     "leaf": _leaf_rule,
+    "call": _call_rule,
     "map": _map_rule,
     "cast": _cast_rule,
     "reduce": _reduce_rule,
@@ -372,6 +513,8 @@ def _edges(node: ex.Node) -> tuple:
         return sym[0]
     if node.kind == "leaf":
         return (node.origin[0],) if node.origin is not None else ()
+    if node.kind == "map" and node.op == "stop_gradient":
+        return ()  # nothing below it is differentiated (so a call there needs no rule)
     return node.children
 
 
@@ -387,10 +530,11 @@ def _total(parts: list) -> ex.Node:
     return total
 
 
-def gradients(root: ex.Node, seed: ex.Node, wrt: list) -> list:
+def gradients(root: ex.Node, seed: ex.Node, wrt: list, op: str = "grad") -> list:
     """Per node of ``wrt``, the gradient of ``root`` (weighted by ``seed``, a node of
     ``root``'s shape and dtype) as a node of its shape and dtype; None where ``root`` does
-    not depend on it."""
+    not depend on it. A node on the way without a gradient (``ax.apply``) is a
+    ``TypeError`` naming ``op``."""
     order = _order(root)
     targets = {id(w) for w in wrt}
     needs: set = set()
@@ -410,7 +554,24 @@ def gradients(root: ex.Node, seed: ex.Node, wrt: list) -> list:
         if not edges:
             continue
         sym = SYMBOLIC.get(node)
-        grads = sym[1](g) if sym is not None else GRADIENTS[node.kind](node, g)
+        try:
+            if sym is not None:
+                grads = sym[1](g)
+            else:
+                rule = GRADIENTS.get(node.kind)
+                if rule is None:
+                    raise NoGradient(node.kind, f"a {node.kind} node of shape {node.shape}")
+                grads = rule(node, g)
+        except NoGradient as e:
+            raise TypeError(
+                message(
+                    op,
+                    f"{e.what} has no gradient",
+                    e.detail,
+                    "If no gradient should flow through it, pass its inputs through "
+                    "ax.stop_gradient(...)",
+                )
+            ) from None
         for child, cg in zip(edges, grads, strict=True):
             if cg is not None and id(child) in needs:
                 pending.setdefault(id(child), []).append(expr_ops.cast(cg, child.dtype))

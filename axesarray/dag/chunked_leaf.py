@@ -35,6 +35,9 @@ class Chunked(Node):
     def params(self):
         return (self,)  # not stored: see Leaf.params
 
+    def __reduce__(self):
+        return (Chunked, (self.array, self.physical))  # the dask graph, lazily
+
     def reshaped(self, shape: tuple[int, ...], step: tuple) -> Chunked:
         """``transform_views``'s split or merge, done by dask (which may rechunk)."""
         arr = self.array

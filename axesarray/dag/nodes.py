@@ -28,12 +28,14 @@ import itertools
 import math
 import operator
 import threading
+import weakref
 
 import numpy as np
 
 from ..storage.devices import device_of
 from ..core.ops import SPECIAL_CONSTANTS
 from ..core.strided import View
+from ..errors import message
 
 __all__ = [
     "Node",
@@ -218,6 +220,19 @@ class Node:
         """This node's structure without its children (what its key adds to theirs)."""
         raise NotImplementedError  # pragma: no cover - every computed kind defines it
 
+    def __reduce__(self):
+        # Keys are interned per process, and the default pickle of these slots cannot be
+        # loaded (``children`` is a class attribute of the leaf kinds): refuse at dumps,
+        # never write what cannot be read. Leaves (storage) have their own.
+        raise TypeError(
+            message(
+                "pickle",
+                f"a {self.kind} node is not pickled",
+                repr(self),
+                "Pickle tensors (a lazy tensor pickles as its value)",
+            )
+        )
+
 
 class Leaf(Node):
     """A strided view over 1-D storage: the only node that holds data (an l-tensor).
@@ -262,6 +277,15 @@ class Leaf(Node):
         # (with their storage) would wait for the cyclic garbage collector to be freed.
         return (self,)
 
+    def __reduce__(self):
+        # The constructor again (the key is interned per process). ``data`` is the storage
+        # object itself, so leaves pickled together (a tensor and its views, the origin
+        # chain) share one storage again when loaded, as torch's views do.
+        data = self.data
+        if not isinstance(data, np.ndarray):
+            data = _DeviceStorage.of(data)
+        return (Leaf, (data, self.view, self.writeable, self.origin, self.tag))
+
     @classmethod
     def fresh(cls, data, view: View, key: int) -> Leaf:
         """A new writeable leaf over new storage whose key is already known (the engine's
@@ -270,6 +294,33 @@ class Leaf(Node):
         leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, view.shape, data.dtype
         leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
         return leaf
+
+
+class _DeviceStorage:
+    """Device storage being pickled: it goes as its device and a host copy, and is
+    uploaded again when loaded. One object per storage while a pickle (or a deepcopy)
+    holds it, so leaves pickled together load sharing one device storage again."""
+
+    __slots__ = ("data", "__weakref__")
+    _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __init__(self, data):
+        self.data = data
+
+    @classmethod
+    def of(cls, data) -> _DeviceStorage:
+        found = cls._live.get(id(data))
+        if found is None or found.data is not data:
+            found = cls._live[id(data)] = cls(data)
+        return found
+
+    def __reduce__(self):
+        device = device_of(self.data)
+        return (_upload, (device, device.to_host(self.data)))
+
+
+def _upload(device, host: np.ndarray):
+    return device.upload(host)
 
 
 def derived_leaf(leaf: Leaf, view: View, step: tuple, writeable: bool | None = None) -> Leaf:

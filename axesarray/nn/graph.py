@@ -525,6 +525,20 @@ class Function:
         """Each stage's plan: outputs, shared values computed once (nothing runs)."""
         return self.program.explain([t.names for t in self.outputs])
 
+    def __reduce__(self):
+        # Its stages are plans over this process's leaves and kernels; its outputs are lazy
+        # graph tensors (refused too). Rebuilding it from loaded tensors is cheap.
+        ins = ", ".join(p._node.tag.label for p in self.inputs) or "none"
+        raise TypeError(
+            message(
+                "function",
+                "a compiled function is not pickled",
+                f"inputs: {ins}",
+                "Pickle the tensors it reads (variables, placeholders) and call "
+                "ax.function(outputs, inputs) again with the loaded ones",
+            )
+        )
+
 
 def function(outputs, inputs=()) -> Function:
     """Compile ``outputs`` (a tensor or a list) of the placeholders ``inputs``.

@@ -68,21 +68,25 @@ class Optimizer:
                 raise ValueError(message(self.name, f"parameter {k} is listed twice"))
             seen.add(id(p._node))
         self.params = items
-        self.steps = 0
+        self.steps = 0  # step() calls
+        # Updates per parameter (torch's ``state["step"]``): a parameter without a gradient
+        # is not updated and not counted, so its bias correction starts at its first update.
+        self.counts = [0] * len(items)
 
     def _state(self, p: Tensor) -> Tensor:
         """A zero persistent tensor laid out like ``p``."""
         z = zeros(p.axes, p.dtype)
         return persistent_tensor(z.to_layout(p.layout) if p.layout is not None else z)
 
-    def _program(self) -> Program | None:
+    def _program(self, counts: list) -> Program | None:
+        """One step's program; ``counts`` are the update counts this step uses."""
         outputs, dsts, labels, fuse = [], [], [], []
         for i, p in enumerate(self.params):
             g = p.grad
             if g is None:
                 continue
             name = p._node.tag.name or f"param {i}"
-            for dst, value, what in self._updates(i, p, g):
+            for dst, value, what in self._updates(i, p, g, counts[i]):
                 outputs.append(value._node if value.axes == dst.axes else _aligned(value, dst))
                 dsts.append(dst._node)
                 labels.append(f"{what} of {name}")
@@ -100,9 +104,15 @@ class Optimizer:
         array([0.5])
         """
         self.steps += 1
-        prog = self._program()
+        counts = self._next_counts()
+        prog = self._program(counts)
         if prog is not None:
             prog.run()
+        self.counts = counts
+
+    def _next_counts(self) -> list:
+        """The update counts after this step: one more for each parameter with a gradient."""
+        return [n + (p.grad is not None) for n, p in zip(self.counts, self.params, strict=True)]
 
     def zero_grad(self) -> None:
         """Forget the gradients: every parameter's ``grad`` becomes None.
@@ -127,11 +137,7 @@ class Optimizer:
         >>> "kernel" in str(opt.explain())
         True
         """
-        self.steps += 1
-        try:
-            prog = self._program()
-        finally:
-            self.steps -= 1
+        prog = self._program(self._next_counts())
         return prog.explain() if prog is not None else ProgramPlan(())
 
 
@@ -159,7 +165,7 @@ class SGD(Optimizer):
         self.momentum = _number(momentum, "SGD", "momentum", 0.0, 1.0, open_high=True)
         self.velocity = [self._state(p) for p in self.params] if self.momentum else None
 
-    def _updates(self, i: int, p: Tensor, g: Tensor) -> list:
+    def _updates(self, i: int, p: Tensor, g: Tensor, count: int) -> list:
         if not self.momentum:
             return [(p, p - self.lr * g, "update")]
         v = self.velocity[i]
@@ -170,6 +176,8 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam (Kingma and Ba): moments ``m = b1*m + (1-b1)*g``, ``v = b2*v + (1-b2)*g**2``,
     then ``w -= lr * m_hat / (sqrt(v_hat) + eps)`` with bias-corrected ``m_hat``, ``v_hat``.
+    The correction's ``t`` is each parameter's own update count (``counts``), as torch's:
+    a ``step()`` without a gradient neither moves nor counts a parameter.
 
     >>> import axesarray as ax, numpy as np
     >>> w = ax.variable(np.array([1.0, -1.0]), "K")
@@ -193,12 +201,12 @@ class Adam(Optimizer):
         self.m = [self._state(p) for p in self.params]
         self.v = [self._state(p) for p in self.params]
 
-    def _updates(self, i: int, p: Tensor, g: Tensor) -> list:
+    def _updates(self, i: int, p: Tensor, g: Tensor, count: int) -> list:
         b1, b2 = self.betas
         m, v = self.m[i], self.v[i]
         m_new = b1 * m + (1.0 - b1) * g
         v_new = b2 * v + (1.0 - b2) * (g * g)
-        c1 = 1.0 - b1**self.steps
-        c2 = 1.0 - b2**self.steps
+        c1 = 1.0 - b1**count  # this parameter's own count (torch, and the paper)
+        c2 = 1.0 - b2**count
         step = (self.lr / c1) * m_new / ((v_new / c2) ** 0.5 + self.eps)
         return [(m, m_new, "first moment"), (v, v_new, "second moment"), (p, p - step, "update")]

@@ -35,6 +35,11 @@ class AlongAxis:
     def __call__(self, x):
         return self.func(x, axis=self.axis, **dict(self.kwargs))
 
+    @property
+    def grad_rule(self) -> str:
+        """Its row of ``autograd.CALL_RULES`` (the numpy function's name)."""
+        return self.func.__name__
+
 
 @attrs.frozen
 class ArgFlat:
@@ -67,22 +72,29 @@ class Gather:
     shape: tuple[int, ...]
     names: tuple[str, ...]  # x's axis names, for messages
 
+    grad_rule = "gather"  # its row of ``autograd.CALL_RULES`` (a scatter-add)
+
     def __call__(self, x, *indices):
+        ix = self.index(x.shape, indices)
+        return x[ix] if ix else x
+
+    def index(self, shape: tuple[int, ...], indices) -> tuple:
+        """numpy's index tuple reading the result from an array of ``shape`` (checked)."""
         nd = len(self.shape)
         ix = []
         for k, (kind, v) in enumerate(self.sources):
             spread = [1] * nd
             if kind == "out":
-                spread[v] = x.shape[k]
-                ix.append(np.arange(x.shape[k]).reshape(spread))
+                spread[v] = shape[k]
+                ix.append(np.arange(shape[k]).reshape(spread))
                 continue
             idx, dims = indices[v], self.index_dims[v]
             order = sorted(range(len(dims)), key=lambda i: dims[i])
             for i in order:
                 spread[dims[i]] = idx.shape[i]
-            self._check(idx, x.shape[k], self.names[k])
+            self._check(idx, shape[k], self.names[k])
             ix.append(idx.transpose(order).reshape(spread))
-        return x[tuple(ix)] if ix else x
+        return tuple(ix)
 
     @staticmethod
     def _check(idx: np.ndarray, n: int, name: str) -> None:

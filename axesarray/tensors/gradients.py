@@ -172,7 +172,7 @@ class GradMethods:
                     "Create parameters with ax.variable(initial, axes)",
                 )
             )
-        grads = gradients(self._node, start, roots)
+        grads = gradients(self._node, start, roots, "backward")
         outputs, dsts, labels, fresh_tags = [], [], [], []
         for leaf, g in zip(roots, grads, strict=True):
             if g is None:

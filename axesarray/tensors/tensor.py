@@ -10,6 +10,8 @@ Every import points down.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import engine
@@ -157,6 +159,30 @@ class Tensor(
 
     __slots__ = ()
     __hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+    # --- pickle and copy --------------------------------------------------------------------
+
+    def __reduce__(self):
+        """Pickle (and ``copy.deepcopy``): an l-tensor as its storage, view, layout and kind
+        (storage shared with what it is pickled with); a lazy tensor as its value, except
+        one reading a declared tensor (its graph would be lost), which is refused."""
+        node = self._node
+        if type(node) is not ex.Leaf and type(node) is not Chunked:
+            declared = [r.tag.label for r in ex.leaf_roots(node) if r.tag is not None]
+            if declared:
+                raise TypeError(
+                    message(
+                        "pickle",
+                        f"a lazy tensor reading {', '.join(declared)} is not pickled",
+                        fmt_axes(self._axes),
+                        "Pickle its value, t.eval(), or the tensors it is computed from",
+                    )
+                )
+            return self.eval().__reduce__()
+        return (_loaded, (type(self), self._axes, node, self._layout))
+
+    def __copy__(self) -> Tensor:
+        return type(self)(self._axes, self._node, self._layout)  # the same storage
 
     # --- views (methods in views.py) and reductions (reductions.py) -------------------------
 
@@ -353,6 +379,15 @@ class Tensor(
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return array_ufunc(elementwise, ufunc, method, inputs, kwargs)
+
+
+def _loaded(cls, axes: Axes, node, layout) -> Tensor:
+    """A loaded tensor; it owns a loaded declared storage (``ax.variables`` yields it)."""
+    t = cls(axes, node, layout)
+    tag = getattr(node, "tag", None)
+    if tag is not None and node.origin is None and (tag.owner is None or tag.owner() is None):
+        tag.owner = weakref.ref(t)
+    return t
 
 
 def _operators(cls) -> None:
