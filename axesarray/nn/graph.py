@@ -149,7 +149,7 @@ def placeholder(axes, dtype="float32", name: str | None = None) -> Tensor:
     >>> float(g([[1.0, 2.0]] * 5)), float(g(b=[[0.0, 1.0]]))  # 5 rows, then 1, by name
     (3.0, 1.0)
     """
-    if not isinstance(axes, str):
+    if isinstance(axes, (list, tuple, Axes)):  # anything else: as_axes says what is wrong
         items = list(axes)
         dynamic = tuple(k for k, a in enumerate(items) if isinstance(a, UnboundAxis))
         axes = [Axis(a.name, NOMINAL) if isinstance(a, UnboundAxis) else a for a in items]
