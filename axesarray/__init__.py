@@ -9,6 +9,7 @@ array([2., 4., 6.])
 
 import sys as _sys
 
+from . import _startup  # first: Ctrl-C while the program imports (see _startup)
 from .core.axes import Axes, Axis, broadcast_axes
 
 __all__ = ["Axis", "Axes", "broadcast_axes"]
@@ -54,9 +55,9 @@ from . import functions as _functions
 globals().update({name: getattr(_functions, name) for name in _functions.__all__})
 __all__ += _functions.__all__
 
-from .everyday import apply, einsum, stack
+from .everyday import allclose, apply, einsum, isclose, stack
 
-__all__ += ["apply", "einsum", "stack"]
+__all__ += ["allclose", "apply", "einsum", "isclose", "stack"]
 
 from .layout_ops import empty_like_layout, physical, repack, to_layout
 from .storage.layouts import Layout

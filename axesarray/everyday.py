@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dag import nodes as ex
 from .core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .tensors.calls import Apply, Same
-from .core.dtypes import as_dtype
+from .core.dtypes import as_dtype, reduce_dtype
+from .dag import nodes as ex
 from .errors import AxesError, _Raw, fmt_axes, isel_example, message
-from .functions import clip, concat, dot, where
+from .functions import abs as _abs
+from .functions import clip, concat, dot, isfinite, isnan, where
+from .storage.memory import wrap_array
+from .tensors.calls import Apply, Same
 from .tensors.interop import axis_names, implements, write_out
 from .tensors.tensor import Tensor
 
-__all__ = ["stack", "einsum", "apply"]
+__all__ = ["stack", "einsum", "apply", "isclose", "allclose"]
 
 
 def _tensors(items, op: str) -> list[Tensor]:
@@ -126,6 +128,13 @@ def einsum(*tensors, out=None) -> Tensor:
     [3.0, 12.0]
     """
     ts = _tensors(tensors, "einsum")
+    # Integers (and bools) sum as ``sum`` does, in int64 (uint64): ``dot`` keeps its
+    # operands' dtype (BLAS-like), so an int8 contraction would wrap. Cast on every path,
+    # summed or not, so the result's dtype depends on the dtypes alone (as np.sum's).
+    common = np.result_type(*(t.dtype for t in ts))
+    if common.kind in "biu":
+        wide = reduce_dtype("sum", common)
+        ts = [t if t.dtype == wide else t.astype(wide) for t in ts]
     union = ts[0].axes
     for t in ts[1:]:
         union = broadcast_axes(union, t.axes, "einsum", "union")  # lengths agree by name
@@ -371,3 +380,97 @@ def _np_clip(
     hi = max if a_max is np._NoValue else a_max
     result = clip(a, None if lo is np._NoValue else lo, None if hi is np._NoValue else hi)
     return result if out is None else write_out(result, out, "numpy.clip")
+
+
+# --- comparing tensors ---------------------------------------------------------------------
+# One rule for every function that compares (``ax.isclose``/``allclose``, ``x.equals``,
+# ``np.isclose``/``np.allclose``/``np.array_equal`` on tensors): tensors are matched by
+# axis name (broadcast by name as arithmetic); a numpy array or list beside a tensor is
+# read in that tensor's logical order (its shape must be the tensor's, as ``assign`` reads
+# arrays). ``np.testing.assert_allclose(t, a)`` already follows it (it converts through
+# ``np.asarray``, the logical order).
+
+
+def _operands(a, b, op: str) -> tuple:
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(message(op, "needs at least one tensor", f"got {type(a).__name__}, "
+                                f"{type(b).__name__}"))  # fmt: skip
+    ref = a if isinstance(a, Tensor) else b
+
+    def named(v):
+        if isinstance(v, Tensor) or np.ndim(v) == 0:
+            return v
+        arr = np.asarray(v)
+        if arr.shape != ref.shape:
+            raise AxesError(
+                message(
+                    op,
+                    "an array beside a tensor is read in the tensor's axis order and needs "
+                    "its shape",
+                    f"tensor: {fmt_axes(ref.axes)}; array shape {arr.shape}",
+                    "Wrap the array with its names: ax.tensor(array, 'N C')",
+                )
+            )
+        return Tensor(ref.axes, ex.Leaf(*wrap_array(np.ascontiguousarray(arr))))
+
+    a, b = named(a), named(b)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        broadcast_axes(a.axes, b.axes, op=op)  # same names, different lengths: say so here
+    return a, b
+
+
+def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` with numpy's rules for infinities and
+    NaN (``np.isclose``), matching axes by name; a lazy bool tensor.
+
+    >>> import axesarray as ax, numpy as np
+    >>> a = ax.tensor(np.array([[1.0, 2.0]]), "N C")
+    >>> ax.isclose(a, a.transpose("C N") + 1e-9).numpy()
+    array([[ True,  True]])
+    """
+    return _isclose(a, b, rtol, atol, equal_nan, "isclose")
+
+
+def _isclose(a, b, rtol, atol, equal_nan, op: str) -> Tensor:
+    a, b = (
+        v.astype("float64") if isinstance(v, Tensor) and v.dtype.kind in "biu" else v
+        for v in _operands(a, b, op)
+    )  # numpy compares integers as floats (no wrapping differences)
+    finite = isfinite(a) & isfinite(b)
+    close = where(finite, _abs(a - b) <= atol + rtol * _abs(b), a == b)
+    if equal_nan:
+        close = close | (isnan(a) & isnan(b))
+    return close
+
+
+def allclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element is close (``isclose``), matching axes by name: a Python bool,
+    as ``np.allclose``. Same names with different lengths are an error (``AxesError``).
+
+    >>> import axesarray as ax, numpy as np
+    >>> a = ax.tensor(np.arange(6.0).reshape(2, 3), "N C")
+    >>> ax.allclose(a, a.transpose("C N").copy()), ax.allclose(a, a + 1)
+    (True, False)
+    """
+    return bool(_isclose(a, b, rtol, atol, equal_nan, "allclose").all())
+
+
+@implements(np.isclose)
+def _np_isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return _isclose(a, b, rtol, atol, equal_nan, "numpy.isclose")
+
+
+@implements(np.allclose)
+def _np_allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(_isclose(a, b, rtol, atol, equal_nan, "numpy.allclose").all())
+
+
+@implements(np.array_equal)
+def _np_array_equal(a1, a2, equal_nan=False):
+    a1, a2 = _operands(a1, a2, "numpy.array_equal")
+    if isinstance(a1, Tensor) and isinstance(a2, Tensor) and set(a1.axes) != set(a2.axes):
+        return False
+    same = a1 == a2
+    if equal_nan:
+        same = same | (isnan(a1) & isnan(a2))
+    return bool(same.all())

@@ -13,13 +13,14 @@ import operator
 import numpy as np
 
 from . import engine
+from .core.axes import Axes, Axis, parse_names
+from .core.dtypes import check_weak_scalar, is_weak
+from .core.ops import OPS
+from .core.reductions_table import REDUCTIONS
 from .dag import build as expr_ops
 from .dag import nodes as ex
-from .core.axes import Axes, Axis, broadcast_axes, parse_names
-from .core.dtypes import check_weak_scalar, is_weak, ufunc_dtypes
 from .errors import AxesError, fmt_axes, message
-from .core.ops import OPS
-from .tensors.tensor import Tensor, align, checked_assignment, elementwise
+from .tensors.tensor import Tensor, align, checked_assignment, contract, elementwise
 
 
 def _elementwise_function(row):
@@ -47,7 +48,27 @@ def _elementwise_function(row):
     return fn
 
 
+def _reduction_function(row):
+    """The public function of a ``reductions_table`` row: ``ax.nansum(x, "C")`` is
+    ``x.nansum("C")``."""
+    name = row.name
+
+    def fn(x, *args, **kwargs):
+        if not isinstance(x, Tensor):
+            raise TypeError(
+                message(name, "takes a tensor", f"got {type(x).__name__}",
+                        f"Wrap it: ax.{name}(ax.tensor(a, 'N C'), ...)")  # fmt: skip
+            )
+        return getattr(x, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = row.doc.replace("{f}", f"ax.{name}(x, ")
+    fn.__module__ = "axesarray"
+    return fn
+
+
 GENERATED = {row.public: _elementwise_function(row) for row in OPS.values() if row.public}
+GENERATED |= {r.name: _reduction_function(r) for r in REDUCTIONS.values() if r.function}
 globals().update(GENERATED)
 
 __all__ = sorted(GENERATED) + [
@@ -130,27 +151,7 @@ def dot(a: Tensor, b: Tensor, over) -> Tensor:
                 "dot", "name the axes to contract", "over=None", "Use e.g. ax.dot(a, b, over='K')"
             )
         )
-    over_names = parse_names(over, "dot")
-    for name in over_names:
-        a.axes.index(name, "dot")
-        b.axes.index(name, "dot")
-    broadcast_axes(a.axes, b.axes, op="dot", mode="union")  # same-name lengths must agree
-    out_axes = Axes(
-        [x for x in a.axes if x.name not in over_names]
-        + [x for x in b.axes if x.name not in over_names and x.name not in a.axes]
-    )
-    label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
-    loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), "dot")
-    node = ex.Dot(
-        expr_ops.cast(a._node, loop[0]),
-        expr_ops.cast(b._node, loop[1]),
-        tuple(label[n] for n in a.names),
-        tuple(label[n] for n in b.names),
-        tuple(label[x.name] for x in out_axes),
-        out_axes.shape,
-        loop[-1],
-    )
-    return Tensor(out_axes, node)
+    return contract(a, b, parse_names(over, "dot"), "dot")
 
 
 def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:

@@ -8,7 +8,9 @@ import os
 import re
 import resource
 import subprocess
+import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +32,12 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 def files(d) -> list[str]:
     return sorted(p.name for p in d.iterdir())
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    """Chunks of a few bytes, below the CLI's floor, to cut small files into many."""
+    monkeypatch.setattr(cli, "MIN_CHUNK", 1)
 
 
 @pytest.fixture
@@ -104,7 +112,7 @@ def test_blocked_input_without_sidecar_and_roles(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("to", ["NCHW4", "CHWN4", "NHWC", "NCHW"])
-def test_files_larger_than_the_chunk_size(capsys, tmp_path, to):
+def test_files_larger_than_the_chunk_size(capsys, tmp_path, to, tiny_chunks):
     logical = values((5, 9, 7, 6), "float32")
     src = tmp_path / "big.npy"
     np.save(src, logical)
@@ -152,7 +160,9 @@ def test_any_layout_to_any_layout_in_any_chunks(tmp_path_factory, shape, src, ds
     np.save(d / "a.npy", np.ascontiguousarray(expected_physical(logical, src)))
     c = shape[1]
     convert = ["convert", d / "a.npy", d / "b.npy", "--axes", f"N C={c} H W", "--from", src]
-    assert cli.main([str(a) for a in [*convert, "--to", dst, "--chunk-size", chunk]]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "MIN_CHUNK", 1)  # chunks of a few bytes: many boxes per file
+        assert cli.main([str(a) for a in [*convert, "--to", dst, "--chunk-size", chunk]]) == 0
     np.testing.assert_array_equal(
         np.load(d / "b.npy"), expected_physical(logical, dst), strict=True
     )
@@ -186,7 +196,7 @@ BAD = [
     (
         ["--axes", "N C H X", "--to", "NCHW4"],
         r"convert: --to NCHW4 places 'W', the axes are N C H X \(layout NCHW4\)\. "
-        r"Map its letters to your axis names: --roles 'W=X'\.",
+        r"Map its letters to your axis names \(axes in N C H W order\): --roles 'W=X'\.",
     ),
     (
         ["--axes", "N C=3 H W"],
@@ -196,7 +206,7 @@ BAD = [
     (
         ["--axes", "N C=x H W"],
         r"convert: --axes: the length of 'C' must be a non-negative integer \(got 'C=x'\)\. "
-        r"Write C=3, or C alone",
+        r"Write C alone",
     ),
     (["--axes", "N C=-2 H W"], r"convert: --axes: the length of 'C' must be a non-negative"),
     (["--axes", "N N H W"], r"convert: axis name 'N' appears twice"),
@@ -272,7 +282,9 @@ def test_a_failure_mid_way_leaves_no_output(plain, tmp_path, monkeypatch):
     assert files(tmp_path) == ["x.npy"]
 
 
-def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(capsys, plain, tmp_path, monkeypatch):
+def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(
+    capsys, plain, tmp_path, monkeypatch, tiny_chunks
+):
     """A file system that cannot reserve space (no fallocate) and fills up while writing."""
     from axesarray.io import npy as npyio
 
@@ -301,7 +313,7 @@ def test_a_full_disk_mid_way_is_one_line_and_leaves_no_output(capsys, plain, tmp
     assert files(tmp_path) == ["x.npy"]
 
 
-def test_ctrl_c_mid_way_leaves_no_output(capsys, plain, tmp_path, monkeypatch):
+def test_ctrl_c_mid_way_leaves_no_output(capsys, plain, tmp_path, monkeypatch, tiny_chunks):
     import axesarray.layout_ops as lo
 
     src, _ = plain
@@ -516,7 +528,8 @@ def test_info(capsys, plain, tmp_path):
 
 
 def test_a_blocked_file_without_its_sidecar(capsys, tmp_path):
-    """info suggests the form that keeps the padding out; leaving the length out warns."""
+    """info suggests the form that keeps the padding out; leaving the length out is refused
+    (C=4 says there is no padding)."""
     logical = values((2, 3, 2, 2), "int8")
     path = tmp_path / "b.npy"
     np.save(path, np.ascontiguousarray(expected_physical(logical, "NCHW4")))
@@ -532,12 +545,17 @@ def test_a_blocked_file_without_its_sidecar(capsys, tmp_path):
     rc, _, err = run(
         capsys, "convert", path, tmp_path / "all.npy", "--axes", "N C H W", "--from", "NCHW4"
     )
-    assert rc == 0
+    assert rc == 1  # the padding would become channel 4: refused, not warned about
     assert err == (
-        "axesarray: warning: convert: --axes gives no length for the blocked axis 'C', so all 4 "
-        "entries of its blocks are taken as data, padding included (C=4). If the file has "
-        "padding, give the real length: --axes 'N C=<1..4> H W'.\n"
+        "axesarray: error: convert: --axes gives no length for the blocked axis 'C', and its 4 "
+        "entries in the file may end in padding (--axes N C H W; NCHW4 blocks of 4). Give its "
+        "real length (C=4 if there is no padding): --axes 'N C=<1..4> H W'.\n"
     )
+    assert files(tmp_path) == ["b.npy", "ok.npy", "ok.npy.axes.json"]
+    rc, _, err = run(
+        capsys, "convert", path, tmp_path / "all.npy", "--axes", "N C=4 H W", "--from", "NCHW4"
+    )
+    assert rc == 0 and err == ""
     assert np.load(tmp_path / "all.npy").shape == (2, 4, 2, 2)
     np.save(tmp_path / "three.npy", np.zeros((2, 3, 4), "int8"))
     rc, out, _ = run(capsys, "info", tmp_path / "three.npy")
@@ -632,3 +650,309 @@ def test_load_errors(tmp_path):
         ax.load(path)
     with pytest.raises(TypeError, match="save: expected a Tensor"):
         ax.save(path, np.zeros(3))
+
+
+HOSTILE_SIDECARS = [
+    ("[1, 2]", r"load: the sidecar .* is not readable \(it holds a list, not an object\)"),
+    ("null", r"load: the sidecar .* is not readable \(it holds null, not an object\)"),
+    ("3", r"load: the sidecar .* is not readable \(it holds a number, not an object\)"),
+    ('"text"', r"load: the sidecar .* is not readable \(it holds a string, not an object\)"),
+    ("[" * 100_000 + "]" * 100_000, r"load: the sidecar .* is not readable \(nested too deeply"),
+    ("{broken", r"load: the sidecar .* is not readable \(Expecting property name"),
+    ("{}", r"load: the sidecar .* is not readable \(format is None, not 'axesarray'\)"),
+]
+
+
+def _sidecar(axes, layout=None, dtype="<f8", **extra) -> str:
+    return json.dumps(
+        {"format": "axesarray", "version": 1, "axes": axes, "layout": layout, "dtype": dtype}
+        | extra
+    )
+
+
+# The document of each case, as JSON text: valid JSON, hostile or inconsistent values.
+HOSTILE_FIELDS = [
+    (_sidecar([["N", 2], ["C", 3]], version=2), r"version 2 is not one this axesarray reads \(1\)"),
+    (_sidecar([["N", 2], ["C", 3]], version="1"), r"version '1' is not one this axesarray reads"),
+    (_sidecar("N C"), r"'axes' must be a list of \[name, length\] pairs \(got 'N C'\)"),
+    (_sidecar({"N": 2}), r"'axes' must be a list of \[name, length\] pairs"),
+    (_sidecar([["N", 2, 5], ["C", 3]]), r"'axes' must be a list of \[name, length\] pairs"),
+    (_sidecar([["N", 2], ["C", 3.7]]), r"the length of axis 'C' must be a non-negative integer \(got 3.7\)"),
+    (_sidecar([["N", 2], ["C", 3.0]]), r"the length of axis 'C' must be a non-negative integer \(got 3.0\)"),
+    (_sidecar([["N", 2], ["C", True]]), r"the length of axis 'C' must be a non-negative integer \(got True\)"),
+    ('{"format": "axesarray", "version": 1, "axes": [["N", 2], ["C", Infinity]], "dtype": "<f8"}',
+     r"the length of axis 'C' must be a non-negative integer \(got inf\)"),
+    ('{"format": "axesarray", "version": 1, "axes": [["N", 2], ["C", NaN]], "dtype": "<f8"}',
+     r"the length of axis 'C' must be a non-negative integer \(got nan\)"),
+    (_sidecar([["N", 2], ["C", -3]]), r"the length of axis 'C' must be a non-negative integer"),
+    (_sidecar([["N", 2], [3, 3]]), r"an axis name must be a Python identifier \(got 3\)"),
+    (_sidecar([["N", 2], ["C", 3]], dtype=7), r"'dtype' must be a numpy dtype string \(got 7\)"),
+    (_sidecar([["N", 2], ["C", 3]], dtype="nonsense"), r"'dtype' must be a numpy dtype string"),
+    (_sidecar([["N", 2], ["C", 3]], layout="NCHW4"), r"'layout' must be an object or null"),
+    (_sidecar([["N", 2], ["C", 3]], layout={"order": "N C"}), r"'layout' .*order"),
+    (_sidecar([["N", 2], ["C", 3]], layout={"order": ["N", "C"], "blocks": [["C", 2.5]]}),
+     r"block size of 'C' must be an integer >= 2"),
+    (_sidecar([["N", 2], ["C", 3]], layout={"order": ["N", "C", "H"], "blocks": []}),
+     r"the tensor has no 'H'"),
+]
+
+
+@pytest.mark.parametrize("text, match", HOSTILE_SIDECARS + HOSTILE_FIELDS)
+def test_hostile_sidecars_are_load_errors(tmp_path, text, match):
+    """Valid JSON of the wrong shape, deep nesting, non-finite or fractional lengths: each
+    is one ``load:`` error (and ``info:``/``convert:`` from the CLI), never a crash."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.zeros((2, 3)))
+    sidecar_path(path).write_text(text)
+    with pytest.raises(LayoutError, match=match) as err:
+        ax.load(path)
+    assert str(err.value).startswith("load: the sidecar ") and "\n" not in str(err.value)
+    assert str(err.value).endswith("Delete it and pass the axes explicitly.")
+    with pytest.raises(LayoutError, match=match.replace("load:", "info:")):
+        cli.info(path)
+
+
+def test_a_npy_with_a_negative_dimension_is_a_load_error(tmp_path):
+    path = tmp_path / "neg.npy"
+    np.save(path, np.zeros((2, 3), "int8"))
+    raw = path.read_bytes().replace(b"(2, 3)", b"(2,-3)")
+    path.write_bytes(raw)
+    with pytest.raises(LayoutError, match=r"load: .*neg.npy is not a valid .npy file \(shape "
+                       r"\(2, -3\) has a negative dimension\)\. Write it with np.save\.$"):
+        ax.load(path, axes="A B")
+    with pytest.raises(LayoutError, match=r"info: .*neg.npy is not a valid .npy file"):
+        cli.info(path)
+
+
+def test_axes_specs_that_lose_order_or_lengths_are_refused(tmp_path):
+    """A set has no order (its names would land on dims at random): refused. A dict's
+    values are lengths: checked against the data, as Axis objects are."""
+    path = tmp_path / "p.npy"
+    np.save(path, np.zeros((2, 3)))
+    for call in (lambda a: ax.load(path, axes=a), lambda a: ax.tensor(np.zeros((2, 3)), a)):
+        assert call(["N", "C"]).names == ("N", "C")
+        with pytest.raises(TypeError, match=r": axes given as a set have no order"):
+            call({"N", "C"})
+        with pytest.raises(TypeError, match=r": axes given as a set have no order"):
+            call(frozenset({"N", "C"}))
+        assert call({"N": 2, "C": 3}).axes == ax.Axes([ax.Axis("N", 2), ax.Axis("C", 3)])
+        with pytest.raises(ax.AxesError, match=r": axis 'C' has length 4 but the .* has 3"):
+            call({"N": 2, "C": 4})
+        with pytest.raises(ax.AxesError, match=r": the length of axis 'C' must be a non-negative"):
+            call({"N": 2, "C": 3.7})
+    ax.save(path, ax.tensor(np.zeros((2, 3)), "N C"))  # with a sidecar: the same checks
+    with pytest.raises(TypeError, match=r"^load: axes given as a set have no order"):
+        ax.load(path, axes={"N", "C"})
+    with pytest.raises(LayoutError, match=r"^load: the axes given differ from the sidecar's"):
+        ax.load(path, axes={"N": 2, "C": 4})
+    assert ax.load(path, axes={"N": 2, "C": 3}).names == ("N", "C")
+
+
+def test_unreadable_npy_input_is_one_formatted_line(capsys, plain, tmp_path, monkeypatch):
+    """As for a Zarr input: no raw ``[Errno ...]`` text (root reads anything, so the
+    refusal is simulated where the file is opened)."""
+    from axesarray.io import npy as npyio
+
+    src, _ = plain
+    real_open = open
+
+    def refusing(path, *args, **kwargs):
+        if str(path) == str(src):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(npyio, "open", refusing, raising=False)
+    for argv in (["convert", src, tmp_path / "o.npy", "--axes", "N C H W"], ["info", src]):
+        rc, _, err = run(capsys, *argv)
+        assert rc == 1 and err == (
+            f"axesarray: error: {argv[0]}: cannot read {src} (Permission denied). "
+            "Check the permissions of the file.\n"
+        ), err
+    assert files(tmp_path) == ["x.npy"]
+
+
+def test_info_into_a_closed_pipe_exits_quietly(plain):
+    """``axesarray info FILE | head -1``: the reader has gone; no traceback, no error
+    line, and the status of a process ended by SIGPIPE (as cat's)."""
+    src, _ = plain
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "axesarray", "info", str(src)],
+            stdout=w, stderr=subprocess.PIPE, text=True, timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert proc.stderr == "" and proc.returncode in (-13, 141), proc
+
+
+def test_the_chunk_size_has_a_floor(capsys, plain, tmp_path):
+    """--chunk-size 1 would cut a file into one-element chunks (minutes for a few MB)."""
+    src, _ = plain
+    for size in ("1", "100", "63K"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["convert", str(src), str(tmp_path / "o.npy"), "--chunk-size", size])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"the chunk size must be at least 64K, got {size!r} (e.g. 64M)" in err, err
+    rc, _, err = run(capsys, "convert", src, tmp_path / "o.npy", "--axes", "N C H W",
+                     "--chunk-size", "64K")
+    assert rc == 0, err
+
+
+# --- every hint, followed literally, does what the user meant -----------------------------------
+
+LOGICAL = values((2, 3, 4, 5), "int8")  # (batch, channels, y, x): C=3 pads in blocks of 4
+
+
+def _hint(err: str) -> str:
+    """The hint of a one-line error: the text after the fact and its values."""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("axesarray: error: "), err
+    body = line.split(": error: ", 1)[1]
+    start = body.find(" (")
+    if start < 0:
+        return body.partition(". ")[2]
+    depth = 0
+    for k in range(start + 1, len(body)):  # the values' closing parenthesis
+        depth += {"(": 1, ")": -1}.get(body[k], 0)
+        if depth == 0:
+            return body[k + 1 :].lstrip(". ")
+    raise AssertionError(err)
+
+
+def _set(argv: list, flag: str, value: str | None) -> list:
+    out = list(argv)
+    if flag in out:
+        k = out.index(flag)
+        del out[k : k + 2]
+    return out if value is None else [*out, flag, value]
+
+
+def _follow(argv: list, hint: str, lengths: dict) -> list:
+    """``argv`` with ``hint`` applied literally: a flag and value it gives replace the
+    flag's; a placeholder ``<1..n>`` (a length the tool cannot know) becomes the length
+    the user meant (``lengths``); "Leave --x out" removes it; "Name it"/"Give a file"
+    replace the output; "Write C alone" drops a length. An unknown hint fails the test."""
+    def fill(text):
+        return re.sub(r"(\w+)=<[^>]*>", lambda m: f"{m[1]}={lengths[m[1]]}", text)
+
+    if m := re.match(r"Leave (--\w+) out", hint):
+        return _set(argv, m[1], None)
+    flags = re.findall(r"(--axes|--roles|--from|--to) '([^']*)'", hint)
+    flags += [(f, v) for f, v in re.findall(r"(--from|--to) (\w+)\b", hint) if f not in dict(flags)]
+    if flags:
+        for flag, value in flags:
+            argv = _set(argv, flag, fill(value))
+        return argv
+    if m := re.match(r"(?:Name it|Give a file:) (\S+?)\.$", hint):
+        return [argv[0], argv[1], str(Path(argv[2]).parent / Path(m[1]).name), *argv[3:]]
+    if m := re.match(r"Write (\w+) alone", hint):
+        k = argv.index("--axes") + 1
+        return [*argv[:k], re.sub(rf"\b{m[1]}=\S+", m[1], argv[k]), *argv[k + 1 :]]
+    raise AssertionError(f"a hint the test cannot follow: {hint!r}")
+
+
+def _physical(name: str | None, logical=LOGICAL) -> np.ndarray:
+    return logical if name is None else expected_physical(logical, name)
+
+
+# (file on disk: its layout or None, its sidecar's axes or None), the argv (after
+# "convert IN OUT") with a mistake, the output meant (physical layout or None, names).
+HINTED = [
+    ((None, None), ["--axes", "b f y x", "--to", "CHWN4"], ("CHWN4", "b f y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "NHWC"], ("NHWC", "b f y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "NCHW32"], ("NCHW32", "b f y x")),
+    ((None, None), ["--axes", "N C y x", "--to", "NHWC"], ("NHWC", "N C y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "NHWC", "--roles", "N=b"], ("NHWC", "b f y x")),
+    ((None, None), ["--axes", "b f y x", "--to", "C H W N"], ("C H W N", "b f y x")),
+    ((None, None), ["--to", "NCHW4"], ("NCHW4", "N C H W")),
+    ((None, None), ["--axes", "N C=4 H W", "--to", "NHWC"], ("NHWC", "N C H W")),
+    ((None, "N C H W"), ["--axes", "a b c d", "--to", "NHWC"], ("NHWC", "N C H W")),
+    (("NCHW4", "N C H W"), ["--from", "NHWC"], (None, "N C H W")),
+    (("NCHW4", None), ["--axes", "N C H W", "--from", "NCHW4"], (None, "N C H W")),
+    (("NCHW4", None), ["--axes", "b f y x", "--from", "NCHW4", "--to", "NHWC"], ("NHWC", "b f y x")),
+    (("CHWN4", None), ["--axes", "N C H W", "--from", "CHWN4", "--to", "NCHW32"], ("NCHW32", "N C H W")),
+    (("NCHW4", None), ["--to", "NHWC"], ("NHWC", "N C H W")),
+    ((None, None), ["--axes", "N C=x H W", "--to", "NHWC"], ("NHWC", "N C H W")),
+    ((None, None), ["--axes", "N C H", "--to", "NHWC"], ("NHWC", "N C H W")),
+    ((None, None), ["--axes", "N C H W", "--from", "NCHW4", "--to", "NHWC"], ("NHWC", "N C H W")),
+]
+
+
+@pytest.mark.parametrize("stored, argv, meant", HINTED)
+def test_every_hint_followed_literally_does_what_the_user_meant(capsys, tmp_path, stored, argv, meant):
+    """Each refused command prints a hint; the command the hint gives (placeholders filled
+    with the length the user knows) succeeds and writes the output the user meant,
+    checked against numpy; hints may chain (roles first, then a length)."""
+    layout, side_axes = stored
+    src = tmp_path / "in.npy"
+    if side_axes is None:
+        np.save(src, np.ascontiguousarray(_physical(layout)))
+    else:
+        t = ax.tensor(LOGICAL, side_axes)
+        ax.save(src, t.to_layout(layout) if layout else t)
+    out_layout, names = meant
+    lengths = dict(zip(names.split(), LOGICAL.shape, strict=True))
+    cmd = ["convert", str(src), str(tmp_path / "out.npy"), *argv]
+    hints = []
+    for _ in range(4):
+        rc, _, err = run(capsys, *cmd)
+        if rc == 0:
+            break
+        assert rc == 1 and err.count("\n") == 1, err
+        hints.append(_hint(err))
+        cmd = _follow(cmd, hints[-1], lengths)
+    assert rc == 0 and hints, (hints, err)
+    assert not (tmp_path / "out.npy").exists() or rc == 0
+    back = ax.load(tmp_path / cmd[2])
+    assert back.names == tuple(names.split()), hints
+    np.testing.assert_array_equal(back.numpy(), LOGICAL, strict=True)
+    on_disk = np.load(tmp_path / cmd[2])
+    if out_layout == "C H W N":
+        np.testing.assert_array_equal(on_disk, LOGICAL.transpose(1, 2, 3, 0))
+    else:
+        np.testing.assert_array_equal(on_disk, _physical(out_layout), strict=True), hints
+
+
+OUTPUT_HINTS = [
+    ("out.npz", "out.npy"),
+    ("D", "out.npy"),
+    ("in.npy", "in_out.npy"),  # the input itself
+]
+
+
+@pytest.mark.parametrize("output, meant", OUTPUT_HINTS)
+def test_output_hints_followed_literally(capsys, tmp_path, output, meant):
+    src = tmp_path / "in.npy"
+    np.save(src, LOGICAL)
+    (tmp_path / "D").mkdir()
+    cmd = ["convert", str(src), str(tmp_path / output), "--axes", "N C H W", "--to", "NHWC"]
+    rc, _, err = run(capsys, *cmd)
+    assert rc == 1
+    cmd = _follow(cmd, _hint(err), {})
+    rc, _, err = run(capsys, *cmd)
+    assert rc == 0, err
+    assert Path(cmd[2]).name == meant
+    np.testing.assert_array_equal(np.load(cmd[2]), LOGICAL.transpose(0, 2, 3, 1))
+
+
+def test_zarr_hints_followed_literally(capsys, tmp_path):
+    ax.to_zarr(ax.tensor(LOGICAL, "b f y x"), tmp_path / "in.zarr")
+    for argv in (
+        [tmp_path / "out.npy", "--to", "NHWC", "--roles", "N=b C=f H=y W=x"],
+        [tmp_path / "out.zarr", "--from", "NCHW", "--to", "NHWC", "--roles", "N=b C=f H=y W=x"],
+        [tmp_path / "out.zarr", "--to", "NHWC"],
+    ):
+        cmd = ["convert", str(tmp_path / "in.zarr"), *map(str, argv)]
+        for _ in range(3):
+            rc, _, err = run(capsys, *cmd)
+            if rc == 0:
+                break
+            cmd = _follow(cmd, _hint(err), {})
+        assert rc == 0, err
+        out = ax.open_zarr(cmd[2])
+        assert out.names == ("b", "f", "y", "x") and str(out.layout) == "NHWC"
+        np.testing.assert_array_equal(out.numpy(), LOGICAL)
+        shutil.rmtree(cmd[2])

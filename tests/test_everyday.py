@@ -330,6 +330,26 @@ def test_einsum_errors():
         ax.einsum()
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "bool", "int16"])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_einsum_of_integers_sums_in_int64_as_sum_does(dtype, k):
+    """numpy's einsum wraps in int8; einsum follows ``sum`` (int64, uint64 for unsigned) on
+    every path (one operand, ``dot``, a chain), whatever is contracted."""
+    arrays = [np.full((2, 3), 100 if dtype != "bool" else 1, dtype),
+              np.full((3, 4), 3 if dtype != "bool" else 1, dtype),
+              np.full((4,), 2 if dtype != "bool" else 1, dtype)][:k]
+    names = ["M K", "K N", "N"][:k]
+    ops = [ax.tensor(a, n) for a, n in zip(arrays, names, strict=True)]
+    want = np.sum(np.zeros(1, dtype)).dtype
+    wide = [a.astype(want) for a in arrays]
+    spec = ["mk", "kn", "n"][:k]
+    for out in ["M", "", "M K" if k == 1 else "M N"]:
+        expected = np.einsum(",".join(spec) + "->" + out.replace(" ", "").lower(), *wide)
+        result = ax.einsum(*ops, out=out)
+        assert result.dtype == want, (out, result.dtype)
+        np.testing.assert_array_equal(result.numpy(), expected, strict=True)
+
+
 # --- isel with lists, masks and index tensors ------------------------------------------------
 
 
@@ -428,10 +448,11 @@ def test_isel_errors_leave_the_destination_unchanged(engine):
 # --- where -----------------------------------------------------------------------------------
 
 
-def test_gathers_cannot_be_written_but_masks_go_through_where():
+def test_gathers_write_their_source_and_masks_go_through_where():
     x, arr = sample()
-    with raises(TypeError, "setitem: an integer list, a mask or an index tensor selects a copy"):
-        x[{"C": [0, 2]}] = 1.0
+    x[{"C": [0, 2]}] = 1.0  # index assignment (more in tests/test_idioms.py)
+    arr[:, [0, 2]] = 1.0
+    assert_close(x, arr)
     mask = ax.tensor(np.array([True, False, True]), "C")
     x[...] = x.where(~mask, 0.0)  # numpy's a[:, mask] = 0
     arr[:, [True, False, True]] = 0.0

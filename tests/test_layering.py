@@ -13,10 +13,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "axesarray"
 
 ORDER = [
+    "_startup",
     "errors",
     "options",
     "_version",
     "core.ops",
+    "core.reductions_table",
     "core.axes",
     "core.dtypes",
     "core.strided",
@@ -42,6 +44,7 @@ ORDER = [
     "kernels.ir",
     "kernels.scalar",
     "kernels.lower",
+    "kernels.threads",
     "kernels.repack.plan",
     "kernels.repack.simd",
     "kernels.repack.cuda_source",
@@ -49,7 +52,6 @@ ORDER = [
     "kernels.repack.run_cpu",
     "kernels.repack",
     "kernels.mathlib",
-    "kernels.threads",
     "kernels.cpu",
     "kernels.cuda",
     "kernels.cache",

@@ -3,6 +3,8 @@ wrapping physical buffers, ops on padded tensors. numpy is the oracle."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from conftest import assert_close
@@ -157,6 +159,21 @@ def test_bind_errors_name_the_roles():
     with pytest.raises(LayoutError, match="to_layout: the layout does not place 'D'"):
         five.to_layout("NCHW")
     assert str(five.to_layout(Layout("N C D H W", {"C": 4})).layout) == "NCDHW4"
+
+
+@pytest.mark.parametrize("name", ["CHWN4", "NHWC", "NCHW32"])
+@pytest.mark.parametrize("given", [{}, {"N": "batch"}, {"W": "x", "C": "feat"}])
+def test_the_roles_hint_followed_literally_lays_out_the_tensor(name, given):
+    """The hint pairs the letters with the axes in N C H W order (not the layout's) and
+    keeps the roles already given, so the call it shows succeeds as meant."""
+    logical = values((2, 3, 4, 5), "int8")
+    t = ax.tensor(logical, "batch feat y x")
+    with pytest.raises(LayoutError) as err:
+        t.to_layout(name, **given)
+    call = re.search(r"(to_layout\('\w+', [^)]*\))\.$", str(err.value))[1]
+    u = eval("t." + call, {"t": t})
+    assert str(u.layout) == name
+    np.testing.assert_array_equal(u.physical, expected_physical(logical, name), strict=True)
 
 
 # --- repacks against the formula ----------------------------------------------------------

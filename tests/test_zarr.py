@@ -5,6 +5,7 @@ store larger than the memory it is given."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -178,3 +179,185 @@ def test_cli_converts_a_store_larger_than_its_memory(tmp_path):
     code = "import numpy as np; np.ones((320, 64, 128, 128), 'f4')"
     run = subprocess.run([sys.executable, "-c", code], preexec_fn=limit, capture_output=True)
     assert run.returncode != 0 and b"MemoryError" in run.stderr
+
+
+def _store(path, shape, attribute, dtype="f4", names=None):
+    z = zarr.create_array(
+        str(path), shape=shape, dtype=dtype, chunks=shape, dimension_names=names,
+        attributes={"axesarray": attribute},
+    )
+    z[...] = np.arange(int(np.prod(shape))).reshape(shape).astype(dtype)
+    return z
+
+
+LYING_ATTRIBUTES = [
+    # (physical shape, attribute, the reason in the message)
+    ((4, 3), {"version": 1, "axes": [["A", 5], ["B", 3]], "layout": None},
+     r"the array's shape \(4, 3\) is not A=5, B=3's"),
+    ((4, 3), {"version": 1, "axes": [["A", 4], ["B", 3]], "layout": None, "dtype": "<i2"},
+     r"the array's dtype float32 is not the attribute's int16"),
+    ((4, 3), {"version": 1, "axes": [["A", 4], ["B", 3]],
+              "layout": {"order": ["A", "B"], "blocks": [["B", 4]], "roles": []}},
+     r"the array's shape \(4, 3\) is not A=4, B=3's in layout AB4b \(4, 1, 4\)"),
+    ((4, 3), "A B", r"it holds a string, not an object"),
+    ((4, 3), ["A", "B"], r"it holds a list, not an object"),
+    ((4, 3), {"version": 2, "axes": [["A", 4], ["B", 3]], "layout": None},
+     r"version 2 is not one this axesarray reads \(1\)"),
+    ((4, 3), {"axes": [["A", 4], ["B", 3]], "layout": None}, r"version None is not one"),
+    ((4, 3), {"version": 1, "axes": "A B", "layout": None}, r"'axes' must be a list of"),
+    ((4, 3), {"version": 1, "axes": [["A", 4], ["B", 3.5]], "layout": None},
+     r"the length of axis 'B' must be a non-negative integer \(got 3.5\)"),
+    ((4, 3), {"version": 1, "axes": [["A", 4], ["B", 3]],
+              "layout": {"order": ["N", "C", "H", "W"], "blocks": [["C", 4]], "roles": []}},
+     r"the tensor has no 'N', 'C', 'H', 'W'"),
+    ((4, 3), {"version": 1, "axes": [["A", 4], ["B", 3]], "layout": "NCHW4"},
+     r"'layout' must be an object or null"),
+]
+
+
+@pytest.mark.parametrize("shape, attribute, reason", LYING_ATTRIBUTES)
+def test_a_store_whose_attribute_lies_is_an_open_zarr_error(tmp_path, shape, attribute, reason):
+    """The attribute is checked against the array as a sidecar is (shape, dtype, layout,
+    version); the hint, followed, opens the array under the axes given."""
+    p = tmp_path / "w.zarr"
+    _store(p, shape, attribute)
+    with pytest.raises(ax.LayoutError) as err:
+        ax.open_zarr(p)
+    text = str(err.value)
+    assert text.startswith(f"open_zarr: the axesarray attribute of {p} does not describe its "
+                           "array (") and "\n" not in text, text
+    assert re.search(reason, text), text
+    hint = text.split(". Delete it if the array is right: ", 1)[1]
+    code, _, rest = hint.partition(", then ")
+    assert rest == "ax.open_zarr(store, axes='...')."
+    exec(code, {"zarr": zarr})
+    t = ax.open_zarr(p, axes="P Q")
+    np.testing.assert_array_equal(t.numpy(), np.arange(12).reshape(4, 3).astype("f4"))
+
+
+def test_open_zarr_with_axis_objects_and_non_stores(tmp_path):
+    t = ax.tensor(_x((2, 3)), "N C")
+    ax.to_zarr(t, tmp_path / "t.zarr")
+    back = ax.open_zarr(tmp_path / "t.zarr", axes=(ax.Axis("N", 2), ax.Axis("C", 3)))
+    assert back.axes == t.axes
+    assert ax.open_zarr(tmp_path / "t.zarr", axes=["N", ax.Axis("C", 3)]).axes == t.axes
+    with pytest.raises(ax.AxesError, match=r"^open_zarr: axes= differs from the store's axes "
+                       r"\(axes=N=2, C=4; store N=2, C=3\)\. Leave axes= out"):
+        ax.open_zarr(tmp_path / "t.zarr", axes=(ax.Axis("N", 2), ax.Axis("C", 4)))
+    with pytest.raises(TypeError, match=r"^open_zarr: axes given as a set have no order"):
+        ax.open_zarr(tmp_path / "t.zarr", axes={"N", "C"})
+    (tmp_path / "f.zarr").write_text("not a store")
+    with pytest.raises(NotADirectoryError, match=r"^open_zarr: .*f.zarr is a file, not a Zarr "
+                       r"store \(a directory\)\. Give the store's directory\.$"):
+        ax.open_zarr(tmp_path / "f.zarr")
+    (tmp_path / "d.zarr").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"^open_zarr: no Zarr array at .*d.zarr \(No "
+                       r"array found"):
+        ax.open_zarr(tmp_path / "d.zarr")
+    zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    with pytest.raises(FileNotFoundError, match=r"^open_zarr: no Zarr array at .*g.zarr"):
+        ax.open_zarr(tmp_path / "g.zarr")
+
+
+@pytest.mark.parametrize(
+    "cut, layout",
+    [
+        (dict(C=slice(1, 6)), "NCHW4"),
+        (dict(C=slice(0, 9, 2)), "NCHW4"),
+        (dict(C=slice(4, 8)), "NCHW4"),
+        (dict(H=1), "NCW4"),
+        (dict(C=[5, 0, 2]), None),  # a gather is a new tensor, in axis order
+    ],
+)
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_sliced_blocked_tensor_keeps_its_layout_in_zarr(tmp_path, cut, layout, chunked):
+    """As ax.save does: a view through blocks is stored blocked (fresh, zero padding)."""
+    x = _x((2, 9, 3, 2))
+    t = ax.tensor(x, "N C H W").to_layout("NCHW4")
+    if chunked:
+        t = t.chunk({"N": 1})
+    view = t.isel(cut)
+    ax.to_zarr(view, tmp_path / "v.zarr")
+    back = ax.open_zarr(tmp_path / "v.zarr")
+    assert back.axes == view.axes
+    assert (str(back.layout) if back.layout else None) == layout
+    assert back.layout is None or not back.layout.partial
+    np.testing.assert_array_equal(back.numpy(), view.numpy())
+    raw = zarr.open_array(str(tmp_path / "v.zarr"), mode="r")[...]
+    fresh = ax.tensor(view.numpy(), view.names)
+    np.testing.assert_array_equal(raw, fresh.to_layout(back.layout).physical if layout else fresh.numpy())
+
+
+def test_cli_info_reads_stores(tmp_path, capsys):
+    x = _x((2, 5, 3, 2))
+    ax.to_zarr(ax.tensor(x, "N C H W").to_layout("NCHW4"), tmp_path / "b.zarr", chunks={"N": 1})
+    assert main(["info", str(tmp_path / "b.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert f"store     {tmp_path / 'b.zarr'} (Zarr, chunks N=(1, 1), C=(4, 1), H=(3,), W=(2,))" in out
+    assert "physical  float32 (2, 2, 3, 2, 4)" in out
+    assert "axes      N=2, C=5, H=3, W=2" in out
+    assert "layout    NCHW4 (N=2, C//4=2, H=3, W=2, C%4=4)" in out
+    assert "padding   37.5% of the elements" in out
+    zarr.create_array(str(tmp_path / "raw.zarr"), shape=(2, 3), dtype="i2", chunks=(1, 3))
+    assert main(["info", str(tmp_path / "raw.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "physical  int16 (2, 3)" in out and "axes      unknown (no dimension_names)" in out
+    assert main(["info", str(tmp_path / "none.zarr")]) == 1
+    assert "axesarray: error: info: no Zarr array at" in capsys.readouterr().err
+
+
+def _unreadable(monkeypatch, store_cls):
+    """Reading any key of a store fails as an unreadable file does (root reads anything,
+    so a chmod would not do it)."""
+    import errno
+
+    async def get(self, key, *args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), f"{self.root}/{key}")
+
+    monkeypatch.setattr(store_cls, "get", get)
+
+
+def test_cli_unreadable_zarr_input_is_one_formatted_line(tmp_path, capsys, monkeypatch):
+    ax.to_zarr(ax.tensor(_x((2, 4)), "N C"), tmp_path / "in.zarr")
+    from zarr.storage import LocalStore
+
+    _unreadable(monkeypatch, LocalStore)
+    rc = main(["convert", str(tmp_path / "in.zarr"), str(tmp_path / "o.zarr"), "--to", "C N"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert re.fullmatch(
+        rf"axesarray: error: convert: cannot read {re.escape(str(tmp_path / 'in.zarr'))} "
+        r"\(Permission denied: .*\)\. Check the permissions of the file\.\n",
+        err,
+    ), err
+    assert "[Errno" not in err
+    assert sorted(os.listdir(tmp_path)) == ["in.zarr"]
+
+
+def test_cli_full_disk_under_zarr_output_is_one_formatted_line(tmp_path):
+    """RLIMIT_FSIZE stands in for a full disk, as for the .npy output."""
+    x = _x((4, 64, 64, 8))  # 512 KiB
+    ax.to_zarr(ax.tensor(x, "N C H W"), tmp_path / "in.zarr")
+    code = "import sys; from axesarray.io.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "convert", str(tmp_path / "in.zarr"),
+         str(tmp_path / "o.zarr"), "--to", "NCHW32"],
+        capture_output=True, text=True, timeout=300, preexec_fn=_fsize_limited(100_000),
+    )
+    assert proc.returncode == 1, proc
+    assert re.fullmatch(
+        rf"axesarray: error: convert: cannot write {re.escape(str(tmp_path / 'o.zarr'))} "
+        r"\(File too large\)\. The file is larger than this file system or process allows "
+        r"\(ulimit -f\)\.\n",
+        proc.stderr,
+    ), proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.zarr"]
+
+
+def _fsize_limited(limit: int):
+    def start():
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1])
+        )
+
+    return start

@@ -46,6 +46,7 @@ from ..dag import build as expr_ops, views as expr_views
 from ..errors import fmt_axes, message
 from ..core.ops import OPS
 from ..dag.reshape import Reshape, reshape
+from ..core.reductions_table import REDUCTIONS
 
 __all__ = [
     "Kind",
@@ -199,36 +200,27 @@ def _back(v: ex.Node, axes: tuple[int, ...], shape: tuple[int, ...]) -> ex.Node:
     return _remap(v, shape, tuple((kept[k], 0, 1) for k in range(v.ndim)))
 
 
+class _R:
+    """What a reduction row's ``grad`` builds nodes with (``reductions_table``)."""
+
+    def __init__(self, axes: tuple[int, ...], shape: tuple[int, ...]):
+        self.axes, self.shape = axes, shape
+
+    map = staticmethod(expr_ops.map_op)
+    reduce = staticmethod(expr_ops.reduce)
+    cast = staticmethod(expr_ops.cast)
+
+    def back(self, v: ex.Node) -> ex.Node:
+        return _back(v, self.axes, self.shape)
+
+
 def _reduce_rule(node: ex.Reduce, g: ex.Node) -> tuple:
-    x, axes, op = node.arg, node.axes, node.op
-    if node.dtype.kind != "f" or op not in ("sum", "max", "min", "prod"):
+    """The row's ``grad`` (float reductions only; argmax and the like have none)."""
+    rule = REDUCTIONS[node.op].grad
+    if node.dtype.kind != "f" or rule is None:
         return (None,)
-    shape = x.shape
-    if op == "sum":
-        return (_back(g, axes, shape),)
-    if op in ("max", "min"):
-        # Ties share the gradient evenly (numpy-style subgradient): mask / count.
-        mask = expr_ops.cast(expr_ops.map_op("eq", (x, _back(node, axes, shape)), shape), x.dtype)
-        share = expr_ops.map_op("truediv", (g, expr_ops.reduce("sum", mask, axes)), node.shape)
-        return (expr_ops.map_op("mul", (_back(share, axes, shape), mask), shape),)
-    # prod: the product of the other elements, exact when some are zero.
-    zero = expr_ops.map_op("eq", (x, 0.0), shape)
-    others = expr_ops.reduce("prod", expr_ops.map_op("where", (zero, 1.0, x), shape), axes)
-    zeros = expr_ops.reduce("sum", expr_ops.cast(zero, x.dtype), axes)
-    none_zero = _back(expr_ops.map_op("eq", (zeros, 0.0), node.shape), axes, shape)
-    one_zero = _back(expr_ops.map_op("eq", (zeros, 1.0), node.shape), axes, shape)
-    others_b = _back(others, axes, shape)
-    lone = expr_ops.map_op("and", (one_zero, zero), shape)
-    d = expr_ops.map_op(
-        "where",
-        (
-            none_zero,
-            expr_ops.map_op("truediv", (others_b, x), shape),
-            expr_ops.map_op("where", (lone, others_b, 0.0), shape),
-        ),
-        shape,
-    )
-    return (expr_ops.map_op("mul", (_back(g, axes, shape), d), shape),)
+    x = node.arg
+    return (rule(_R(node.axes, x.shape), x, node, g, node.axes),)
 
 
 def _crop(g: ex.Node, shape: tuple[int, ...], dim: int, start: int) -> ex.Node:
@@ -408,6 +400,20 @@ class SortGrad:
 
 
 @attrs.frozen
+class TopKGrad:
+    """The gradient of ``topk``'s values given ``(g, indices)``: each picked element gets
+    the gradient of its place, the others 0 (torch's scatter by the indices)."""
+
+    axis: int
+    shape: tuple[int, ...]
+
+    def __call__(self, g, indices):
+        out = np.zeros(self.shape, g.dtype)
+        np.put_along_axis(out, indices, g, self.axis)
+        return out
+
+
+@attrs.frozen
 class GatherGrad:
     """The gradient of a gather (``calls.Gather``) given ``(g, *indices)``: ``g`` added at
     the places each element was read from (zeros elsewhere; repeats add up)."""
@@ -443,6 +449,15 @@ def _gather_rule(node: ex.Call, g: ex.Node) -> tuple:
     return (gx,) + (None,) * len(indices)
 
 
+def _topk_rule(node: ex.Call, g: ex.Node) -> tuple:
+    (x,) = node.children
+    fn = node.fn  # ``calls.TopK``: the same call giving the indices
+    picks = type(fn)(fn.axis, fn.k, fn.largest, True)
+    idx = ex.Call(picks, (x,), node.shape, np.int64, node.name, node.arg_dims)
+    gx = ex.Call(TopKGrad(fn.axis, x.shape), (g, idx), x.shape, g.dtype, "topk_grad")
+    return (gx,)
+
+
 # A call's rule, by its function's ``grad_rule`` (``calls.AlongAxis`` names its numpy
 # function; ``calls.Gather`` says "gather"). A call without one has no gradient.
 CALL_RULES = {
@@ -450,6 +465,7 @@ CALL_RULES = {
     "cumprod": _cumprod_rule,
     "sort": _sort_rule,
     "gather": _gather_rule,
+    "topk": _topk_rule,
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -20,6 +20,7 @@ __all__ = [
     "Axes",
     "as_axes",
     "axes_for_shape",
+    "spec_items",
     "broadcast_axes",
     "parse_names",
     "check_size",
@@ -410,6 +411,48 @@ def broadcast_axes(a, b, op: str = "broadcast", mode: str | None = None) -> Axes
     return Axes._trusted(union)
 
 
+def spec_items(axes, op: str = "tensor") -> list:
+    """The items (names or Axis) of an axes spec in order: a string of names, an Axis, a
+    sequence of names and Axis objects, or a dict name -> length. A set is refused: it
+    has no order, so its names would land on dimensions at random.
+
+    >>> spec_items({"N": 2, "C": 3})
+    [Axis('N', 2), Axis('C', 3)]
+    """
+    if isinstance(axes, str):
+        return list(parse_names(axes, op))
+    if isinstance(axes, Axis):
+        return [axes]
+    if isinstance(axes, (set, frozenset)):
+        raise TypeError(
+            message(
+                op,
+                "axes given as a set have no order",
+                f"got {axes!r}",
+                "Give them in the data's order: a string 'N C' or a list ['N', 'C']",
+            )
+        )
+    if isinstance(axes, Mapping):  # name -> length: the lengths are checked, not dropped
+        items = []
+        for name, length in axes.items():
+            try:
+                items.append(Axis(name, length))
+            except AxesError as err:
+                raise AxesError(str(err).replace("Axis:", f"{op}:", 1)) from None
+        return items
+    try:
+        return list(axes)
+    except TypeError:
+        raise TypeError(
+            message(
+                op,
+                "axes must be names ('N C H W') or a sequence of names or Axis objects",
+                f"got {axes!r}",
+                "Use e.g. ax.tensor(array, 'N C')",
+            )
+        ) from None
+
+
 def axes_for_shape(axes, shape: tuple, op: str = "tensor", what: str = "data") -> Axes:
     """Match an axes spec (Axes, Axis list, names, mixed) against the shape of ``what``
     (the data of ``ax.tensor``, a dask array...): names take their lengths from the shape.
@@ -417,22 +460,7 @@ def axes_for_shape(axes, shape: tuple, op: str = "tensor", what: str = "data") -
     >>> axes_for_shape("N C", (2, 3)).names
     ('N', 'C')
     """
-    if isinstance(axes, str):
-        items = list(parse_names(axes, op))
-    elif isinstance(axes, Axis):
-        items = [axes]
-    else:
-        try:
-            items = list(axes)
-        except TypeError:
-            raise TypeError(
-                message(
-                    op,
-                    "axes must be names ('N C H W') or a sequence of names or Axis objects",
-                    f"got {axes!r}",
-                    "Use e.g. ax.tensor(array, 'N C')",
-                )
-            ) from None
+    items = spec_items(axes, op)
     if len(items) != len(shape):
         raise AxesError(
             message(

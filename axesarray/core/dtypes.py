@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import message
-from .ops import REDUCERS
+from .reductions_table import REDUCERS
 
 __all__ = [
     "SUPPORTED",

@@ -30,7 +30,6 @@ __all__ = [
     "Code",
     "Op",
     "OPS",
-    "REDUCERS",
     "UNARY",
     "BINARY",
     "COMPARISONS",
@@ -362,33 +361,6 @@ _ROWS = [
 
 OPS: dict[str, Op] = {r.name: r for r in _ROWS}
 
-
-def _logsumexp(x, axis=None):
-    """``m + log(sum(exp(x - m)))`` with ``m = max(x)`` over ``axis``: the stable formula
-    and its special values (an all -inf slice gives nan, an empty one -inf), computed in
-    float64 and returned with exp's dtype rule."""
-    x = np.asarray(x)
-    dtype = np.exp(np.zeros(1, x.dtype)).dtype
-    with np.errstate(all="ignore"):
-        x64 = x.astype(np.float64)
-        m = np.max(x64, axis=axis, keepdims=True, initial=-np.inf)
-        s = np.sum(np.exp(x64 - m), axis=axis, keepdims=True)
-        out = np.log(s) + m
-    return np.squeeze(out, axis=axis if axis is not None else None).astype(dtype)
-
-
-# numpy's reduction for each Reduce op (argmax/argmin take one axis, see the engines).
-REDUCERS = {
-    "sum": np.sum,
-    "prod": np.prod,
-    "max": np.max,
-    "min": np.min,
-    "any": np.any,
-    "all": np.all,
-    "argmax": np.argmax,
-    "argmin": np.argmin,
-    "logsumexp": _logsumexp,
-}
 
 UNARY = frozenset(k for k, v in OPS.items() if v.arity == 1)
 BINARY = frozenset(k for k, v in OPS.items() if v.arity == 2)

@@ -17,6 +17,7 @@ from ..core import dtypes
 from .nodes import Cast, Const, Map, Node, Reduce, lazy
 from .resize import COUNTS, counted
 from ..core.ops import COMPARISONS, OPS, apply_map
+from ..core.reductions_table import REDUCTIONS
 
 __all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce", "rounded", "widen"]
 
@@ -317,7 +318,7 @@ def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
         r = reduce(op, widen(node), axes)
         return rounded(r) if r.dtype.kind == "f" else r
     out = dtypes.reduce_dtype(op, node.dtype)
-    if op in ("sum", "prod"):
+    if REDUCTIONS[op].convert:
         node = cast(node, out)
     return Reduce(op, node, tuple(sorted(axes)), out)
 

@@ -11,10 +11,11 @@ import numpy as np
 from ..storage.devices import device_of, host_array
 from ..errors import AxesError, message
 from ..dag.nodes import Leaf, Node, walk
-from ..core.ops import REDUCERS, apply_map
+from ..core.ops import apply_map
 from ..dag.reshape import merge_order
 from ..storage.memory import leaf_array, wrap_array
 from ..core.strided import addresses
+from ..core.reductions_table import REDUCERS, REDUCTIONS
 
 __all__ = ["evaluate_array", "assign", "remap_array", "call_value"]
 
@@ -46,7 +47,7 @@ def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndar
 
 def _reduce(node, x):
     # argmax/argmin reduce exactly one axis; numpy takes it as an int, not a tuple
-    axis = node.axes[0] if node.op in ("argmax", "argmin") else node.axes
+    axis = node.axes[0] if REDUCTIONS[node.op].index else node.axes
     return np.asarray(REDUCERS[node.op](x, axis=axis), dtype=node.dtype)
 
 

@@ -21,12 +21,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from ..dag.nodes import Node, walk
+from ..kernels.threads import worker_pool
 from ..options import OPTIONS
 from .binder import binder
 from .dispatch import kernel_for, variant
 from .schedule import KernelStep, Schedule
 
-__all__ = ["use_numpy", "compile_schedule", "describe_tier", "NUMPY_MAX_BYTES"]
+__all__ = [
+    "use_numpy",
+    "compile_schedule",
+    "describe_tier",
+    "background_done",
+    "NUMPY_MAX_BYTES",
+]
 
 
 def _physical_memory() -> int:
@@ -54,13 +61,20 @@ def _background() -> ThreadPoolExecutor:
     with _pool_lock:
         if _pool is None:
             # One thread: compiles are serialized by numba anyway, and the caller keeps a core.
-            _pool = ThreadPoolExecutor(1, thread_name_prefix="axesarray-compile")
+            _pool = worker_pool(1, "axesarray-compile")  # SIGINT stays with the main thread
         return _pool
 
 
 def in_background(fn, *args) -> Future:
     """Run ``fn`` on the compile thread."""
     return _background().submit(fn, *args)
+
+
+def background_done() -> Future | None:
+    """A future that completes once every compile submitted so far has ended (the pool
+    has one thread and runs in order); None when none was ever submitted."""
+    with _pool_lock:
+        return None if _pool is None else _pool.submit(lambda: None)
 
 
 def numpy_cost(root: Node) -> int:

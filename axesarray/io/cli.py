@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import signal
 import sys
 import time
 import warnings
@@ -26,7 +28,7 @@ from pathlib import Path
 from .._version import __version__
 from ..core.axes import Axes, Axis
 from ..errors import AxesError, LayoutError, fmt_axes, message
-from ..storage.layouts import Layout, bind, physical_dims
+from ..storage.layouts import Layout, bind, physical_dims, role_pairs
 from .npy import (
     NpyWriter,
     atomic_outputs,
@@ -40,12 +42,68 @@ from .npy import (
 )
 from .zarr_store import is_zarr
 
-__all__ = ["main", "convert", "info", "plan_chunks"]
+__all__ = ["main", "entry", "convert", "info", "plan_chunks", "Interrupts"]
 
 DEFAULT_CHUNK = 64 << 20
+# The smallest --chunk-size: each chunk costs Python-level work (an isel, a repack call, a
+# write), so one-element chunks took minutes on a few MB. 64K keeps that cost under the copy.
+MIN_CHUNK = 64 << 10
 # Output bytes between two releases of the input pages read: releasing after every small
 # chunk costs more than the copy (the next chunk faults the same pages back in).
 RELEASE_EVERY = 32 << 20
+
+
+# --- Ctrl-C --------------------------------------------------------------------------------
+
+
+class Interrupts:
+    """While the command runs, SIGINT only sets a flag; ``check()`` raises
+    ``KeyboardInterrupt`` at the points where stopping is safe (between chunks, before the
+    renames). So Ctrl-C never lands inside numba's or llvmlite's code (a compile in this
+    thread, or one of their callbacks, which would swallow it or crash), and a second one
+    cannot cut the clean-up short. Worker threads block SIGINT (``block_interrupts``).
+
+    >>> with Interrupts() as stop:
+    ...     stop.check()  # nothing pending
+    """
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old = None
+
+    def _handler(self, signum, frame) -> None:
+        self.hit = True
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def wait(self, future) -> None:
+        """``future.result()``, checking for Ctrl-C every 50 ms."""
+        from concurrent.futures import TimeoutError as Pending
+
+        while True:
+            self.check()
+            try:
+                return future.result(timeout=0.05)
+            except Pending:
+                continue
+
+    @property
+    def active(self) -> bool:
+        """Whether this guard handles SIGINT (entered, in the main thread)."""
+        return self._old is not None
+
+    def __enter__(self) -> Interrupts:
+        try:
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread: the caller's handling stays
+            self._old = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -60,6 +118,10 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 64M)") from None
     if n <= 0:
         raise argparse.ArgumentTypeError(f"the chunk size must be positive, got {text!r}")
+    if n < MIN_CHUNK:
+        raise argparse.ArgumentTypeError(
+            f"the chunk size must be at least {MIN_CHUNK >> 10}K, got {text!r} (e.g. 64M)"
+        )
     return n
 
 
@@ -81,7 +143,7 @@ def _axes_spec(text: str) -> list:
                     "convert",
                     f"--axes: the length of {name!r} must be a non-negative integer",
                     f"got {tok!r}",
-                    f"Write {name}=3, or {name} alone to take the length from the file",
+                    f"Write {name} alone to take the length from the file",
                 )
             )
         items.append(Axis(name, n))
@@ -114,7 +176,22 @@ def _layout(text: str, flag: str, roles: dict, names: tuple[str, ...]) -> Layout
     extra = [n for n in layout.order if n not in names]
     missing = [n for n in names if n not in layout.order]
     if extra or missing:
-        pairs = " ".join(f"{r}={n}" for r, n in zip(extra, missing, strict=False))
+        # The letters pair with the axes in N C H W order (as the Python API's hint), not
+        # in the layout's order: CHWN4's C is the second axis, not the first.
+        pairs = role_pairs(layout, extra, missing)
+        if pairs is not None:
+            hint = (
+                "Map its letters to your axis names (axes in N C H W order): --roles '"
+                + " ".join(f"{r}={n}" for r, n in pairs)
+                + "'"
+            )
+        elif len(layout.order) != len(names):
+            hint = (
+                f"{text} orders {len(layout.order)} axes and there are {len(names)}: give "
+                f"{flag} an order of the axis names, e.g. {flag} '{' '.join(names)}'"
+            )
+        else:
+            hint = "Name every axis once in the layout"
         raise LayoutError(
             message(
                 "convert",
@@ -122,9 +199,7 @@ def _layout(text: str, flag: str, roles: dict, names: tuple[str, ...]) -> Layout
                 + (", ".join(map(repr, extra)) or "not all axes")
                 + f", the axes are {' '.join(names)}",
                 f"layout {layout}",
-                f"Map its letters to your axis names: --roles '{pairs}'"
-                if pairs
-                else "Name every axis once in the layout",
+                hint,
             )
         )
     return bind(layout, Axes(Axis(n, 0) for n in names), "convert")
@@ -184,7 +259,7 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                     "convert",
                     f"--axes names {len(items)} axes but the array has {arr.ndim} dimensions",
                     f"--axes {axes_text}; shape {arr.shape}",
-                    "Give one name per dimension, or --from for a blocked layout",
+                    f"Give one name per dimension: {_suggest(arr.shape)}",
                 )
             )
         for k, item in enumerate(items):
@@ -207,26 +282,27 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
                 f"a {layout} array has {layout.ndim_physical} dimensions but "
                 f"{path.name} has {arr.ndim}",
                 f"--axes {axes_text}; shape {arr.shape}",
-                "Check --axes and --from",
+                "Leave --from out: the file has one dimension per axis"
+                if arr.ndim == len(items)
+                else "Check --axes and --from",
             )
         )
     t = tensor(arr, items, layout=layout)
     for name, x in layout.blocks:
-        if name in items and x > 1:  # given without a length: the padding counts as data
+        if name in items:  # given without a length: the padding would count as data
             padded = t.axes[name].length
             fixed = " ".join(
-                f"{n}=<{padded - x + 1}..{padded}>" if n == name else str(n) for n in items
+                f"{n}=<1..{padded}>" if n == name else str(n) for n in items
             )
-            warnings.warn(
+            raise AxesError(
                 message(
                     "convert",
-                    f"--axes gives no length for the blocked axis {name!r}, so all "
-                    f"{padded} entries of its blocks are taken as data, padding included",
-                    f"{name}={padded}",
-                    f"If the file has padding, give the real length: --axes '{fixed}'",
-                ),
-                UserWarning,
-                stacklevel=3,
+                    f"--axes gives no length for the blocked axis {name!r}, and its "
+                    f"{padded} entries in the file may end in padding",
+                    f"--axes {axes_text}; {layout} blocks of {x}",
+                    f"Give its real length ({name}={padded} if there is no padding): "
+                    f"--axes '{fixed}'",
+                )
             )
     return t, layout, drop
 
@@ -354,11 +430,13 @@ def convert(
     roles=None,
     chunk_bytes: int = DEFAULT_CHUNK,
     progress: bool | None = None,
+    stop: Interrupts | None = None,
 ) -> None:
     """Convert ``src_path`` into ``dst_path`` (the ``axesarray convert`` command).
 
     Checks everything before writing; writes with ordinary I/O into a temporary file that
-    is renamed onto ``dst_path`` when complete; memory stays within a few chunks.
+    is renamed onto ``dst_path`` when complete; memory stays within a few chunks. ``stop``
+    (an entered ``Interrupts``) is checked between chunks and before the renames.
 
     >>> import numpy as np, tempfile, os
     >>> d = tempfile.mkdtemp(); src, dst = os.path.join(d, "a.npy"), os.path.join(d, "b.npy")
@@ -367,29 +445,49 @@ def convert(
     >>> np.load(dst).shape
     (1, 1, 1, 2, 4)
     """
+    stop = stop or Interrupts()  # not entered: no handler, check() never raises
     with renamed_errors("convert"):
         if is_zarr(src_path) or is_zarr(dst_path):
-            _convert_zarr(src_path, dst_path, axes, from_layout, to_layout, roles, progress)
+            _convert_zarr(src_path, dst_path, axes, from_layout, to_layout, roles, progress, stop)
             return
-        _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress)
+        _convert(
+            src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress, stop
+        )
 
 
-def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> None:
+def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress, stop) -> None:
     """A Zarr store converts through dask (``zarr_io.convert``), chunk by chunk."""
     from .zarr_store import convert as convert_zarr
 
     if from_layout is not None:
         raise LayoutError(
-            message("convert", "--from is for .npy input", str(src), "A Zarr store records it")
+            message(
+                "convert",
+                "--from is for .npy input",
+                str(src),
+                "Leave --from out: a Zarr store records its layout",
+            )
         )
     roles = _roles(roles) if isinstance(roles, str) or roles is None else dict(roles)
     names = None if axes is None else _names(_axes_spec(axes))
+    if to_layout is not None and Path(dst).suffix == ".zarr":
+        from .zarr_store import open_zarr
+
+        # --to checked against the store's axes here, for a hint in terms of flags
+        _layout(to_layout, "--to", roles, open_zarr(src, names).names)
     bars: list = []
 
     def start(total: int):
         bars.append(Progress(total, _show(progress)))
-        return bars[-1].update
+        update = bars[-1].update
 
+        def done(n: int) -> None:  # after each task, in this thread: a safe point
+            update(n)
+            stop.check()
+
+        return done
+
+    stop.check()
     try:
         convert_zarr(src, dst, names, to_layout, roles, start)
     finally:
@@ -397,7 +495,7 @@ def _convert_zarr(src, dst, axes, from_layout, to_layout, roles, progress) -> No
             bar.close()
 
 
-def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress):
+def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_bytes, progress, stop):
     from ..storage.memory import allocate
 
     src_path, dst_path = Path(src_path), Path(dst_path)
@@ -408,7 +506,7 @@ def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_byte
                 "convert",
                 "the output path is the input path",
                 str(src_path),
-                "Write to another file",
+                f"Name it {src_path.stem}_out.npy",
             )
         )
     check_output(dst_path, "convert")
@@ -427,27 +525,43 @@ def _convert(src_path, dst_path, axes, from_layout, to_layout, roles, chunk_byte
     # with a message, and nothing is left behind).
     buf = allocate(max((math.prod(n) for _, n in boxes), default=0), dtype, op="convert")
     bar = Progress(math.prod(shape) * dtype.itemsize, _show(progress))
+    stop.check()
     try:
         with atomic_outputs(dst_path, sidecar_path(dst_path), op="convert") as (tmp, tmp_side):
             out = NpyWriter(tmp, dtype, shape)
             try:
-                _write_chunks(out, src, dst_layout, zip(chunks, boxes, strict=True), buf, drop, bar)
+                pieces = zip(chunks, boxes, strict=True)
+                _write_chunks(out, src, dst_layout, pieces, buf, drop, bar, stop)
             except BaseException:
                 out.file.close()
                 raise
             out.close()
             tmp_side.write_text(sidecar_text(src.axes, dst_layout, dtype))
+            _settle(stop)
+            stop.check()  # the last point: past it the renames make the output whole
     finally:
         bar.close()  # an error or Ctrl-C starts on a line of its own
 
 
-def _write_chunks(out, src, dst_layout, chunks, buf, drop, bar) -> None:
+def _settle(stop: Interrupts) -> None:
+    """Wait (interruptibly) for the kernels compiling on the background thread while
+    numpy answered: they reach the disk cache, and the process exits with no compile
+    under way (a thread inside LLVM at interpreter exit can crash it)."""
+    from ..engine.tiers import background_done
+
+    done = background_done()
+    if done is not None and stop.active:
+        stop.wait(done)
+
+
+def _write_chunks(out, src, dst_layout, chunks, buf, drop, bar, stop) -> None:
     """Repack each (index, box) of ``chunks`` into ``buf`` and write it to ``out``."""
     from ..creation import tensor
     from ..layout_ops import repack
 
     part, since = None, 0
     for index, (start, lengths) in chunks:
+        stop.check()
         piece = src.isel(index)
         if part is None or part.axes != piece.axes:
             # A chunk of a new shape: zero the buffer so that its padding reads zero (repack
@@ -472,9 +586,43 @@ def _show(progress: bool | None) -> bool:
 
 
 def info(path) -> str:
-    """A description of a .npy file and its sidecar (the ``axesarray info`` command)."""
+    """A description of a .npy file and its sidecar, or of a Zarr store (the ``axesarray
+    info`` command)."""
     with renamed_errors("info"):
+        if is_zarr(path):
+            return _info_zarr(Path(path))
         return _info(Path(path))
+
+
+def _layout_lines(axes: Axes, layout: Layout | None) -> list[str]:
+    lines = [f"axes      {fmt_axes(axes)}"]
+    if layout is None:
+        lines.append("layout    none (the physical array is in axis order)")
+        return lines
+    dims = physical_dims(layout, axes)
+    labels = ", ".join(f"{d.label}={d.length}" for d in dims)
+    padded = math.prod(d.length for d in dims)
+    pad = 1 - axes.size / padded if padded else 0.0
+    lines.append(f"layout    {layout} ({labels})")
+    lines.append(f"padding   {pad:.1%} of the elements")
+    return lines
+
+
+def _info_zarr(path: Path) -> str:
+    from .zarr_store import open_zarr, physical_array
+
+    arr = physical_array(path, "info")
+    head = [f"physical  {arr.dtype} {tuple(arr.shape)}"]
+    try:
+        t = open_zarr(path)
+    except AxesError:  # no names: describe the array alone
+        return "\n".join(
+            [f"store     {path} (Zarr)", *head, "axes      unknown (no dimension_names)"]
+        )
+    chunks = ", ".join(f"{n}={c}" for n, c in t.chunks.items())
+    return "\n".join(
+        [f"store     {path} (Zarr, chunks {chunks})", *head, *_layout_lines(t.axes, t.layout)]
+    )
 
 
 def _info(path: Path) -> str:
@@ -489,16 +637,7 @@ def _info(path: Path) -> str:
         lines.append(f"convert   with {_suggest(arr.shape)}")
         return "\n".join(lines)
     axes, layout, _ = side
-    lines.append(f"axes      {fmt_axes(axes)}")
-    if layout is None:
-        lines.append("layout    none (the physical array is in axis order)")
-    else:
-        dims = physical_dims(layout, axes)
-        labels = ", ".join(f"{d.label}={d.length}" for d in dims)
-        padded = math.prod(d.length for d in dims)
-        pad = 1 - axes.size / padded if padded else 0.0
-        lines.append(f"layout    {layout} ({labels})")
-        lines.append(f"padding   {pad:.1%} of the elements")
+    lines += _layout_lines(axes, layout)
     lines.append(f"sidecar   {sidecar_path(path)}")
     return "\n".join(lines)
 
@@ -551,17 +690,26 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="progress bar (default: when stderr is a terminal)",
     )
-    i = sub.add_parser("info", help="describe a .npy file and its sidecar")
+    i = sub.add_parser("info", help="describe a .npy file and its sidecar, or a Zarr store")
     i.add_argument("file", type=Path)
     return parser
 
 
 def _one_line(command: str, err: BaseException) -> str:
+    if isinstance(err, OSError) and err.strerror and not str(err).startswith(f"{command}: "):
+        # An OS error from below, not one of ours: its words and file, not "[Errno 28] ..."
+        return message(command, err.strerror, err.filename and str(err.filename))
     text = " ".join(str(err).split()) or type(err).__name__
     return text if text.startswith(f"{command}: ") else f"{command}: {text}"
 
 
 def main(argv=None) -> int:
+    """The ``axesarray`` command, in this process: its exit status (130 after Ctrl-C)."""
+    with Interrupts() as stop:
+        return _main(argv, stop)
+
+
+def _main(argv, stop: Interrupts) -> int:
     args = _parser().parse_args(argv)
 
     def show(msg, category, *_args, **_kwargs):
@@ -580,9 +728,18 @@ def main(argv=None) -> int:
                     args.roles,
                     args.chunk_size,
                     args.progress,
+                    stop,
                 )
             else:
                 print(info(args.file))
+                sys.stdout.flush()  # here, so that a closed pipe is seen below
+    except BrokenPipeError:
+        # The reader left (``info FILE | head -1``): end quietly as cat does, with the
+        # status of SIGPIPE; stdout goes to /dev/null so the exit flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
     except (ValueError, TypeError, OSError, MemoryError) as err:  # our errors included
         print(f"axesarray: error: {_one_line(args.command, err)}", file=sys.stderr)
         return 1
@@ -592,5 +749,26 @@ def main(argv=None) -> int:
     return 0
 
 
+def entry() -> None:
+    """The ``axesarray`` program (console script and ``python -m axesarray``): ``main()``,
+    then an exit that does not finalize the interpreter, so a compile still under way on
+    the background thread (after Ctrl-C or an error) cannot crash the exit or delay it."""
+    from .. import _startup
+
+    if _startup.HIT:  # Ctrl-C while the package was imported
+        command = sys.argv[1] if sys.argv[1:2] in (["convert"], ["info"]) else None
+        print(f"axesarray{' ' + command if command else ''}: interrupted; nothing written",
+              file=sys.stderr)
+        code = 130
+    else:
+        code = main()  # (SIGINT sets _startup.HIT again after main() returns: ignored)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

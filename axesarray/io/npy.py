@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.axes import Axes, Axis
+from ..core.axes import Axes, Axis, spec_items
 from ..core.dtypes import as_dtype
 from ..errors import AxesError, LayoutError, fmt_axes, message
-from ..storage.layouts import Layout
+from ..storage.layouts import Layout, bind
 from ..storage.memory import AllocationError
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "atomic_outputs",
     "check_output",
     "renamed_errors",
+    "read_failed",
+    "write_failed",
     "FORMAT",
 ]
 
@@ -79,31 +81,92 @@ def sidecar_text(axes: Axes, layout: Layout | None, dtype) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
+def _kind(value) -> str:
+    """The JSON kind of a parsed value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _length(name: str, value) -> int:
+    """A JSON length: an int (not a bool, a float, Infinity or NaN) that is >= 0."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"the length of axis {name!r} must be a non-negative integer (got {value!r})")
+    return value
+
+
+def _pairs(value, what: str) -> list[tuple]:
+    if not isinstance(value, list) or not all(
+        isinstance(p, list) and len(p) == 2 for p in value
+    ):
+        raise ValueError(f"{what} must be a list of [name, length] pairs (got {value!r:.60})")
+    return [tuple(p) for p in value]
+
+
+def parse_doc(doc, version: int = VERSION):
+    """(axes, layout bound to them or None) from a parsed axesarray document (a sidecar or
+    a Zarr store's ``axesarray`` attribute); ``ValueError`` on anything malformed: a JSON value of the wrong kind, an unknown version, a
+    fractional, negative or non-finite length, a layout that does not fit the axes."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"it holds {_kind(doc)}, not an object")
+    if doc.get("version") != version or type(doc.get("version")) is not int:
+        raise ValueError(
+            f"version {doc.get('version')!r} is not one this axesarray reads ({version})"
+        )
+    items = []
+    for name, length in _pairs(doc.get("axes"), "'axes'"):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"an axis name must be a Python identifier (got {name!r})")
+        items.append(Axis(name, _length(name, length)))
+    axes = Axes(items)
+    lay = doc.get("layout")
+    if lay is None:
+        return axes, None
+    if not isinstance(lay, dict):
+        raise ValueError(f"'layout' must be an object or null (got {_kind(lay)})")
+    order, blocks, roles = lay.get("order"), lay.get("blocks", []), lay.get("roles", [])
+    if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
+        raise ValueError(f"'layout' needs 'order', a list of axis names (got {order!r:.60})")
+    blocks = _pairs(blocks, "'layout' 'blocks'")
+    roles = _pairs(roles, "'layout' 'roles'")
+    try:
+        layout = bind(Layout(order, blocks, roles), axes, "load")
+    except LayoutError as err:
+        raise ValueError(str(err).partition(": ")[2].rstrip(".")) from None
+    return axes, layout
+
+
 def read_sidecar(path, op: str = "load") -> tuple[Axes, Layout | None, np.dtype] | None:
     """(axes, layout, dtype) from ``path``'s sidecar, or None when it has none."""
     side = sidecar_path(path)
     if not side.exists():
         return None
     try:
-        doc = json.loads(side.read_text())
-        if doc.get("format") != FORMAT:
-            raise ValueError(f"format is {doc.get('format')!r}")
-        axes = Axes(Axis(str(n), int(k)) for n, k in doc["axes"])
-        lay = doc.get("layout")
-        layout = None
-        if lay is not None:
-            layout = Layout(
-                lay["order"],
-                [tuple(b) for b in lay["blocks"]],
-                [tuple(r) for r in lay.get("roles", [])],
-            )
-        return axes, layout, _dtype_of(doc["dtype"])
-    except (ValueError, KeyError, TypeError) as err:
+        try:
+            doc = json.loads(side.read_text())
+        except RecursionError:
+            raise ValueError("nested too deeply to be a sidecar") from None
+        if isinstance(doc, dict) and doc.get("format") != FORMAT:
+            raise ValueError(f"format is {doc.get('format')!r}, not {FORMAT!r}")
+        axes, layout = parse_doc(doc)
+        dtype = doc.get("dtype")
+        try:
+            if not isinstance(dtype, str):
+                raise TypeError
+            dtype = _dtype_of(dtype)
+        except TypeError:
+            raise ValueError(f"'dtype' must be a numpy dtype string (got {dtype!r:.60})") from None
+        return axes, layout, dtype
+    except (ValueError, AxesError, LayoutError, UnicodeDecodeError) as err:
         raise LayoutError(
             message(
                 op,
                 f"the sidecar {side} is not readable",
-                str(err),
+                " ".join(str(err).split()),
                 "Delete it and pass the axes explicitly",
             )
         ) from None
@@ -114,9 +177,13 @@ def _header(path: Path, op: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     .npy, holds numbers (``TypeError`` for Python objects) and is not truncated."""
     if not path.is_file():
         raise FileNotFoundError(message(op, f"no such file {str(path)!r}"))
-    size = path.stat().st_size
     try:
-        with open(path, "rb") as f:
+        size = path.stat().st_size
+        f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as err:
+        raise read_failed(op, path, err) from None
+    try:
+        with f:
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
@@ -127,6 +194,15 @@ def _header(path: Path, op: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
         raise LayoutError(
             message(op, f"{path} is not a .npy file", str(err), "Write it with np.save")
         ) from None
+    if any(not isinstance(n, int) or n < 0 for n in shape):
+        raise LayoutError(
+            message(
+                op,
+                f"{path} is not a valid .npy file",
+                f"shape {shape} has a negative dimension",
+                "Write it with np.save",
+            )
+        )
     if dtype.hasobject:
         raise TypeError(
             message(
@@ -155,6 +231,8 @@ def open_npy(path, op: str = "load", mmap_mode: str | None = "r") -> np.ndarray:
     shape, _, dtype, _ = _header(path, op)
     try:
         return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except OSError as err:
+        raise read_failed(op, path, err) from None
     except MemoryError:
         raise AllocationError(
             message(
@@ -182,8 +260,11 @@ def map_npy(path, op: str = "load"):
         empty = np.empty(shape, dtype)
         empty.flags.writeable = False
         return empty, lambda: None
-    with open(path, "rb") as f:
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as err:
+        raise read_failed(op, path, err) from None
     flat = np.frombuffer(mm, dtype, count=count, offset=header)
     arr = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
     advice = getattr(mmap, "MADV_DONTNEED", None)
@@ -277,7 +358,7 @@ class NpyWriter:
             self.file.close()
 
 
-def _write_failed(op: str, path: Path, err: OSError) -> OSError:
+def write_failed(op: str, path: Path, err: OSError) -> OSError:
     hints = {
         errno.ENOSPC: "Free space on the disk or write elsewhere",
         errno.EDQUOT: "The disk quota is used up: free space or write elsewhere",
@@ -292,6 +373,32 @@ def _write_failed(op: str, path: Path, err: OSError) -> OSError:
             err.strerror or str(err),
             hints.get(err.errno, "Nothing was written"),
         )
+    )
+    new.errno = err.errno  # str() stays our message: strerror is left unset
+    return new
+
+
+def read_failed(op: str, path, err: OSError) -> OSError:
+    """``err`` (raised reading ``path`` or a file inside it) as one ``op:`` line, of the
+    same type and errno: ``convert: cannot read x.npy (Permission denied). Check ...``."""
+    if str(err).startswith(f"{op}: "):
+        return err
+    hints = {
+        errno.EACCES: "Check the permissions of the file",
+        errno.EPERM: "Check the permissions of the file",
+        errno.EIO: "The device reported a read error: copy the file again",
+        errno.EISDIR: "Give a file, not a directory",
+    }
+    what = err.strerror or str(err)
+    inner = getattr(err, "filename", None)
+    if inner is not None and str(inner) != str(path):
+        try:
+            inner = Path(inner).relative_to(path)
+        except ValueError:
+            pass
+        what += f": {inner}"
+    new = type(err)(
+        message(op, f"cannot read {path}", what, hints.get(err.errno, "Check the file"))
     )
     new.errno = err.errno  # str() stays our message: strerror is left unset
     return new
@@ -330,7 +437,7 @@ def atomic_outputs(*paths, op: str = "save"):
         except OSError as err:
             if str(err).startswith(f"{op}: "):
                 raise
-            raise _write_failed(op, paths[0], err) from None
+            raise write_failed(op, paths[0], err) from None
     finally:
         for tmp in temps:
             with contextlib.suppress(OSError):
@@ -368,11 +475,14 @@ def renamed_errors(op: str):
     (``load``, not the ``tensor`` it calls); the type and the rest of the message stay."""
     try:
         yield
-    except (AxesError, LayoutError, TypeError) as err:
+    except (AxesError, LayoutError, TypeError, OSError) as err:
         head, sep, rest = str(err).partition(": ")
         if not sep or head == op or not head.isidentifier():
             raise
-        raise type(err)(f"{op}: {rest}") from None
+        new = type(err)(f"{op}: {rest}")
+        if isinstance(err, OSError):
+            new.errno = err.errno
+        raise new from None
 
 
 def save(path, t) -> None:
@@ -446,13 +556,18 @@ def _load(path, axes, mmap_mode):
         return tensor(arr, axes)
     saved, layout, dtype = info
     if axes is not None:
-        names = axes.split() if isinstance(axes, str) else [getattr(a, "name", a) for a in axes]
-        if tuple(names) != saved.names:
+        items = spec_items(axes, "load")
+        names = [getattr(a, "name", a) for a in items]
+        lengths_differ = any(
+            isinstance(a, Axis) and a.name in saved.names and a.length != saved[a.name].length
+            for a in items
+        )
+        if tuple(names) != saved.names or lengths_differ:
             raise LayoutError(
                 message(
                     "load",
                     "the axes given differ from the sidecar's",
-                    f"given {' '.join(names)}; file: {fmt_axes(saved)}",
+                    f"given {' '.join(map(str, items))}; file: {fmt_axes(saved)}",
                     "Leave axes out to use the file's",
                 )
             )

@@ -17,12 +17,15 @@ import shutil
 import threading
 from pathlib import Path
 
-from ..core.axes import Axes, Axis, parse_names
-from ..tensors.chunking import dask_array, to_logical
-from ..errors import AxesError, LayoutError, fmt_axes, message
+import numpy as np
+
+from ..core.axes import Axes, Axis, spec_items
 from ..dag.chunked_leaf import Chunked
-from ..storage.layouts import Layout, bind, physical_dims
+from ..errors import AxesError, LayoutError, fmt_axes, message
+from ..storage.layouts import Layout, physical_dims
+from ..tensors.chunking import dask_array, to_logical
 from ..tensors.tensor import Tensor
+from .npy import parse_doc, read_failed, write_failed
 
 __all__ = ["from_dask", "to_zarr", "open_zarr", "convert", "is_zarr"]
 
@@ -107,6 +110,12 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
     >>> ax.open_zarr(os.path.join(d, "t.zarr")).chunks
     {'N': (2, 1), 'C': (4,)}
     """
+    _to_zarr(t, store, chunks, progress)
+
+
+def _to_zarr(t, store, chunks, progress, op: str = "to_zarr", source=None) -> None:
+    """``to_zarr``; an OS error comes out as one ``op:`` line: ``cannot read`` ``source``
+    when it names a file in it, else ``cannot write`` the store."""
     if not isinstance(t, Tensor):
         raise TypeError(message("to_zarr", "expected a Tensor", type(t).__name__))
     zarr = _zarr("to_zarr")
@@ -120,9 +129,13 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
         raise FileNotFoundError(
             message("to_zarr", "the output directory does not exist", str(path.parent))
         )
+    layout = t.layout
+    if layout is not None and layout.partial:
+        # A view through blocks is stored blocked as ax.save stores it: a fresh copy in
+        # the layout (zero padding), not in axis order without it.
+        layout = Layout(layout.order, layout.blocks, layout.roles)
     if chunks is not None or t.chunks is None:
         t = t.chunk(chunks or {})
-    layout = t.layout
     if layout is not None:
         node = t._node
         if type(node) is not Chunked or node.physical is None:
@@ -138,6 +151,7 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
             "version": VERSION,
             "axes": [[a.name, a.length] for a in t.axes],
             "layout": _layout_doc(layout),
+            "dtype": phys.dtype.str,
         }
     }
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
@@ -156,10 +170,17 @@ def to_zarr(t: Tensor, store, chunks: dict | None = None, progress=None) -> None
         _compute(stored, progress, phys.nbytes)
         os.replace(tmp, path)
         _Target.forget(str(tmp))
-    except BaseException:
+    except BaseException as err:
         _Target.cancel(str(tmp))  # kept, so that a chunk finishing later writes nothing
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not isinstance(err, OSError) or err.errno is None:
+            raise
+        name = str(getattr(err, "filename", None) or "")
+        if source is not None and name.startswith(str(source)):
+            raise read_failed(op, source, err) from None
+        if name and not name.startswith(str(tmp)) and source is None:
+            raise read_failed(op, name, err) from None
+        raise write_failed(op, path, err) from None
 
 
 class _Target:
@@ -246,6 +267,73 @@ def _names_of(arr) -> tuple | None:
     return tuple(str(n) for n in names)
 
 
+def physical_array(path, op: str = "open_zarr"):
+    """The Zarr array at ``path`` (read-only), with ``op:`` errors for what is not one.
+
+    >>> import tempfile, os, zarr
+    >>> p = os.path.join(tempfile.mkdtemp(), "raw.zarr")
+    >>> physical_array(zarr.create_array(p, shape=(2, 3), dtype="f4").store_path.store.root).shape
+    (2, 3)
+    """
+    zarr = _zarr(op)
+    path = Path(path)
+    if path.is_file():
+        raise NotADirectoryError(
+            message(
+                op,
+                f"{path} is a file, not a Zarr store (a directory)",
+                None,
+                "Give the store's directory",
+            )
+        )
+    if not path.exists():
+        raise FileNotFoundError(message(op, "no Zarr array at", str(path)))
+    try:
+        return zarr.open_array(store=str(path), mode="r")
+    except OSError as err:
+        if err.errno is not None:  # the OS refused (permissions, I/O): not a missing array
+            raise read_failed(op, path, err) from None
+        raise FileNotFoundError(
+            message(op, f"no Zarr array at {path}", " ".join(str(err).split()))
+        ) from None
+    except (ValueError, KeyError, TypeError) as err:  # zarr's errors are ValueErrors
+        raise FileNotFoundError(
+            message(op, f"no Zarr array at {path}", " ".join(str(err).split()))
+        ) from None
+
+
+def _attribute(doc, arr, path: Path):
+    """(axes, layout) from the store's ``axesarray`` attribute, checked against the array
+    as ``ax.load`` checks a sidecar: its kind, version, lengths, layout, dtype, shape."""
+    try:
+        full, layout = parse_doc(doc, VERSION)
+        if isinstance(doc.get("dtype"), str) and np.dtype(doc["dtype"]) != arr.dtype:
+            raise ValueError(
+                f"the array's dtype {arr.dtype} is not the attribute's {np.dtype(doc['dtype'])}"
+            )
+        if layout is None:
+            want, where = full.shape, ""
+        else:
+            want = tuple(d.length for d in physical_dims(layout, full))
+            where = f" in layout {layout} {want}"
+        if tuple(arr.shape) != want:
+            raise ValueError(
+                f"the array's shape {tuple(arr.shape)} is not {fmt_axes(full)}'s{where}"
+            )
+    except (ValueError, TypeError, AxesError, LayoutError) as err:
+        raise LayoutError(
+            message(
+                "open_zarr",
+                f"the axesarray attribute of {path} does not describe its array",
+                " ".join(str(err).split()),
+                "Delete it if the array is right: "
+                f"del zarr.open_array({str(path)!r}, mode='r+').attrs[{FORMAT!r}], "
+                "then ax.open_zarr(store, axes='...')",
+            )
+        ) from None
+    return full, layout
+
+
 def open_zarr(store, axes=None) -> Tensor:
     """Open a Zarr array lazily as a chunked tensor (read-only).
 
@@ -258,37 +346,29 @@ def open_zarr(store, axes=None) -> Tensor:
     >>> ax.open_zarr(p, axes="N C").chunks
     {'N': (1, 1), 'C': (3,)}
     """
-    zarr = _zarr("open_zarr")
     da = dask_array("open_zarr")
     path = _store_path(store, "open_zarr")
-    if not is_zarr(path) or not path.exists():
-        raise FileNotFoundError(message("open_zarr", "no Zarr array at", str(path)))
-    arr = zarr.open_array(store=str(path), mode="r")
+    arr = physical_array(path)
     phys = da.from_zarr(arr)
     doc = arr.attrs.get(FORMAT)
     if doc is not None:
-        full = Axes(Axis(str(n), int(k)) for n, k in doc["axes"])
-        lay = doc.get("layout")
+        full, layout = _attribute(doc, arr, path)
         if axes is not None:
-            given = tuple(parse_names(axes, "open_zarr")) if isinstance(axes, str) else axes
-            if tuple(given) != full.names:
+            items = spec_items(axes, "open_zarr")
+            given = tuple(getattr(a, "name", a) for a in items)
+            if given != full.names or any(
+                isinstance(a, Axis) and a != full[a.name] for a in items
+            ):
                 raise AxesError(
                     message(
                         "open_zarr",
                         "axes= differs from the store's axes",
-                        f"axes={' '.join(given)}; store {fmt_axes(full)}",
+                        f"axes={', '.join(map(str, items))}; store {fmt_axes(full)}",
                         "Leave axes= out, or rename the result",
                     )
                 )
-        if lay is None:
+        if layout is None:
             return Tensor(full, Chunked(phys))
-        layout = bind(
-            Layout(
-                lay["order"], [tuple(b) for b in lay["blocks"]], [tuple(r) for r in lay["roles"]]
-            ),
-            full,
-            "open_zarr",
-        )
         return Tensor(full, Chunked(to_logical(phys, full, layout), physical=phys), layout)
     names = _names_of(arr)
     if axes is None:
@@ -303,7 +383,7 @@ def open_zarr(store, axes=None) -> Tensor:
             )
         axes = names
     elif names is not None:
-        given = tuple(parse_names(axes, "open_zarr")) if isinstance(axes, str) else tuple(axes)
+        given = spec_items(axes, "open_zarr")
         if tuple(getattr(a, "name", a) for a in given) != names:
             raise AxesError(
                 message(
@@ -336,4 +416,4 @@ def convert(src, dst, axes=None, to_layout=None, roles=None, progress=None) -> N
         t = t.to_layout(to_layout, **(roles or {}))
     elif t.layout is not None:
         t = Tensor(t.axes, Chunked(t.to_dask()))
-    to_zarr(t, dst, progress=progress)
+    _to_zarr(t, dst, None, progress, "convert", Path(src))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lower import Lowered
+from ..core.reductions_table import REDUCTIONS
 from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, type_name
 
 __all__ = ["cpu_source", "can_stream", "CHUNKS"]
@@ -202,22 +203,9 @@ def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
 
 
 def _combine(op: str, acc: str, v: str, index: str, fl: bool, reassoc: bool = False) -> list[str]:
-    """Lines folding ``v`` into ``acc``. ``reassoc``: float sums and products use the
-    reassociable intrinsics, so LLVM vectorizes the loop (CPU only)."""
-    if op == "sum":
-        return [f"{acc} = radd({acc}, {v})"] if reassoc else [f"{acc} += {v}"]
-    if op == "prod":
-        return [f"{acc} = rmul({acc}, {v})"] if reassoc else [f"{acc} *= {v}"]
-    if op in ("max", "min"):
-        fn = ("fmax_nan" if op == "max" else "fmin_nan") if fl else op
-        return [f"{acc} = {fn}({acc}, {v})"]
-    if op == "any":
-        return [f"{acc} = {acc} or {v}"]
-    if op == "all":
-        return [f"{acc} = {acc} and {v}"]
-    cmp = ">" if op == "argmax" else "<"
-    nan = f" or ({v} != {v} and {acc} == {acc})" if fl else ""
-    return [f"if {v} {cmp} {acc}{nan}:", f"    {acc} = {v}", f"    ai = {index}"]
+    """Lines folding ``v`` into ``acc`` (the row's ``combine``). ``reassoc``: float sums and
+    products use the reassociable intrinsics, so LLVM vectorizes the loop (CPU only)."""
+    return REDUCTIONS[op].combine_lines(acc, v, index, fl, reassoc)
 
 
 _UNROLL = 4
@@ -277,7 +265,8 @@ def _reduce_pass(
     acc_t = type_name(acc_dt)
     init = REDUCE_INIT(op, acc_dt)
     fl = red.child.dtype.kind == "f"
-    arg = op in ("argmax", "argmin")
+    row = REDUCTIONS[op]
+    arg = row.index
     # the reduced index dim's loop index, for argmax/argmin (0 when the dim was dropped)
     red_index = f"i{rank - 1}" if arg and rank > n_out else "0"
     src.add(indent, f"{acc} = {init}")
@@ -293,13 +282,13 @@ def _reduce_pass(
     # Float sums and products vectorize through the reassociable intrinsics; the others
     # (max, min, any, all on any dtype; integer sums vectorize on their own) overlap
     # four accumulators instead.
-    reassoc = op in ("sum", "prod") and acc_t in ("np.float64", "np.float32")
+    reassoc = row.combine_reassoc is not None and acc_t in ("np.float64", "np.float32")
 
     def accumulate(indent: int, a: str, prefix: str) -> None:
         body = _emit_body(low, rbase, inner, prefix=prefix)
         v = body.emit(red.child, indent, {})
         src.lines.extend(body.lines)
-        if op in ("sum", "prod"):
+        if row.convert:
             v = f"{acc_t}({v})"
         if value is not None:
             v = value(v)
@@ -308,7 +297,7 @@ def _reduce_pass(
 
     if not red_dims:
         accumulate(indent, acc, "v")
-    elif arg or op in ("sum", "prod"):
+    elif not row.unroll:
         d = red_dims[-1]
         src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
         accumulate(indent + 1, acc, "v")
@@ -319,7 +308,7 @@ def _reduce_pass(
 
 def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
-    if red.op == "logsumexp":
+    if REDUCTIONS[red.op].kernel == "logsumexp":
         return _logsumexp_kernel(low, src, loop, parallel)
     if _rows_first(low):
         return _rows_kernel(low, src, loop)
@@ -327,7 +316,7 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     acc_t = type_name(acc_dt)
     fl = red.child.dtype.kind == "f"
     init = REDUCE_INIT(red.op, acc_dt)
-    arg = red.op in ("argmax", "argmin")
+    arg = REDUCTIONS[red.op].index
     declare = [f"parts = np.empty(max(nch, 1), {acc_t})"]
     if arg:
         declare.append("pidx = np.zeros(max(nch, 1), np.int64)")
@@ -357,7 +346,7 @@ def _rows_first(low: Lowered) -> bool:
     template would walk a column per output element, one cache line per value."""
     nest, red = low.nest, low.reduce
     n_out, rank = nest.n_out, nest.rank
-    if n_out == 0 or rank == n_out or red.op in ("argmax", "argmin"):
+    if n_out == 0 or rank == n_out or REDUCTIONS[red.op].index:
         return False
     last, inner = n_out - 1, rank - 1
     inputs = range(1, len(low.operands))
@@ -414,7 +403,7 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
             body = _emit_body(low, b, range(last, last + 1), prefix=f"u{u}_")
             v = body.emit(red.child, indent + 1, {})
             src.lines.extend(body.lines)
-            values.append(f"{acc_t}({v})" if red.op in ("sum", "prod") else v)
+            values.append(f"{acc_t}({v})" if REDUCTIONS[red.op].convert else v)
         if unroll == 4:
             v = f"({values[0]} + {values[1]}) + ({values[2]} + {values[3]})"
             src.add(indent + 1, f"acc[k] += {v}")
@@ -423,7 +412,7 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
             src.add(indent + 1, line)
 
     src.add(indent, "j = 0")
-    if red.op == "sum":
+    if REDUCTIONS[red.op].pairwise:
         src.add(indent, f"while j + 4 <= n{inner}:")
         accumulate(indent + 1, 4)
         src.add(indent + 1, "j += 4")
@@ -512,7 +501,7 @@ def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None
     """After a reduction: the finished value (``acc``, converted to the result dtype, or the
     argmax index), the elementwise ops above it, and the store."""
     red = low.reduce
-    arg = red.op in ("argmax", "argmin")
+    arg = REDUCTIONS[red.op].index
     result = acc if arg or red.dtype.kind == "b" else f"{type_name(red.dtype)}({acc})"
     src.add(indent, f"r = {result}")
     body = _emit_body(low, base, range(0), reduce_value="r", prefix="e")

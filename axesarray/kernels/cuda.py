@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .cpu import _bases, _combine, _decompose, _emit_body, _Src, _store, epilogue
 from .lower import Lowered
+from ..core.reductions_table import REDUCTIONS
 from .scalar import REDUCE_INIT, acc_dtype, type_name
 
 __all__ = ["cuda_source", "threads_per_block"]
@@ -51,8 +52,9 @@ def _pair(op: str, fl: bool) -> list[str]:
     """Combine partial (sm[tid], si[tid]) with (sm[o], si[o]). For argmax/argmin the rule
     does not depend on which partial came first: NaN wins (numpy returns the first NaN),
     then the better value, then the lower index."""
-    if op in ("argmax", "argmin"):
-        cmp = ">" if op == "argmax" else "<"
+    row = REDUCTIONS[op]
+    if row.index:
+        cmp = row.better
         lines = ["a = sm[tid]", "b = sm[o]", "i = si[tid]", "j = si[o]", "take = False"]
         if fl:
             lines += [
@@ -108,7 +110,7 @@ def _accumulate(
     v = body.emit(red.child, indent + 1, {})
     src.lines.extend(body.lines)
     acc_t = type_name(acc_dtype(red.op, red.dtype, red.child.dtype))
-    if red.op in ("sum", "prod"):
+    if REDUCTIONS[red.op].convert:
         v = f"{acc_t}({v})"
     index = f"i{red_dims[-1]}" if red_dims else "0"
     for line in _combine(red.op, "acc", v, index, fl):
@@ -150,7 +152,7 @@ def _reduce_kernel(low: Lowered, src: _Src) -> None:
     acc = acc_dtype(red.op, red.dtype, red.child.dtype)
     acc_t = type_name(acc)
     init = REDUCE_INIT(red.op, acc)
-    arg = red.op in ("argmax", "argmin")
+    arg = REDUCTIONS[red.op].index
     red_dims = list(range(n_out, rank))
     names = ", ".join(low.names)
     base0 = {k: f"o{k}" for k in range(len(low.operands))}

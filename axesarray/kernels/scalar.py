@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.ops import OPS
+from ..core.reductions_table import REDUCTIONS
 
 __all__ = ["Body", "type_name", "reg_dtype", "acc_dtype", "REDUCE_INIT"]
 
@@ -33,11 +34,13 @@ def type_name(dt: np.dtype) -> str:
 
 
 def acc_dtype(op: str, result: np.dtype, value: np.dtype) -> np.dtype:
-    """Accumulator dtype: float sums and products accumulate in float64 (more accurate than
-    numpy's float32 pairwise sum); argmax/argmin keep the best *value*; else the result's."""
-    if op in ("sum", "prod") and result.kind == "f":
+    """Accumulator dtype (the row's ``accumulator``): float sums and products accumulate in
+    float64 (more accurate than numpy's float32 pairwise sum); argmax/argmin keep the best
+    *value*; else the result's."""
+    rule = REDUCTIONS[op].accumulator
+    if rule == "float64" and result.kind == "f":
         return np.dtype(np.float64)
-    if op in ("argmax", "argmin"):
+    if rule == "value":
         return reg_dtype(value)
     return reg_dtype(result)
 
@@ -52,19 +55,9 @@ def _limits(dt: np.dtype) -> tuple[str, str]:
 
 
 def REDUCE_INIT(op: str, dt: np.dtype) -> str:
-    """Initial accumulator value, written in source."""
-    t = type_name(dt)
+    """Initial accumulator value, written in source (the row's ``init``)."""
     lo, hi = _limits(dt)
-    return {
-        "sum": f"{t}(0)",
-        "prod": f"{t}(1)",
-        "max": f"{t}({lo})",
-        "min": f"{t}({hi})",
-        "argmax": f"{t}({lo})",
-        "argmin": f"{t}({hi})",
-        "any": "False",
-        "all": "True",
-    }[op]
+    return REDUCTIONS[op].init_source(type_name(dt), lo, hi)
 
 
 def _wrap(dt: np.dtype, expr: str) -> str:

@@ -10,11 +10,12 @@ again), 3-4x the compile time of the serial kernel.
 from __future__ import annotations
 
 import itertools
+import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
 
-__all__ = ["run_parts", "RANGES_PER_THREAD"]
+__all__ = ["run_parts", "RANGES_PER_THREAD", "block_interrupts", "worker_pool"]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
 # leaves more ranges to the others instead of stalling the kernel.
@@ -23,11 +24,38 @@ RANGES_PER_THREAD = 4
 _POOL: list = []  # [(workers, ThreadPoolExecutor)], made on first parallel use
 
 
+def block_interrupts() -> None:
+    """Block SIGINT in the calling thread (an initializer of the library's worker threads).
+
+    The kernel then delivers Ctrl-C to the main thread, where Python handles it: a worker
+    in LLVM or numba (compiling) or in a kernel never sees the signal or its EINTR.
+
+    >>> import threading
+    >>> seen = []
+    >>> def worker():
+    ...     block_interrupts()
+    ...     seen.append(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    >>> t = threading.Thread(target=worker); t.start(); t.join(); seen
+    [True]
+    """
+    if hasattr(signal, "pthread_sigmask"):  # POSIX
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def worker_pool(workers: int, name: str) -> ThreadPoolExecutor:
+    """A thread pool whose threads block SIGINT (``block_interrupts``).
+
+    >>> worker_pool(1, "axesarray-doc").submit(lambda: 2).result()
+    2
+    """
+    return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=block_interrupts)
+
+
 def _pool(workers: int) -> ThreadPoolExecutor:
     if not _POOL or _POOL[0][0] != workers:
         if _POOL:
             _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((workers, ThreadPoolExecutor(workers, thread_name_prefix="axesarray-kernel")))
+        _POOL.append((workers, worker_pool(workers, "axesarray-kernel")))
     return _POOL[0][1]
 
 

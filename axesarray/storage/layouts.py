@@ -30,6 +30,7 @@ __all__ = [
     "STANDARD",
     "parse",
     "bind",
+    "role_pairs",
     "physical_dims",
     "isel_layout",
 ]
@@ -304,22 +305,39 @@ def bind(layout: Layout, axes: Axes, op: str = "to_layout") -> Layout:
                 "add the missing ones (expand_dims) or choose a layout without "
                 + ", ".join(map(repr, extra))
             )
-        elif extra and all(len(n) == 1 for n in extra):
-            letters = sorted(extra, key=lambda r: _ROLES.find(r) % 5)
-            roles = ", ".join(f"{r}='{a.name}'" for r, a in zip(letters, missing, strict=False))
+        elif role_pairs(layout, extra, [a.name for a in missing]) is not None:
+            pairs = role_pairs(layout, extra, [a.name for a in missing])
+            roles = ", ".join(f"{r}='{a}'" for r, a in pairs)
             # ax.zeros/ones/full/empty take the layout as a keyword after the axes.
             call = (
                 f"ax.{op}(axes, layout='{layout}', {roles})"
                 if op in ("zeros", "ones", "full", "empty")
                 else f"{op}('{layout}', {roles})"
             )
-            hint = f"Map roles to axis names with keywords, e.g. {call}"
+            hint = f"Map roles to axis names with keywords (axes in N C H W order): {call}"
         else:
             hint = "Name every axis of the tensor once in the layout"
         raise LayoutError(
             message(op, "; ".join(parts), f"layout {layout}; axes: {fmt_axes(axes)}", hint)
         )
     return attrs.evolve(layout, partial=False) if layout.partial else layout
+
+
+def role_pairs(layout: Layout, extra, missing) -> list[tuple[str, str]] | None:
+    """The roles that bind ``layout`` to axes it does not place: its unmatched role
+    letters ``extra`` in N, C, H, W order paired with the axis names ``missing`` in the
+    tensor's order (axes named in N C H W order, the convention of every standard layout),
+    plus the roles ``layout`` already has; None when that pairing cannot be made (the
+    counts differ, or a name is not a role letter).
+
+    >>> role_pairs(Layout.parse("CHWN4"), ["C", "H", "W", "N"], ["b", "f", "y", "x"])
+    [('N', 'b'), ('C', 'f'), ('H', 'y'), ('W', 'x')]
+    """
+    if not extra or len(extra) != len(missing) or any(r not in _ROLES for r in extra):
+        return None
+    letters = sorted(extra, key=_ROLES.index)
+    pairs = dict(layout.roles) | dict(zip(letters, missing, strict=True))
+    return sorted(pairs.items(), key=lambda p: (_ROLES.find(p[0]) % 5, p[0]))
 
 
 @attrs.frozen

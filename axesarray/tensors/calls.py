@@ -3,9 +3,10 @@
 A ``Call`` node hands its children to a function as numpy arrays; the functions here are
 frozen value objects (their fields are the static arguments), so two equal calls have one
 structural key and are planned and computed once. ``CallMethods`` gives ``Tensor``
-``cumsum``, ``cumprod``, ``sort`` and ``argsort`` by name (results built with
+``cumsum``, ``cumprod``, ``sort``, ``argsort`` and ``topk`` by name (results built with
 ``type(self)``); ``views`` (vectorized ``isel``), ``reductions`` (``argmax`` over several
-axes) and ``ax.apply`` build their nodes from the classes below.
+axes; ``OverAxes`` for median and quantile) and ``ax.apply`` build their nodes from the
+classes below.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Self
 import attrs
 import numpy as np
 
+from ..core.axes import Axes, Axis
 from ..dag import nodes as ex
 from ..errors import AxesError, fmt_axes, message
 
-__all__ = ["AlongAxis", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
+__all__ = ["AlongAxis", "OverAxes", "TopK", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
 
 
 @attrs.frozen
@@ -39,6 +41,45 @@ class AlongAxis:
     def grad_rule(self) -> str:
         """Its row of ``autograd.CALL_RULES`` (the numpy function's name)."""
         return self.func.__name__
+
+
+@attrs.frozen
+class OverAxes:
+    """``func(x, [q,] axis=dims, **kwargs)``: numpy reductions run as calls (``median``,
+    ``quantile``); ``q`` None, a number, or a tuple (a leading result dim)."""
+
+    func: object
+    dims: tuple[int, ...]
+    q: object = None
+    kwargs: tuple = ()
+
+    def __call__(self, x):
+        q = () if self.q is None else (np.asarray(self.q),)
+        out = self.func(x, *q, axis=self.dims, **dict(self.kwargs))
+        return np.asarray(out)
+
+
+@attrs.frozen
+class TopK:
+    """The ``k`` largest (or smallest) along ``axis``, best first, ties in index order,
+    NaN largest (as torch): their ``indices`` or their values."""
+
+    axis: int
+    k: int
+    largest: bool
+    indices: bool
+    grad_rule = "topk"  # its row of ``autograd.CALL_RULES`` (values only: indices are ints)
+
+    def __call__(self, x):
+        n = x.shape[self.axis]
+        if self.largest:  # stable sort of the reversed row, read backwards
+            rev = np.flip(x, self.axis)
+            order = np.flip(np.argsort(rev, axis=self.axis, kind="stable"), self.axis)
+            order = n - 1 - order
+        else:
+            order = np.argsort(x, axis=self.axis, kind="stable")
+        idx = np.take(order, np.arange(self.k), axis=self.axis)
+        return idx if self.indices else np.take_along_axis(x, idx, axis=self.axis)
 
 
 @attrs.frozen
@@ -209,6 +250,19 @@ class CallMethods:
         """
         return self._along(np.sort, name, "sort", self.dtype, kind="stable")
 
+    def topk(self, k: int, name=None, new_axis: str | None = None, largest: bool = True):
+        """``(values, indices)`` of the ``k`` largest elements along the named axis (the
+        smallest with ``largest=False``), best first, as ``torch.topk``; the axis becomes
+        ``new_axis`` (default: the same name) of length ``k``. NaN counts as largest.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.array([[3.0, 9.0, 1.0, 7.0]]), "N C")
+        >>> values, indices = x.topk(2, "C", "K")
+        >>> values.axes, values.numpy(), indices.numpy()
+        (Axes(Axis('N', 1), Axis('K', 2)), array([[9., 7.]]), array([[1, 3]]))
+        """
+        return _topk(self, k, name, new_axis, largest)
+
     def argsort(self, name=None) -> Self:
         """Indices that sort along the named axis (int64); stable: ties keep their order.
 
@@ -217,6 +271,33 @@ class CallMethods:
         array([1, 2, 0])
         """
         return self._along(np.argsort, name, "argsort", np.dtype(np.int64), kind="stable")
+
+
+def _topk(self, k, name, new_axis, largest: bool) -> tuple:
+    if name is None:
+        if self.ndim != 1:
+            raise _name_needed(self, "topk")
+        name = self.names[0]
+    d = self._axes.index(name, "topk")
+    axis = self._axes[d]
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= axis.length:
+        raise ValueError(
+            message(
+                "topk",
+                f"k must be an integer from 0 to the length of {axis.name!r}",
+                f"{axis}; got k={k!r}",
+                f"e.g. x.topk({min(axis.length, 1)}, {axis.name!r})",
+            )
+        )
+    new = Axis(new_axis or axis.name, k)
+    items = list(self._axes)
+    items[d] = new
+    out = Axes(items)
+    ident = (tuple(range(self.ndim)),)
+    node = (self._node,)
+    values = ex.Call(TopK(d, k, largest, False), node, out.shape, self.dtype, "topk", ident)
+    index = ex.Call(TopK(d, k, largest, True), node, out.shape, np.int64, "topk", ident)
+    return type(self)(out, values), type(self)(out, index)
 
 
 def _name_needed(t, op: str) -> AxesError:

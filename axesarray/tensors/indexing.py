@@ -1,9 +1,12 @@
-"""View methods of ``Tensor``: transpose, isel/indexing, rename, broadcast, split, flatten.
+"""View methods of ``Tensor``: transpose (``T``), isel/indexing, masks, rename, broadcast,
+split, flatten, ``reshape`` by names, ``flip``, ``roll``, ``diff``.
 
 Every method returns a view (stride arithmetic, no copy) built with ``strided.remap_view``
 through ``expr.remap``, except ``split``/``flatten`` when strides cannot express the result
 (then a copy, or an error with ``copy=False``), and ``isel`` with integer lists, boolean
-masks or integer tensors (a gather: an r-tensor, see ``_gather``). A mixin of ``Tensor``;
+masks or integer tensors, and ``x[mask]`` (a gather: an r-tensor, see ``_gather``; writing
+to one writes its source, see ``tensor.index_put``); ``roll`` and ``diff`` are
+concatenated / subtracted slices (r-tensors that fuse). A mixin of ``Tensor``;
 results are built with ``type(self)``, so this module does not import ``tensor``.
 """
 
@@ -16,16 +19,16 @@ from typing import Self
 import numpy as np
 
 from .base import TensorBase
-from ..dag import nodes as ex
-from ..dag import views as expr_views
 from ..autograd.rules import in_graph
 from ..core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
-from .calls import Gather
+from ..core.strided import contiguous
+from ..dag import nodes as ex
+from ..dag import views as expr_views
+from ..dag.reshape import Reshape
 from ..errors import AxesError, by_name, fmt_axes, message
 from ..storage.layouts import isel_layout
-from ..dag.reshape import Reshape
 from ..storage.memory import fresh
-from ..core.strided import contiguous
+from .calls import Gather
 
 __all__ = ["ViewMethods", "align", "resolve_names"]
 
@@ -126,6 +129,74 @@ def _index_tensor(t, axis: Axis, key):
     )
 
 
+def _short(key) -> str:
+    """A key for a message: a tensor or an array by its type and axes or shape, never its
+    values (a mask can be large)."""
+    if isinstance(key, TensorBase):
+        return f"a {key.dtype} tensor ({fmt_axes(key._axes)})"
+    if isinstance(key, np.ndarray):
+        return f"a {key.dtype} array of shape {key.shape}"
+    text = repr(key)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _mask_key(key):
+    """``(mask, new axis name)`` for ``x[mask]`` / ``x[mask, "K"]``, else ``(None, None)``."""
+    if isinstance(key, TensorBase) and key.dtype.kind == "b":
+        return key, None
+    if (
+        isinstance(key, tuple)
+        and len(key) == 2
+        and isinstance(key[0], TensorBase)
+        and key[0].dtype.kind == "b"
+        and isinstance(key[1], str)
+    ):
+        return key
+    return None, None
+
+
+def _split_parts(axis: Axis, parts) -> Axes:
+    """``reshape``'s parts of ``axis``: Axis objects, ``(name, length)`` pairs or names;
+    one bare name takes the rest of the length."""
+    items = [parts] if isinstance(parts, (str, Axis)) else list(parts)
+    known, bare = 1, []
+    out: list = []
+    for p in items:
+        if isinstance(p, Axis):
+            out.append(p)
+            known *= p.length
+        elif isinstance(p, tuple) and len(p) == 2:
+            out.append(Axis(p[0], p[1]))
+            known *= p[1]
+        elif isinstance(p, str):
+            bare.append(len(out))
+            out.append(p)
+        else:
+            raise TypeError(message("reshape", "a part is a name, an Axis or (name, length)",
+                                    f"got {p!r}"))  # fmt: skip
+    if len(bare) > 1:
+        raise AxesError(
+            message(
+                "reshape",
+                f"only one part of {axis.name!r} may leave its length out",
+                f"{axis}; parts {parts!r}",
+                "Give every part but one a length: (name, length) or an Axis",
+            )
+        )
+    if bare:
+        if known == 0 or axis.length % known:
+            raise AxesError(
+                message(
+                    "reshape",
+                    f"the given lengths do not divide {axis}",
+                    f"parts {parts!r}",
+                    f"Choose lengths whose product divides {axis.length}",
+                )
+            )
+        out[bare[0]] = Axis(out[bare[0]], axis.length // known)
+    return Axes(out)
+
+
 class ViewMethods:
     """Views of a tensor, by axis name."""
 
@@ -135,13 +206,16 @@ class ViewMethods:
         return type(self)(axes, expr_views.remap(self._node, axes.shape, maps), layout)
 
     def transpose(self, *names) -> Self:
-        """Reorder axes by name (a view). ``...`` stands for the other axes in order.
+        """Reorder axes by name (a view). ``...`` stands for the other axes in order; no
+        names reverse the order, as numpy's ``transpose()`` (``x.T``).
 
         >>> import axesarray as ax
         >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3), ax.Axis("H", 4)))
-        >>> x.transpose("H ...").names
-        ('H', 'N', 'C')
+        >>> x.transpose("H ...").names, x.transpose().names
+        (('H', 'N', 'C'), ('H', 'C', 'N'))
         """
+        if not names:
+            names = (tuple(reversed(self.names)),)
         spec = names[0] if len(names) == 1 and not isinstance(names[0], Axis) else names
         wanted = list(parse_names(spec, "transpose"))
         for item in (spec,) if isinstance(spec, Axis) else () if isinstance(spec, str) else spec:
@@ -171,6 +245,133 @@ class ViewMethods:
         new_axes = Axes._trusted(tuple(self._axes[n] for n in wanted))
         maps = tuple((wanted.index(a.name), 0, 1) for a in self._axes)
         return self._remapped(new_axes, maps, self._layout)
+
+    @property
+    def T(self) -> Self:
+        """The axes in reverse order (a view), as numpy's ``.T``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.zeros((2, 3)), "N C").T.names
+        ('C', 'N')
+        """
+        return self.transpose()
+
+    @property
+    def sel(self):
+        """Not built: a tensor has axes, not coordinate labels, so there is no selection by
+        label; the ``AttributeError`` names ``isel`` (so ``hasattr(x, "sel")`` is False).
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.zeros((2, 3)), "N C")
+        >>> hasattr(x, "sel"), x.isel(C=1).names
+        (False, ('N',))
+        """
+        raise AttributeError(
+            message(
+                "sel",
+                "tensors have axes, not coordinate labels, so there is no label-based "
+                "selection",
+                None,
+                "Select by position with x.isel(C=...) or x[{'C': ...}]; keep labels in "
+                "xarray (x.to_xarray(coords=...).sel(...))",
+            )
+        )
+
+    def reshape(self, spec=None, **kwargs) -> Self:
+        """Split and merge axes by name in one call: ``{"C": ("G", "Cg")}`` splits ``C``
+        (the parts are ``Axis`` objects, ``(name, length)`` pairs or names; one bare name
+        takes the rest of the length, as numpy's -1) and ``{("H", "W"): "S"}`` merges
+        ``H`` and ``W`` into ``S``. Each step is ``split`` / ``flatten``: a view when the
+        strides allow it, else a copy (lazy for an r-tensor).
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.zeros((2, 6, 4, 5)), "N C H W")
+        >>> y = x.reshape({"C": (("G", 2), "Cg"), ("H", "W"): "S"})
+        >>> y.axes
+        Axes(Axis('N', 2), Axis('G', 2), Axis('Cg', 3), Axis('S', 20))
+        """
+        if spec is not None and not isinstance(spec, dict) or kwargs and spec is not None:
+            raise TypeError(
+                message(
+                    "reshape",
+                    "reshape takes a mapping of axis names, not a shape",
+                    f"got {spec!r}; axes: {fmt_axes(self._axes)}",
+                    "Split with {'C': ('G', 'Cg')} and merge with {('H', 'W'): 'S'}",
+                )
+            )
+        out = self
+        for key, value in dict(spec or {}, **kwargs).items():
+            if isinstance(key, str) and not isinstance(value, str):
+                d = out._axes.index(key, "reshape")
+                out = out.split(key, _split_parts(out._axes[d], value))
+            elif isinstance(value, str):
+                names = parse_names(key, "reshape")
+                out = out.flatten(names, value)
+            else:
+                raise TypeError(
+                    message(
+                        "reshape",
+                        "each entry splits a name into parts or merges names into one",
+                        f"got {key!r}: {value!r}",
+                        "Use {'C': ('G', 'Cg')} or {('H', 'W'): 'S'}",
+                    )
+                )
+        return out
+
+    def flip(self, names=None) -> Self:
+        """Reverse the order along the named axes (all when None): a view, as ``np.flip``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(3), "N").flip("N").numpy()
+        array([2, 1, 0])
+        """
+        dims = resolve_names(self._axes, names, "flip")
+        return self.isel({self._axes[d].name: slice(None, None, -1) for d in dims})
+
+    def roll(self, shifts: dict | None = None, **kwargs) -> Self:
+        """Shift elements along named axes, wrapping around (``np.roll``; xarray's
+        ``roll(N=1)``): ``x.roll(N=1)[i] == x[i - 1]``. Two slices joined (fused when read).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(5), "N").roll(N=2).numpy()
+        array([3, 4, 0, 1, 2])
+        """
+        out = self
+        for name, shift in dict(shifts or {}, **kwargs).items():
+            d = out._axes.index(name, "roll")
+            n = out._axes[d].length
+            try:
+                k = operator.index(shift) % n if n else 0
+            except TypeError:
+                raise TypeError(
+                    message("roll", f"the shift of {name!r} must be an integer",
+                            f"got {shift!r}", f"e.g. x.roll({name}=1)")  # fmt: skip
+                ) from None
+            if k == 0:
+                continue
+            head, tail = out.isel({name: slice(n - k, None)}), out.isel({name: slice(0, n - k)})
+            out = type(self)(out._axes, ex.Concat((head._node, tail._node), d))
+        return out
+
+    def diff(self, name, n: int = 1) -> Self:
+        """The ``n``-th difference along the named axis, ``x[i + 1] - x[i]`` (``np.diff``;
+        booleans give ``!=``); the axis keeps its name, ``n`` shorter. Fused.
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.array([1, 4, 9, 16]), "N").diff("N").numpy()
+        array([3, 5, 7])
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(message("diff", "n must be a non-negative integer", f"got {n!r}"))
+        out = self
+        d = self._axes.index(name, "diff")
+        name = self._axes[d].name
+        for _ in range(n):
+            if out._axes[d].length == 0:
+                break
+            upper, lower = out.isel({name: slice(1, None)}), out.isel({name: slice(None, -1)})
+            out = (upper != lower) if out.dtype.kind == "b" else upper - lower
+        return out
 
     def isel(self, indexers: dict | None = None, **kwargs) -> Self:
         """Select by name with slices (any step) or integers (which drop the axis); a view.
@@ -284,14 +485,72 @@ class ViewMethods:
             return self
         if isinstance(key, dict):
             return self.isel(key)
+        mask, new_name = _mask_key(key)
+        if mask is not None:
+            return self.masked(mask, new_name)
         raise AxesError(
             message(
                 "getitem",
                 "positional indexing is not supported",
-                f"got {key!r}; axes: {fmt_axes(self._axes)}",
+                f"got {_short(key)}; axes: {fmt_axes(self._axes)}",
                 by_name(self.names, key),
             )
         )
+
+    def masked(self, mask, new_axis: str | None = None) -> Self:
+        """The elements where the boolean tensor ``mask`` (over some of this tensor's
+        axes) is true: the mask's axes become one new axis ``new_axis`` (default: the
+        mask's names joined by ``_``, or its one name) in place of the first of them,
+        row-major in this tensor's order, as numpy's ``x[mask]``. ``x[mask]`` and
+        ``x[mask, "K"]`` are this; ``x[mask] = v`` writes in place. The mask is read now
+        (it sets the length); the result is a copy (a gather).
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.arange(6.0).reshape(2, 3), "N C")
+        >>> y = x[x > 2.5, "K"]
+        >>> y.axes, y.numpy()
+        (Axes(Axis('K', 3)), array([3., 4., 5.]))
+        """
+        if not isinstance(mask, TensorBase) or mask.dtype.kind != "b":
+            raise TypeError(
+                message(
+                    "getitem",
+                    "a mask is a boolean tensor",
+                    f"got {_short(mask)}",
+                    "Compare to make one: x[x > 0]",
+                )
+            )
+        lacking = [a for a in mask._axes if a.name not in self._axes]
+        if lacking or any(self._axes[a.name] != a for a in mask._axes):
+            raise AxesError(
+                message(
+                    "getitem",
+                    "the mask's axes must be axes of the tensor, with the same lengths",
+                    f"tensor: {fmt_axes(self._axes)}; mask: {fmt_axes(mask._axes)}",
+                    "Build the mask from this tensor's axes, or rename the mask's",
+                )
+            )
+        names = [n for n in self.names if n in mask._axes]
+        if not names:
+            raise AxesError(
+                message(
+                    "getitem",
+                    "a mask without axes selects no axis",
+                    f"tensor: {fmt_axes(self._axes)}",
+                    "Use x.where(cond, other) for a condition without axes",
+                )
+            )
+        if new_axis is None:
+            new_axis = "_".join(names)
+        where = np.nonzero(mask.transpose(names).numpy())
+        new = Axes._trusted((Axis(new_axis, len(where[0])),))
+        device = self.device
+        keys = {}
+        for n, pos in zip(names, where, strict=True):
+            arr = np.ascontiguousarray(pos, dtype=np.int64)
+            data = arr if device.is_cpu else device.upload(arr)
+            keys[n] = type(self)(new, ex.Leaf(data, contiguous(arr.shape)))
+        return self._gather(keys)
 
     def rename(self, mapping: dict | None = None, **kwargs) -> Self:
         """Rename axes (a view: same data, new names).

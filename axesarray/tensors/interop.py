@@ -24,6 +24,7 @@ from ..storage.devices import device_of
 from ..errors import AxesError, fmt_axes, message
 from ..core.ops import UFUNCS
 from ..storage.memory import wrap_array
+from ..core.reductions_table import REDUCTIONS, UFUNC_REDUCE
 
 __all__ = [
     "InteropMethods",
@@ -362,6 +363,27 @@ class InteropMethods:
 
     # --- xarray ----------------------------------------------------------------------------
 
+    @property
+    def values(self) -> np.ndarray:
+        """The values as a numpy array in logical order (xarray's ``values``; ``numpy()``).
+
+        >>> import axesarray as ax, numpy as np
+        >>> ax.tensor(np.arange(3), "N").values
+        array([0, 1, 2])
+        """
+        return self.numpy()
+
+    def tolist(self):
+        """The values as nested Python lists in logical order (a number for a tensor
+        without axes), as ``ndarray.tolist``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.arange(4).reshape(2, 2), "N C")
+        >>> x.T.tolist(), x.sum().tolist()
+        ([[0, 2], [1, 3]], 6)
+        """
+        return self.numpy().tolist()
+
     def to_xarray(self, coords=None, name=None, attrs=None):
         """An ``xarray.DataArray`` with dims = axis names, sharing memory when the tensor is
         a plain view of host memory (a blocked layout converts to logical order; an
@@ -515,16 +537,40 @@ def _sorter(method: str):
     return impl
 
 
-for _m in ("sum", "prod", "mean"):
-    implements(getattr(np, _m))(_reducer(_m))
-for _m, _fs in (("max", (np.max, np.amax)), ("min", (np.min, np.amin))):
-    implements(*_fs)(_extreme(_m))
-for _m in ("any", "all"):
-    implements(getattr(np, _m))(_logical(_m))
-for _m in ("var", "std"):
-    implements(getattr(np, _m))(_spread(_m))
-for _m in ("argmax", "argmin"):
-    implements(getattr(np, _m))(_arg(_m))
+def _median(method: str):
+    op = f"numpy.{method}"
+
+    def impl(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        return _finish(getattr(a, method)(axis_names(a, axis, op), bool(keepdims)), out, op)
+
+    return impl
+
+
+def _quantile(name: str):
+    op = f"numpy.{name}"
+
+    def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):  # fmt: skip
+        _refuse(op, weights=weights, interpolation=interpolation)
+        r = getattr(a, name)(q, axis_names(a, axis, op), bool(keepdims), method=method)
+        return _finish(r, out, op)
+
+    return impl
+
+
+# numpy's functions of each row of the reduction table, by how their arguments read
+_SIGNATURES = {
+    "reduce": _reducer,
+    "extreme": _extreme,
+    "logical": _logical,
+    "spread": _spread,
+    "arg": _arg,
+    "median": _median,
+    "quantile": _quantile,
+}
+for _row in REDUCTIONS.values():
+    if _row.numpy_functions:
+        implements(*_row.numpy_functions)(_SIGNATURES[_row.signature](_row.name))
 for _m in ("cumsum", "cumprod"):
     implements(getattr(np, _m))(_scan(_m))
 for _m in ("sort", "argsort"):
@@ -570,14 +616,7 @@ def _squeeze(a, axis=None):
 # --- numpy ufuncs ---------------------------------------------------------------------------
 
 # ufunc.reduce / ufunc.accumulate with a named meaning: the tensor method they are.
-_UFUNC_REDUCE = {
-    "add": "sum",
-    "multiply": "prod",
-    "maximum": "max",
-    "minimum": "min",
-    "logical_and": "all",
-    "logical_or": "any",
-}
+_UFUNC_REDUCE = UFUNC_REDUCE
 _UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
 
 

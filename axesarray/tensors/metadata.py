@@ -7,6 +7,7 @@ Every property is metadata: none evaluates an r-tensor or touches storage.
 from __future__ import annotations
 
 import math
+import types
 
 import attrs
 import numpy as np
@@ -73,6 +74,16 @@ class DescribeMethods:
         ('C', 'N')
         """
         return self._axes.names
+
+    @property
+    def sizes(self) -> types.MappingProxyType:
+        """Name -> length, in logical order (xarray's ``sizes``; read-only).
+
+        >>> import axesarray as ax, numpy as np
+        >>> dict(ax.tensor(np.zeros((2, 3)), "N C").sizes)
+        {'N': 2, 'C': 3}
+        """
+        return types.MappingProxyType({a.name: a.length for a in self._axes})
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -1,5 +1,6 @@
 """Python scalars from tensors: ``item``, ``float()``, ``int()``, ``operator.index``,
-``bool()``, and the refusal of positional iteration (a mixin of ``Tensor``).
+``bool()``, ``format``, ``round``, ``math.floor/ceil/trunc``, and the refusal of positional
+iteration (a mixin of ``Tensor``).
 
 A tensor of exactly one element converts; any other size is refused naming its axes, as
 numpy refuses the truth value of an array of several elements.
@@ -7,7 +8,10 @@ numpy refuses the truth value of an array of several elements.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import AxesError, fmt_axes, iter_hint, message
+from .base import TensorBase
 
 __all__ = ["ScalarMethods"]
 
@@ -34,6 +38,87 @@ class ScalarMethods:
                 )
             )
         return self.numpy().reshape(()).item()
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a one-element tensor formats as its value; an empty
+        ``spec`` gives ``str``.
+
+        >>> import axesarray as ax, numpy as np
+        >>> loss = ax.tensor(np.array([0.123456, 1.0]), "N").mean()
+        >>> f"{loss:.3f}"
+        '0.562'
+        """
+        if not spec:
+            return str(self)
+        if self.size != 1:
+            raise TypeError(
+                message(
+                    "format",
+                    f"only a tensor of one element formats with {spec!r}",
+                    fmt_axes(self._axes),
+                    "Reduce or select first, or format x.numpy()",
+                )
+            )
+        return format(self.item(), spec)
+
+    def __round__(self, ndigits=None):
+        """``round(t)`` and ``round(t, n)``: a tensor without axes rounds to a Python
+        number (int without ``n``, as ``round(2.5)``, else float); a tensor with axes gives
+        ``t.round(n)`` (a tensor, as numpy arrays).
+
+        >>> import axesarray as ax, numpy as np
+        >>> t = ax.tensor(np.array([1.2345, 2.5]), "N")
+        >>> round(t.sum(), 2), round(t.max())
+        (3.73, 2)
+        >>> round(t, 1).numpy()
+        array([1.2, 2.5])
+        """
+        if self.ndim:
+            return self.round(0 if ndigits is None else ndigits)
+        return round(self.item(), ndigits) if ndigits is not None else round(self.item())
+
+    def _to_int(self, how: str, fn) -> int:
+        if self.size != 1:
+            raise TypeError(
+                message(
+                    f"math.{how}",
+                    "only a tensor of one element converts to a Python int",
+                    fmt_axes(self._axes),
+                    f"For every element use ax.{how}(x)" if how != "trunc" else "Reduce first",
+                )
+            )
+        return fn(self.item())
+
+    def __floor__(self) -> int:
+        """``math.floor(t)`` of a one-element tensor (``ax.floor`` for every element).
+
+        >>> import axesarray as ax, numpy as np, math
+        >>> t = ax.tensor(np.array([-1.5]), "N").sum()
+        >>> math.floor(t), math.ceil(t), math.trunc(t)
+        (-2, -1, -1)
+        """
+        return self._to_int("floor", math.floor)
+
+    def __ceil__(self) -> int:
+        return self._to_int("ceil", math.ceil)
+
+    def __trunc__(self) -> int:
+        return self._to_int("trunc", math.trunc)
+
+    def equals(self, other) -> bool:
+        """Whether ``other`` is a tensor with the same axes (names and lengths, in any
+        order) and the same values, NaN equal to NaN (xarray's ``equals``; dtypes may
+        differ). A Python bool.
+
+        >>> import axesarray as ax, numpy as np
+        >>> x = ax.tensor(np.array([[1.0, np.nan]]), "N C")
+        >>> x.equals(x.transpose("C N").copy()), x.equals(x + 1)
+        (True, False)
+        """
+        if not isinstance(other, TensorBase) or set(self._axes) != set(other._axes):
+            return False
+        both = (self == other) | ((self != self) & (other != other))
+        return bool(both.all())
 
     def __float__(self) -> float:
         return float(self.item())

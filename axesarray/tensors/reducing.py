@@ -1,14 +1,17 @@
-"""Reduction methods of ``Tensor``: sum, prod, max, min, any, all, mean, var, std, argmax,
-argmin.
+"""Reduction methods of ``Tensor``, generated from the rows of
+``core.reductions_table.REDUCTIONS`` (sum, prod, max, min, any, all, mean, var, std, the
+``nan*`` reductions, median, quantile, with ``skipna=``), and argmax/argmin.
 
 Reductions are lazy ``expr.Reduce`` nodes over named axes, with numpy's result dtypes;
 the result keeps the input's layout minus the reduced axes. ``keepdims=True`` keeps each
 reduced axis with length 1 in its place. ``var``/``std`` are built from ``mean`` and
-``sum`` (two fused reductions). A mixin of ``Tensor``.
+``sum`` (two fused reductions); median and quantile are numpy calls (``_over_axes``). A
+mixin of ``Tensor``.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from typing import Self
@@ -16,13 +19,15 @@ from typing import Self
 import numpy as np
 
 from ..autograd.rules import in_graph
-from ..dag import nodes as ex
-from ..dag.resize import COUNTS
-from ..dag import build as expr_ops, views as expr_views
 from ..core.axes import Axes, Axis, parse_names
-from .calls import ArgFlat
+from ..core.reductions_table import REDUCTIONS
+from ..dag import build as expr_ops
+from ..dag import nodes as ex
+from ..dag import views as expr_views
+from ..dag.resize import COUNTS
 from ..errors import AxesError, fmt_axes, message
 from ..storage.layouts import isel_layout
+from .calls import ArgFlat, OverAxes
 from .indexing import resolve_names
 
 __all__ = ["ReductionMethods"]
@@ -49,7 +54,7 @@ class ReductionMethods:
         return type(self)(axes, node, layout)
 
     def _check_identity(self, op: str, dims) -> None:
-        if op in ("max", "min", "argmax", "argmin"):
+        if not REDUCTIONS[op].empty:
             empty = [self._axes[d] for d in dims if self._axes[d].length == 0]
             if empty:
                 raise AxesError(
@@ -81,70 +86,8 @@ class ReductionMethods:
         )
         return type(self)(Axes._trusted(items), self._node)
 
-    def sum(self, names=None, keepdims: bool = False) -> Self:
-        """Sum over the named axes (all when None). ``x.sum("C")``, ``x.sum(("H", "W"))``.
-
-        >>> import axesarray as ax, numpy as np
-        >>> x = ax.tensor(np.ones((2, 3)), "N C")
-        >>> x.sum("C", keepdims=True).axes
-        Axes(Axis('N', 2), Axis('C', 1))
-        """
-        return self._reduce("sum", names, keepdims)
-
-    def prod(self, names=None, keepdims: bool = False) -> Self:
-        """Product over the named axes (all when None), with numpy's result dtype.
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([[1, 2], [3, 4]]), "N C").prod("C").numpy()
-        array([ 2, 12])
-        """
-        return self._reduce("prod", names, keepdims)
-
-    def max(self, names=None, keepdims: bool = False) -> Self:
-        """Maximum over the named axes (all when None); NaN wins, as ``np.max``.
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([[1, 5], [3, 4]]), "N C").max("N").numpy()
-        array([3, 5])
-        """
-        return self._reduce("max", names, keepdims)
-
-    def min(self, names=None, keepdims: bool = False) -> Self:
-        """Minimum over the named axes (all when None); NaN wins, as ``np.min``.
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([[1, 5], [3, 4]]), "N C").min().item()
-        1
-        """
-        return self._reduce("min", names, keepdims)
-
-    def any(self, names=None, keepdims: bool = False) -> Self:
-        """Whether any element is true (non-zero) over the named axes.
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([[0, 0], [0, 2]]), "N C").any("C").numpy()
-        array([False,  True])
-        """
-        x = self.astype(bool) if self.dtype != bool else self
-        return x._reduce("any", names, keepdims)
-
-    def all(self, names=None, keepdims: bool = False) -> Self:
-        """Whether every element is true (non-zero) over the named axes.
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([[1, 0], [1, 2]]), "N C").all("C").numpy()
-        array([False,  True])
-        """
-        x = self.astype(bool) if self.dtype != bool else self
-        return x._reduce("all", names, keepdims)
-
-    def mean(self, names=None, keepdims: bool = False) -> Self:
-        """Arithmetic mean over the named axes, with numpy's result dtype.
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([[1, 2], [3, 4]]), "N C").mean("N").numpy()
-        array([2., 3.])
-        """
+    def _mean(self, names=None, keepdims: bool = False) -> Self:
+        """The ``mean`` row's build: ``sum / n``."""
         if self.dtype == np.float16:
             # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
             return self.astype("float32").mean(names, keepdims).astype("float16")
@@ -172,14 +115,8 @@ class ReductionMethods:
             mean._axes, ex.Map(node.op, (node.children[0], fresh), node.dtype), mean._layout
         )
 
-    def var(self, names=None, ddof=0, keepdims: bool = False) -> Self:
-        """Variance over the named axes: ``sum((x - mean)**2) / (n - ddof)``, as ``np.var``
-        (integers and bools give float64; ``n - ddof <= 0`` gives inf or nan).
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([1.0, 2.0, 3.0, 4.0]), "N").var("N", ddof=1).item()
-        1.6666666666666667
-        """
+    def _var(self, names=None, ddof=0, keepdims: bool = False) -> Self:
+        """The ``var`` row's build: ``sum((x - mean)**2) / max(n - ddof, 0)``."""
         if not isinstance(ddof, numbers.Real) or isinstance(ddof, bool):
             raise TypeError(message("var", "ddof must be a number", f"got {ddof!r}"))
         if self.dtype == np.float16:
@@ -190,17 +127,48 @@ class ReductionMethods:
         dev = x - x.mean(names)  # the mean broadcasts back by name: x keeps its order
         return (dev * dev)._reduce("sum", names, keepdims) / max(count - ddof, 0)
 
-    def std(self, names=None, ddof=0, keepdims: bool = False) -> Self:
-        """Standard deviation: the square root of ``var`` (same arguments).
-
-        >>> import axesarray as ax, numpy as np
-        >>> ax.tensor(np.array([1.0, 3.0]), "N").std("N", ddof=1).item()
-        1.4142135623730951
-        """
+    def _std(self, names=None, ddof=0, keepdims: bool = False) -> Self:
+        """The ``std`` row's build: the square root of ``var``."""
         v = self.var(names, ddof, keepdims)
         if v.dtype == np.float16:  # numpy takes the root of the float16 variance
             return (v.astype("float32") ** 0.5).astype("float16")
         return v**0.5
+
+    def _over_axes(
+        self, op: str, func, names, keepdims: bool, q, kwargs: dict, quantile: bool = False
+    ) -> Self:
+        """``func(x, [q,] axis=dims, **kwargs)`` as a numpy call (median, quantile): the
+        reduced axes go; a list of ``q`` gives a leading axis ``quantile``."""
+        qs = None
+        if quantile:
+            try:
+                qs = np.asarray(q, dtype=np.float64)
+            except (TypeError, ValueError):
+                qs = np.full(2, np.nan)  # refused below
+            if qs.ndim > 1 or not np.all((qs >= 0) & (qs <= 1)):
+                raise ValueError(
+                    message(op, "q must be a number or a list of numbers in [0, 1]",
+                            f"got {q!r}", "e.g. x.quantile([0.25, 0.75], 'C')")  # fmt: skip
+                )
+            qs = float(qs) if qs.ndim == 0 else tuple(float(v) for v in qs)
+        dims = resolve_names(self._axes, names, op)
+        self._check_identity(op, dims)
+        if keepdims:
+            reduced = [self._axes[d].name for d in dims]
+            x = self._with_placeholders(dims)
+            out = x._over_axes(op, func, reduced, False, q, kwargs, quantile)
+            return out._placeholders_named()
+        kept = tuple(a for d, a in enumerate(self._axes) if d not in dims)
+        if isinstance(qs, tuple):
+            kept = (Axis("quantile", len(qs)),) + kept
+        axes = Axes(kept)
+        fn = OverAxes(func, tuple(dims), qs, tuple(sorted(kwargs.items())))
+        try:  # numpy's result dtype, and its checks of the arguments, on a tiny sample
+            sample = fn.func(np.ones(2, self.dtype), *(() if qs is None else (0.5,)), **kwargs)
+        except (TypeError, ValueError) as e:
+            raise ValueError(message(op, "numpy refuses the arguments", str(e))) from None
+        dtype = np.asarray(sample).dtype
+        return type(self)(axes, ex.Call(fn, (self._node,), axes.shape, dtype, op))
 
     def _arg(self, op: str, name, keepdims: bool):
         if name is None:
@@ -276,3 +244,50 @@ class ReductionMethods:
         array([1, 0])
         """
         return self._arg("argmin", name, keepdims)
+
+
+def _skipping(row, self) -> bool:
+    return row.skipna is not None and self.dtype.kind in "fc"
+
+
+def _method(row):
+    """The ``Tensor`` method of a row of ``reductions_table.REDUCTIONS``: a ``Reduce`` node
+    for kernel rows, the row's ``build`` for composed ones; ``skipna=True`` on floats uses
+    the row named by ``skipna`` (None or False: numpy's rule, NaN propagates)."""
+    name = row.name
+    if row.is_kernel:
+        cast = None if row.input_dtype is None else np.dtype(row.input_dtype)
+
+        def method(self, names=None, keepdims: bool = False, *, skipna=None):
+            if skipna and _skipping(row, self):
+                return REDUCTIONS[row.skipna].build(self, names, keepdims)
+            x = self if cast is None or self.dtype == cast else self.astype(cast)
+            return x._reduce(name, names, keepdims)
+
+        params = [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            inspect.Parameter("names", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+            inspect.Parameter("keepdims", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False),
+        ]
+    else:
+        build = row.build
+
+        def method(self, *args, skipna=None, **kwargs):
+            if skipna and _skipping(row, self):
+                return REDUCTIONS[row.skipna].build(self, *args, **kwargs)
+            return build(self, *args, **kwargs)
+
+        params = list(inspect.signature(build).parameters.values())
+        params[0] = params[0].replace(name="self")
+    if row.skipna is not None:
+        params.append(inspect.Parameter("skipna", inspect.Parameter.KEYWORD_ONLY, default=None))
+    method.__signature__ = inspect.Signature(params)
+    method.__name__ = name
+    method.__qualname__ = f"ReductionMethods.{name}"
+    method.__doc__ = row.doc.replace("{f}", f"x.{name}(")
+    return method
+
+
+for _row in REDUCTIONS.values():
+    if _row.generated:
+        setattr(ReductionMethods, _row.name, _method(_row))

@@ -4,7 +4,8 @@ Names live here and above; everything below sees positions. A Tensor is ``(axes,
 an l-tensor when its node is a ``Leaf`` (a strided view of storage), an r-tensor (a lazy
 expression) otherwise. Metadata comes from ``metadata``, view methods from ``indexing``,
 reductions from ``reductions``, layout methods from ``tensors.layout_methods``; the operators are
-generated from ``ops.OPS``.
+generated from ``ops.OPS``; ``a @ b`` contracts the one shared name; assignment through a
+gather (``x[mask] = v``, ``x[{"C": [0, 2]}] = v``) writes its source (``index_put``).
 Every import points down.
 """
 
@@ -15,25 +16,26 @@ import weakref
 import numpy as np
 
 from .. import engine
+from ..core.axes import Axes, Axis, broadcast_axes
+from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak, ufunc_dtypes
+from ..core.ops import OPS
+from ..core.strided import contiguous
 from ..dag import build as expr_ops
 from ..dag import nodes as ex
-from ..display.reprs import tensor_html, tensor_repr
-from ..core.axes import Axes, broadcast_axes
-from .calls import CallMethods
-from .chunking import ChunkedMethods
-from .metadata import DescribeMethods, TensorDescription
-from ..storage.devices import as_device, device_of
-from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
-from ..errors import AxesError, fmt_axes, message
 from ..dag.chunked_leaf import Chunked, has_chunked
+from ..display.reprs import tensor_html, tensor_repr
+from ..errors import AxesError, fmt_axes, message
+from ..storage.devices import as_device, device_of
+from .calls import CallMethods, Gather
+from .chunking import ChunkedMethods
 from .base import TensorBase
 from .gradients import GradMethods
+from .indexing import ViewMethods, align
 from .interop import InteropMethods, array_ufunc
 from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
-from ..core.ops import OPS
-from .reducing import ReductionMethods
+from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
-from .indexing import ViewMethods, align
+from .reducing import ReductionMethods
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
 
@@ -188,19 +190,16 @@ class Tensor(
 
     def __setitem__(self, key, value) -> None:
         if key is Ellipsis:  # ``self[...]`` is ``self``: straight to the checks of assign
+            node = self._node
+            if type(node) is ex.Call and isinstance(node.fn, Gather):
+                index_put(self, value)  # ``x.isel(C=[0, 2])[...] = v``
+                return
             assign(self, value)
             return
         target = self[key]
         if self.is_lvalue and not target.is_lvalue:  # a gather (list, mask, index tensor)
-            raise TypeError(
-                message(
-                    "setitem",
-                    "an integer list, a mask or an index tensor selects a copy, which cannot "
-                    "be written",
-                    f"key {key!r}",
-                    "Write through a mask with where: x[...] = x.where(~mask, value)",
-                )
-            )
+            index_put(target, value)
+            return
         assign(target, value)
 
     # --- evaluation ------------------------------------------------------------------------
@@ -371,6 +370,20 @@ class Tensor(
     def __pos__(self):
         return self
 
+    def __matmul__(self, other):
+        """``a @ b`` contracts the one axis name ``a`` and ``b`` share (a ``dot``).
+
+        >>> import axesarray as ax, numpy as np
+        >>> a = ax.tensor(np.ones((2, 3)), "M K")
+        >>> b = ax.tensor(np.ones((3, 4)), "K N")
+        >>> (a @ b).axes
+        Axes(Axis('M', 2), Axis('N', 4))
+        """
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
     def _inplace(self, other, op: str):
         if not self.is_lvalue:
             return NotImplemented  # r-tensor: Python falls back to x = x (op) other
@@ -437,6 +450,144 @@ def _operators(cls) -> None:
 
 
 _operators(Tensor)
+
+
+def contract(a: Tensor, b: Tensor, over_names: tuple, op: str) -> Tensor:
+    """``ax.dot``: contract ``over_names``; other shared axes batch. The result has ``a``'s
+    remaining axes followed by ``b``'s new ones."""
+    for name in over_names:
+        a.axes.index(name, op)
+        b.axes.index(name, op)
+    broadcast_axes(a.axes, b.axes, op=op, mode="union")  # same-name lengths must agree
+    out_axes = Axes(
+        [x for x in a.axes if x.name not in over_names]
+        + [x for x in b.axes if x.name not in over_names and x.name not in a.axes]
+    )
+    label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
+    loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), op)
+    node = ex.Dot(
+        expr_ops.cast(a._node, loop[0]),
+        expr_ops.cast(b._node, loop[1]),
+        tuple(label[n] for n in a.names),
+        tuple(label[n] for n in b.names),
+        tuple(label[x.name] for x in out_axes),
+        out_axes.shape,
+        loop[-1],
+    )
+    return Tensor(out_axes, node)
+
+
+def matmul(a, b) -> Tensor:
+    """``a @ b``: contract the one axis name the operands share (xarray's ``dot`` rule for
+    one shared name); none or several shared names are an error naming them."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        return NotImplemented
+    shared = [n for n in a.names if n in b.axes]
+    if len(shared) != 1:
+        fact = (
+            "the operands share no axis name"
+            if not shared
+            else "the operands share several axis names (" + ", ".join(map(repr, shared)) + ")"
+        )
+        if shared:
+            hint = f"Say which to contract (the others batch): ax.dot(a, b, over={shared[-1]!r})"
+        else:  # numpy's pairing: a's last axis with b's first one of the same length
+            pair = next(
+                ((x, y) for x in reversed(a.axes) for y in b.axes if x.length == y.length), None
+            )
+            hint = (
+                f"Rename an axis so both have it: a @ b.rename({pair[1].name}={pair[0].name!r})"
+                if pair
+                else "Rename an axis of one operand so both have it"
+            )
+        raise AxesError(
+            message("matmul", fact, f"left: {fmt_axes(a.axes)}; right: {fmt_axes(b.axes)}", hint)
+        )
+    return contract(a, b, (shared[0],), "matmul")
+
+
+def _gathered(t: Tensor):
+    """``(source tensor, [(dims of the source, positions per dim, result axis)])`` when
+    ``t`` is a gather of an l-tensor by 1-D index arrays (lists, masks, 1-D index
+    tensors), else None."""
+    node = t._node
+    if type(node) is not ex.Call or not isinstance(node.fn, Gather):
+        return None
+    fn, src = node.fn, node.children[0]
+    if type(src) is not ex.Leaf or any(len(d) != 1 for d in fn.index_dims):
+        return None
+    if any(type(c) is not ex.Leaf for c in node.children[1:]):
+        return None
+    x = Tensor(Axes._trusted(tuple(map(Axis, fn.names, src.shape))), src)
+    groups: dict[int, tuple] = {}  # result dim -> (source dims, their index arrays)
+    for k, (kind, j) in enumerate(fn.sources):
+        if kind == "index":
+            dims, arrays = groups.get(fn.index_dims[j][0], ((), ()))
+            arr = Tensor(Axes._trusted((Axis("i", fn.shape[fn.index_dims[j][0]]),)),
+                         node.children[1 + j]).numpy()  # fmt: skip
+            groups[fn.index_dims[j][0]] = (dims + (k,), arrays + (arr % src.shape[k],))
+    return x, [(dims, arrays, t._axes[d]) for d, (dims, arrays) in groups.items()]
+
+
+def index_put(target: Tensor, value) -> None:
+    """``x[mask] = v``, ``x[{"C": [0, 2]}] = v``, ``x.isel(C=[0, 2])[...] = v``: write
+    ``value`` (broadcast to the selection's axes) at the selected elements of the source
+    tensor, as numpy's index assignment (a repeated index takes the last value).
+
+    One fused assignment ``x[...] = where(hit, value gathered back, x)``: the checks of
+    ``assign`` run before anything is written and reading ``x`` in ``value`` is safe."""
+    found = _gathered(target)
+    if found is None:
+        raise TypeError(
+            message(
+                "setitem",
+                "this selection cannot be written: only lists, masks and 1-D index tensors "
+                "of an l-tensor write in place",
+                fmt_axes(target.axes),
+                "Write through a mask with where: x[...] = x.where(~mask, value)",
+            )
+        )
+    x, groups = found
+    if isinstance(value, Tensor):
+        extra = [a for a in value.axes if a.name not in target.axes]
+        wrong = [a for a in value.axes if a.name in target.axes and target.axes[a.name] != a]
+        if extra or wrong:
+            raise AxesError(
+                message(
+                    "setitem",
+                    "the value's axes must be axes of the selection, with the same lengths",
+                    f"selection: {fmt_axes(target.axes)}; value: {fmt_axes(value.axes)}",
+                    "Select or rename the value to the selection's axes",
+                )
+            )
+    if any(axis.length == 0 for _, _, axis in groups):  # nothing selected: only the checks
+        checked_assignment(x, x)
+        dtype = value.dtype if isinstance(value, Tensor) else None
+        if dtype is not None and not can_assign(dtype, x.dtype):
+            raise TypeError(message("setitem", f"cannot cast {dtype} to {x.dtype} under the "
+                                    "same_kind rule"))  # fmt: skip
+        return
+    device = x.device
+
+    def leaf(arr):  # a leaf's data is its 1-D storage
+        flat = arr.reshape(-1)
+        return ex.Leaf(flat if device.is_cpu else device.upload(flat), contiguous(arr.shape))
+
+    hit, keys = None, {}
+    for dims, arrays, axis in groups:
+        shape = tuple(x.shape[d] for d in dims)
+        inv = np.zeros(shape, np.int64)
+        inv[arrays] = np.arange(axis.length)  # numpy's order: the last write wins
+        mark = np.zeros(shape, bool)
+        mark[arrays] = True
+        axes = Axes._trusted(tuple(x.axes[d] for d in dims))
+        keys[axis.name] = Tensor(axes, leaf(inv))
+        m = Tensor(axes, leaf(mark))
+        hit = m if hit is None else hit & m
+    if isinstance(value, Tensor):
+        present = {n: k for n, k in keys.items() if n in value.axes}
+        value = value.isel(present) if present else value
+    assign(x, elementwise("where", hit, value, x, name="setitem"))
 
 
 def assign(out: Tensor, value) -> None:

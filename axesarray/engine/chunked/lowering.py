@@ -41,6 +41,7 @@ from ...storage.memory import wrap_array
 from .. import executor, reference
 from .tasks import BlockFunction, Combine, Into, IntoFunction, arg_dtype, keep_partials, run_assign
 from .tasks import evaluate as _run
+from ...core.reductions_table import REDUCTIONS
 
 __all__ = [
     "evaluate",
@@ -298,7 +299,7 @@ class _Lowering:
             self.note(arr, _what(fn, "reduction of whole rows"), fn, args)
             return arr, tuple(range(node.ndim))
         adjust = {_LETTERS[d]: (1,) * (len(chunks[d]) if d in chunks else 1) for d in node.axes}
-        arg = node.op in ("argmax", "argmin")
+        arg = REDUCTIONS[node.op].index
         if arg:
             axis = node.axes[0]
             offsets = da.arange(root.shape[axis], chunks=chunks.get(axis, root.shape[axis]))
@@ -379,7 +380,7 @@ def _what(fn: BlockFunction, reduction: str) -> str:
 def _accumulator(node: Reduce) -> np.dtype:
     """The partials' dtype: floats sum in float64 (as the fused kernels accumulate), so
     the combined result rounds once."""
-    if node.op in ("sum", "prod") and node.dtype.kind in "fc":
+    if REDUCTIONS[node.op].accumulator == "float64" and node.dtype.kind in "fc":
         return np.dtype("complex128" if node.dtype.kind == "c" else "float64")
     return node.dtype
 

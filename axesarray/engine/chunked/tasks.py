@@ -35,6 +35,7 @@ from ...core.strided import remap_view
 from .. import executor, reference
 from ..routes import try_copy
 from ..runner import Bound, run_schedule
+from ...core.reductions_table import REDUCTIONS
 
 __all__ = [
     "BlockFunction",
@@ -413,8 +414,8 @@ class Combine:
 
     def __call__(self, x, axis, keepdims):
         axes = tuple(sorted(a % x.ndim for a in axis))
-        if self.op in ("argmax", "argmin"):
-            pick = np.argmax if self.op == "argmax" else np.argmin
+        if REDUCTIONS[self.op].index:
+            pick = REDUCTIONS[self.op].numpy
             j = pick(x["v"], axis=axes[0], keepdims=True)
             out = np.take_along_axis(x, j, axis=axes[0])
             if self.dtype is not None:

@@ -34,6 +34,7 @@ from ...core.strided import has_internal_overlap, span
 from . import simd
 from .run_cuda import try_repack_cuda
 from .plan import VECTOR_BYTES, RepackPlan, plans
+from ..threads import worker_pool
 
 __all__ = ["try_repack", "run_repack", "tile_sizes"]
 
@@ -384,7 +385,7 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     if not _POOL or _POOL[0][0] != workers:
         if _POOL:
             _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((workers, ThreadPoolExecutor(workers, thread_name_prefix="axesarray-repack")))
+        _POOL.append((workers, worker_pool(workers, "axesarray-repack")))
     return _POOL[0][1]
 
 
