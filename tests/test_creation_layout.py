@@ -94,7 +94,7 @@ def test_errors():
     axes = (ax.Axis("b", 2), ax.Axis("f", 6), ax.Axis("y", 3), ax.Axis("x", 1))
     with raises(ax.LayoutError, "zeros: the tensor has no 'N', 'H', 'W', 'C'") as e:
         ax.zeros(axes, layout="NHWC")
-    hint = str(e.value).split("e.g. ")[1][:-1]
+    hint = str(e.value).split("order): ")[1][:-1]
     assert hint == "ax.zeros(axes, layout='NHWC', N='b', C='f', H='y', W='x')"
     assert eval(hint, {"ax": ax, "axes": axes}).physical.shape == (2, 3, 1, 6)
     with raises(ax.LayoutError, "layout: unknown layout"):
