@@ -107,3 +107,9 @@ __all__ += ["show_layout"]
 from ._version import __version__
 
 __all__ += ["__version__"]
+
+# The positional namespace of the Python array API standard, over the named engine.
+from . import array_api
+from .array_api import to_xarray
+
+__all__ += ["array_api", "to_xarray"]

@@ -10,13 +10,13 @@ import reprlib
 
 import numpy as np
 
-from .dag import nodes as ex
 from .core.axes import Axis, as_axes, axes_for_shape
 from .core.dtypes import as_dtype
+from .core.strided import contiguous
+from .dag import nodes as ex
 from .errors import AxesError, message
 from .layout_ops import new_in_layout, wrap_physical
 from .storage.memory import allocate, fresh, wrap_array
-from .core.strided import contiguous
 from .tensors.interop import bfloat16_from_dlpack
 from .tensors.tensor import Tensor
 
@@ -69,7 +69,9 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
         buf[...] = arr.reshape(-1)
         wrapped = (buf, contiguous(arr.shape))
     base, view = wrapped
-    return Tensor(ax, ex.Leaf(base, view, bool(arr.flags.writeable)))
+    leaf = ex.Leaf(base, view, bool(arr.flags.writeable))
+    ex.name_dims(leaf, ax.names)  # what explain calls its dims, wherever it is read
+    return Tensor(ax, leaf)
 
 
 def _refuse_tracked(data, op: str) -> None:
@@ -156,7 +158,9 @@ def _new(axes, dtype, fill, op: str = "create", layout=None, roles=None) -> Tens
     data, view = fresh(ax.shape, dt, axes=ax, op="create")
     if fill is not None:
         data.fill(fill)
-    return Tensor(ax, ex.Leaf(data, view))
+    leaf = ex.Leaf(data, view)
+    ex.name_dims(leaf, ax.names)  # what explain calls its dims, wherever it is read
+    return Tensor(ax, leaf)
 
 
 def zeros(axes, dtype="float64", layout=None, **roles) -> Tensor:

@@ -19,6 +19,7 @@ from .core.ops import OPS
 from .core.reductions_table import REDUCTIONS
 from .dag import build as expr_ops
 from .dag import nodes as ex
+from .dag.chunked_leaf import has_chunked
 from .errors import AxesError, fmt_axes, message
 from .tensors.tensor import Tensor, align, checked_assignment, contract, elementwise
 
@@ -255,19 +256,42 @@ def concat(tensors, name: str) -> Tensor:
     return Tensor(axes, ex.Concat(tuple(nodes), d))
 
 
-def explain(expr: Tensor, out: Tensor | None = None):
+def explain(expr: Tensor, out: Tensor | None = None, *, timed: bool = False, repeat: int = 3):
     """The fused engine's plan for ``expr.eval()`` (or ``out[...] = expr``), not run.
 
-    Shows the kernels in order (each with its loop nest after dropping and merging dims,
-    the arrays it reads, which input set the output's memory order, and whether its
-    compiled code is in memory, on disk or still to compile) and the temporaries.
+    Shows the kernels in order (each with its loop nest by axis name after dropping and
+    merging dims, the arrays it reads, which input set the output's memory order, whether
+    its compiled code is in memory, on disk or still to compile, and estimates of the bytes
+    it moves and its work) and the temporaries. With ``timed=True`` the kernels are
+    compiled and the plan runs ``repeat`` times (into ``out`` when given): each kernel
+    shows its best measured time (``time_s``), a profile of the expression.
 
     >>> import axesarray as ax
     >>> a = ax.ones((ax.Axis("N", 8), ax.Axis("C", 4)))
     >>> plan = ax.explain((a * 2).sum("C"))
-    >>> [k.kind for k in plan.kernels]
-    ['reduction']
+    >>> [k.kind for k in plan.kernels], plan.kernels[0].loops
+    (['reduction'], ((8, 'N'), (4, 'C')))
+    >>> ax.explain((a * 2).sum("C"), timed=True).kernels[0].time_s > 0
+    True
     """
+    if timed:
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise ValueError(
+                message(
+                    "explain", f"repeat must be a positive int, not {repeat!r}", None,
+                    "Pass repeat=3 (the best of three runs is shown)",
+                )
+            )  # fmt: skip
+        node, dst, names = _planned("explain", expr, out)
+        if has_chunked(node):
+            raise TypeError(
+                message(
+                    "explain", "timed=True times in-memory kernels; this expression is chunked",
+                    f"axes: {fmt_axes(expr.axes)}",
+                    "Time expr.compute() instead, or explain without timed=True",
+                )
+            )  # fmt: skip
+        return engine.profile(node, dst, names, repeat)
     return engine.explain(*_planned("explain", expr, out))
 
 

@@ -1,5 +1,6 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
-programs (a recurrent loop and its gradients).
+programs (a recurrent loop and its gradients),
+xarray on lazy arrays.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -17,6 +18,7 @@ import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
 import bench_programs  # noqa: E402
+import bench_xarray_lazy  # noqa: E402
 
 try:  # the dask extra (pip install 'axesarray[dask]')
     import bench_dask  # noqa: E402
@@ -39,6 +41,8 @@ def main(argv=None) -> None:
     bench_autograd.main(quick)
     print()
     bench_programs.main(quick)
+    print()
+    bench_xarray_lazy.main(quick)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ def test_benchmarks_run_in_quick_mode():
         "numpy BPTT",
         "calls/s, 1 thread / 4 threads",
         "sum of the kernels alone",
+        "xarray on ax.array_api (lazy)",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out

@@ -58,6 +58,15 @@ WATCH = (
     "window.addEventListener('unhandledrejection',function(e){r(e.reason)});})();</script>"
 )
 DONE = "<script>document.documentElement.setAttribute('data-done','1')</script>"
+# Records how many of the reprs' scrolling boxes are wider than the window lets them be
+# (a plan line or a table that would need a horizontal scroll bar at 1200 px).
+MEASURE = (
+    "<script>window.addEventListener('load',function(){var n=0,w=[];"
+    "document.querySelectorAll('div,pre,table').forEach(function(e){"
+    "if(e.scrollWidth>e.clientWidth+2&&getComputedStyle(e).overflowX!='visible'){n++;"
+    "w.push(e.scrollWidth)}});"
+    "document.documentElement.setAttribute('data-overflow',n+':'+w.join(','))});</script>"
+)
 
 
 def reprs() -> list[str]:
@@ -75,8 +84,37 @@ def reprs() -> list[str]:
 def page(body: str, theme: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'>{WATCH}"
-        f"<style>{THEMES[theme]}</style></head><body>{body}{DONE}</body></html>"
+        f"<style>{THEMES[theme]}</style></head><body>{body}{MEASURE}{DONE}</body></html>"
     )
+
+
+def pictures() -> dict[str, str]:
+    """The pictures at real sizes (DESIGN §15): a big blocked tensor by its first blocks, a
+    small padded one, a view starting mid-block, a chunked expression with its chunk grid
+    and plan, and a function's plan."""
+    big = ax.zeros((ax.Axis("N", 32), ax.Axis("C", 64), ax.Axis("H", 56), ax.Axis("W", 56)))
+    small = ax.tensor(np.arange(192, dtype=np.float32).reshape(1, 3, 8, 8), "N C H W")
+    blocked = ax.tensor(np.arange(256, dtype=np.float32).reshape(1, 64, 2, 2), "N C H W")
+    chunked = ax.tensor(np.ones((64, 48, 30), np.float32), "N C W").chunk({"N": 16, "W": 10})
+    N, F, K = ax.Axis("N", 32), ax.Axis("F", 8), ax.Axis("K", 4)
+    x = ax.placeholder((N, F), "float32", name="x")
+    y = ax.placeholder((N, K), "float32", name="y")
+    w = ax.variable(np.zeros((8, 4), "float32"), (F, K), name="w")
+    loss = ax.softmax_cross_entropy(ax.dot(x, w, over="F"), y, axis="K").mean()
+    step = ax.function([loss, *ax.grad(loss, [w])], inputs=[x, y])
+    return {
+        "big_tensor": big.to_layout("NCHW32")._repr_html_(),
+        "small_padded": small.to_layout("NCHW32")._repr_html_(),
+        "mid_block_view": blocked.to_layout("NCHW32").isel(C=slice(1, 40, 3))._repr_html_(),
+        "chunk_grid": (ax.sigmoid(chunked * 2) + 1)._repr_html_(),
+        "function_plan": ax.explain(step)._repr_html_(),
+    }
+
+
+def overflowing(dom: str) -> str:
+    found = re.search(r'data-overflow="([^"]*)"', dom)
+    assert found, "the page did not measure its boxes"
+    return found.group(1)
 
 
 def run_browser(target, out, *mode) -> subprocess.CompletedProcess:
@@ -147,6 +185,32 @@ def test_reprs_render(theme, tmp_path):
     assert ink > 0.01, f"too little visible text on the {theme} page ({ink:.4f})"
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize(
+    "name", ["big_tensor", "small_padded", "mid_block_view", "chunk_grid", "function_plan"]
+)
+def test_pictures_render(name, theme, tmp_path):
+    """Each picture at its real size, on both themes: drawn (many colours, ink that contrasts
+    with the page), no script error, and nothing wider than a 1200 px window."""
+    html = pictures()[name]
+    assert "<svg" in html or name == "function_plan"
+    image, dom, log = render(page(html, theme), tmp_path, f"{name}_{theme}")
+    assert script_errors(dom, log) == []
+    assert overflowing(dom).startswith("0:"), f"{name}: boxes wider than the window"
+    lum = luminance(image)
+    background = np.bincount(lum.astype(int).ravel()).argmax()
+    assert background > 240 if theme == "light" else background < 30
+    assert (np.abs(lum - background) > 20).mean() > 0.01, f"{name}: almost blank"
+    if name != "function_plan":
+        assert colours(image) > 100, f"{name}: too few colours for a memory picture"
+
+
+def test_overflow_check_can_fail(tmp_path):
+    wide = "<div style='overflow-x:auto'><pre>" + "x" * 400 + "</pre></div>"
+    _, dom, _ = render(page(wide, "light"), tmp_path, "wide")
+    assert not overflowing(dom).startswith("0:")
+
+
 def test_checks_can_fail(tmp_path):
     """The detectors see a script error and a blank page."""
     image, dom, log = render(
@@ -212,8 +276,8 @@ def site(tmp_path_factory):
         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
     )
     assert build.returncode == 0, build.stderr[-3000:]
-    index = out / "index.html"
-    index.write_text(watched(index.read_text(encoding="utf-8")), encoding="utf-8")
+    for page in (out / "index.html", out / "guide" / "layouts" / "index.html"):
+        page.write_text(watched(page.read_text(encoding="utf-8")), encoding="utf-8")
     handler = functools.partial(_Quiet, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -234,3 +298,23 @@ def test_docs_site_renders(site, tmp_path):
         f"material's JavaScript did not run: {html_tag}"
     )
     assert "Named-axis arrays for Python" in dom
+
+
+def test_docs_site_has_its_pictures(site, tmp_path):
+    """The guides carry the pictures drawn at build time, the notebooks their outputs."""
+    from urllib.request import urlopen
+
+    def get(path: str) -> str:
+        with urlopen(site + path) as page:
+            return page.read().decode()
+
+    layouts = get("guide/layouts/")
+    assert layouts.count('class="axa-picture"') >= 3 and "first blocks:" in layouts
+    views = get("guide/views/")
+    assert "element 0 at address 1 (byte 4), inside its block" in views
+    assert 'class="axa-picture"' in get("guide/fusion/")
+    notebook = get("notebooks/03_fusion/")
+    assert "Plan" in notebook and "kernels in execution order" in notebook  # an output
+    image, dom, log = render_url(site + "guide/layouts/", tmp_path, "docs_layouts", "1200,3000")
+    assert script_errors(dom, log) == []
+    assert_not_blank(image, "layouts guide")

@@ -114,7 +114,7 @@ def test_mixed_chunkings_are_rechunked_and_explained():
         e = a + b.isel(N=slice(None))
         assert_close(e, np.full((8, 6), 2.0))
         text = str(ax.explain(e))
-    assert "rechunk: 0 task(s); operand 1 aligned along N: 4 x 2 -> 2 x 4" in text, text
+    assert "rechunk: 0 tasks; operand 1 aligned along N: 4 x 2 -> 2 x 4" in text, text
 
 
 def test_one_blockwise_layer_of_fused_kernels():
@@ -193,8 +193,8 @@ def test_compute_writes_chunks_into_the_result_and_combines_partials_once(monkey
     kernel writes its chunk there: no per-chunk result, no concatenation); the partials
     of a reduction along chunked axes are combined by one task, or by da.reduction's tree
     when too many."""
-    from axesarray.engine.chunked import tasks as chunk_run
     from axesarray.engine.chunked import lowering
+    from axesarray.engine.chunked import tasks as chunk_run
 
     calls = []
     real = chunk_run.IntoFunction.__call__

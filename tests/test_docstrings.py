@@ -16,6 +16,9 @@ import axesarray as ax
 ROOT = Path(__file__).resolve().parent.parent
 
 
+MODULE_CLASSES = {"optim": ("SGD", "Adam"), "array_api": ("Array",)}
+
+
 def _public_names():
     return [n for n in ax.__all__ if n != "__version__"]
 
@@ -45,8 +48,8 @@ def _everything():
     for name in _public_names():
         obj = getattr(ax, name)
         items.append((name, inspect.getdoc(obj) or ""))
-        if isinstance(obj, types.ModuleType):  # ax.optim: its public classes
-            classes = [getattr(obj, n) for n in ("SGD", "Adam")]
+        if isinstance(obj, types.ModuleType):  # ax.optim, ax.array_api: their public classes
+            classes = [getattr(obj, n) for n in MODULE_CLASSES[name]]
         else:
             classes = [obj] if inspect.isclass(obj) else []
         for cls in classes:

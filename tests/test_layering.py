@@ -38,6 +38,8 @@ ORDER = [
     "dag",
     "display.memory_map",
     "display.pictures",
+    "display.htmlparts",
+    "display.planviews",
     "display.reprs",
     "display",
     "kernels.loops",
@@ -101,6 +103,16 @@ ORDER = [
     "io.zarr_store",
     "io.cli",
     "io",
+    "array_api._array",
+    "array_api._operators",
+    "array_api._indexing",
+    "array_api._creation",
+    "array_api._functions",
+    "array_api._linalg",
+    "array_api._numpy",
+    "array_api._info",
+    "array_api._xarray",
+    "array_api",
     "__init__",
     "__main__",
     "demo",
@@ -198,7 +210,10 @@ def test_folders_are_layers():
     folders = {_folder(m) for m in ORDER}
     for folder in folders - {()}:
         inside = [i for i, m in enumerate(ORDER) if _folder(m)[: len(folder)] == folder]
-        assert inside == list(range(inside[0], inside[-1] + 1)), (folder, [ORDER[i] for i in inside])
+        assert inside == list(range(inside[0], inside[-1] + 1)), (
+            folder,
+            [ORDER[i] for i in inside],
+        )
         assert ORDER[inside[-1]] == ".".join(folder), f"{'.'.join(folder)}/__init__ is not last"
 
 

@@ -8,6 +8,7 @@ itself reports for the same view.
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import numpy as np
@@ -16,7 +17,8 @@ from hypothesis import given
 from strategies import numpy_tensors
 
 import axesarray as ax
-from axesarray.display.pictures import CELL_LIMIT, layout_svg, memory_map
+from axesarray.display.memory_map import block_runs, color_axis, used_values
+from axesarray.display.pictures import CELL_LIMIT, chunk_svg, layout_svg, memory_map
 
 SHAPE = (2, 6, 2, 3)  # N C H W: C=6 pads to 8 in blocks of 4
 
@@ -71,13 +73,17 @@ def test_layouts_against_the_formulas(name, shape):
     assert not m.gaps.any()
 
 
-def test_padding_lanes_are_labelled_with_their_would_be_index():
-    """A padding lane says which channel it would hold: c6, c7 when C=6 pads to 8."""
+def test_padding_lanes_are_labelled_as_padding():
+    """A padding lane holds no channel: labelled "pad" (not c6, c7 when C=6 pads to 8); its
+    coordinates still say which lane of which block it is."""
     m = memory_map(laid_out("NCHW4"))
     first = offsets("NCHW4", SHAPE)[0][0, 4, 0, 0]  # the block of channels 4..7
     lanes = [m.label(k) for k in range(first, first + 4)]
-    assert lanes == ["n0c4h0w0", "n0c5h0w0", "n0c6h0w0", "n0c7h0w0"]
+    assert lanes == ["n0c4h0w0", "n0c5h0w0", "pad", "pad"]
     assert m.padding[first + 2 : first + 4].all() and not m.padding[first : first + 2].any()
+    assert list(m.coords[first + 2 : first + 4, 1]) == [6, 7]
+    svg = layout_svg(laid_out("NCHW4").isel(N=slice(0, 1)))
+    assert "c6" not in svg and "c7" not in svg and ">pad<" in svg
 
 
 @pytest.mark.parametrize(
@@ -154,29 +160,35 @@ def test_numpy_views_match_numpy_addresses(case):
 # --- errors ----------------------------------------------------------------------------------
 
 
-def test_size_limit():
-    """Above the cell limit: a ValueError naming show_layout, with a way out."""
+def test_size_limit_with_first_blocks_false():
+    """Above the cell limit, first_blocks=False refuses: a ValueError with ways out, and
+    each way out works."""
     t = ax.zeros((ax.Axis("N", 64), ax.Axis("C", 65)))
     with pytest.raises(ValueError) as err:
-        ax.show_layout(t)
+        ax.show_layout(t, first_blocks=False)
     assert str(err.value) == (
         f"show_layout: the storage span has 4160 cells, more than the limit of {CELL_LIMIT} "
         "(axes: N=64, C=65; addresses 0..4159). Slice first, e.g. t.isel(N=slice(0, 2)), "
-        "or pass a larger limit."
+        "pass a larger limit, or first_blocks=True (the first blocks of each axis)."
     )
-    fig = ax.show_layout(t.isel(N=slice(0, 2)))  # the hint works
+    fig = ax.show_layout(t.isel(N=slice(0, 2)), first_blocks=False)  # the hints work
     assert fig.get_suptitle().splitlines()[1].startswith("130 cells")
+    fig = ax.show_layout(t, first_blocks=True)
+    assert "first blocks: N 2 of 64, C 13 of 65" in fig.get_suptitle()  # a row of C
 
 
 def test_element_limit_for_broadcasts():
     """Many logical elements over few cells (a broadcast) are refused too."""
     t = ax.zeros((ax.Axis("C", 3),)).broadcast_to((ax.Axis("N", 30000), ax.Axis("C", 3)))
     with pytest.raises(ValueError) as err:
-        ax.show_layout(t)
+        ax.show_layout(t, first_blocks=False)
     assert str(err.value) == (
         "show_layout: 90000 elements are too many to draw (axes: N=30000, C=3; limit 65536). "
-        "Slice first, e.g. t.isel(N=slice(0, 2)), or pass a larger limit."
+        "Slice first, e.g. t.isel(N=slice(0, 2)), pass a larger limit, or first_blocks=True "
+        "(the first blocks of each axis)."
     )
+    m = ax.show_layout(t)  # by default: the first blocks
+    assert "first blocks: N 2 of 30000" in m.get_suptitle()
 
 
 def test_r_tensor_is_refused():
@@ -251,5 +263,115 @@ def test_svg_cells():
     assert svg.count('class="gap"') == 0
     view = laid_out("NCHW").isel(W=slice(None, None, 2))
     assert layout_svg(view).count('class="gap"') == int(memory_map(view).gaps.sum()) > 0
-    assert layout_svg(laid_out("NCHW", (4, 8, 4, 4)), limit=256) is None  # too big: no picture
+    big = laid_out("NCHW", (4, 8, 4, 4))
+    assert layout_svg(big, limit=256, first_blocks=False) is None  # too big, refused
+    assert "first blocks: N 2 of 4, C 2 of 8, H 2 of 4, W 4 of 4" in layout_svg(big, limit=256)
     assert layout_svg(ax.zeros((ax.Axis("N", 2),)) + 1) is None  # an r-tensor: nothing stored
+
+
+# --- pictures at real sizes -------------------------------------------------------------------
+
+
+def nchw32(shape):
+    base = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    return ax.tensor(base, "N C H W").to_layout("NCHW32"), base
+
+
+def check_first_blocks(t, base):
+    """Every drawn element sits at the address its NCHW32 formula gives; the kept prefix
+    of each axis is drawn whole; skipped rows are counted."""
+    m = memory_map(t, first_blocks=True)
+    n, c, h, w = base.shape
+    blocks = -(-c // 32)
+    assert m.shown is not None
+    drawn = 0
+    for k in range(m.cells):
+        if m.count[k]:
+            i = tuple(m.coords[k])
+            # NCHW32: ((n * blocks + c // 32) * h + h_) * w + w_) * 32 + c % 32
+            addr = (((i[0] * blocks + i[1] // 32) * h + i[2]) * w + i[3]) * 32 + i[1] % 32
+            assert m.address(k) == addr
+            drawn += 1
+    assert drawn == math.prod(m.shown)
+    assert m.cells + sum(m.elided(r) for r in range(len(m.row_starts))) == (
+        m.row_starts[-1] + m.row - m.start
+    )
+    return m
+
+
+def test_first_blocks_of_a_small_padded_tensor():
+    """(1, 3, 8, 8) in NCHW32: 3 channels and 29 padding lanes per block, drawn."""
+    t, base = nchw32((1, 3, 8, 8))
+    m = check_first_blocks(t, base)
+    assert m.shown == (1, 3, 2, 2) and m.padding.sum() == 4 * 29
+    assert {m.label(k) for k in np.flatnonzero(m.padding)} == {"pad"}
+    svg = layout_svg(t)
+    assert "first blocks" in svg and "cells not shown" in svg
+
+
+def test_first_blocks_of_a_realistic_tensor():
+    """(32, 64, 56, 56) in NCHW32 and plain: two channel blocks, a picture of a few hundred
+    cells, and the skipped storage counted."""
+    t, base = nchw32((32, 64, 56, 56))
+    m = check_first_blocks(t, base)
+    assert m.shown == (1, 64, 2, 2) and m.cells <= 512
+    assert sum(m.elided(r) for r in range(len(m.row_starts))) > 100_000
+    plain = ax.tensor(base, "N C H W")
+    m = memory_map(plain, first_blocks=True)
+    assert m.cells <= 512 and m.count.sum() == math.prod(m.shown)
+    for k in np.flatnonzero(m.count):
+        assert m.address(k) == np.ravel_multi_index(tuple(m.coords[k]), base.shape)
+
+
+def test_show_layout_on_12_8_million_elements():
+    t = ax.zeros((ax.Axis("N", 32), ax.Axis("C", 128), ax.Axis("H", 56), ax.Axis("W", 56)))
+    assert t.size == 12_845_056
+    fig = ax.show_layout(t.to_layout("NCHW32"))
+    assert "first blocks: N 1 of 32, C 64 of 128" in fig.get_suptitle()
+    assert any("not shown" in tick.get_text() for tick in fig.axes[0].get_yticklabels())
+
+
+def test_mid_block_view_is_drawn_from_its_block():
+    """isel(C=slice(1, 40, 3)) of NCHW32: the picture starts at the block (lane 0 is not
+    in the view), outlines whole blocks of 32 lanes, and each element is at numpy's
+    address of the full tensor's element."""
+    t, base = nchw32((1, 64, 2, 2))
+    v = t.isel(C=slice(1, 40, 3))
+    m = memory_map(v)
+    assert m.start == 0 and m.count[0] == 0 and m.count[1] == 1
+    assert m.label(1) == "n0c0h0w0"
+    full = memory_map(t)
+    for k in np.flatnonzero(m.count):
+        n, c, h, w = m.coords[k]
+        assert m.address(k) == m.address(
+            int(np.flatnonzero((full.coords == [n, 1 + 3 * c, h, w]).all(axis=1))[0])
+        )
+    runs = list(block_runs(m, 32))
+    assert runs and all(cols == 32 for _, _, cols in runs)  # whole blocks, not single cells
+    svg = layout_svg(v)
+    assert "element 0 at address 1 (byte 4), inside its block" in svg
+
+
+def test_broadcast_legend_lists_only_used_colours():
+    """A broadcast over H is coloured by C (H would give every cell H=0) and the legend
+    lists the colours cells have."""
+    t = ax.tensor(np.arange(3.0), "C").broadcast_to((ax.Axis("H", 4), ax.Axis("C", 3)))
+    m = memory_map(t)
+    assert color_axis(t, m, None, "t") == 1 and used_values(m, 1) == [0, 1, 2]
+    svg = layout_svg(t)
+    assert "colour: C" in svg and "colour: H" not in svg
+    alone = ax.tensor(np.arange(3.0), "W").broadcast_to((ax.Axis("H", 5), ax.Axis("W", 3)))
+    m = memory_map(alone)
+    colour = color_axis(alone, m, "H", "t")
+    assert used_values(m, colour) == [0]
+    legend = layout_svg(alone, color_by="H").split("colour: H")[1]
+    assert re.findall(r">(\d+)</text>", legend)[:2] == ["0"] or ">1</text>" not in legend
+
+
+def test_chunk_grid_picture():
+    """One line per chunk boundary of the last two axes (and the depth), names and counts."""
+    svg = chunk_svg(("N", "C", "H", "W"), ((2, 2), (3,) * 4, (7, 7), (4, 4, 4)))
+    assert svg.count("<line") == 2 + 1 + 2 * 3  # W: 2 inner lines, H: 1, C: 3 (two each)
+    assert "W=12 (3 chunks)" in svg and "H=14" in svg and "C=12 (4)" in svg
+    assert "N=4 (2 chunks)" in svg
+    assert chunk_svg((), ()) is None

@@ -12,6 +12,7 @@ from html import escape
 
 import numpy as np
 import pytest
+from conftest import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import apply_view_op, numpy_tensors, shadow_view_op, view_ops
@@ -220,7 +221,7 @@ def test_small_r_tensor_shows_expression_key_plan_and_values(plain):
     assert lines[0] == "<Tensor float64 (N=2, C=3) r-tensor, cpu>"
     assert lines[1] == "  = sigmoid(t0 + t1)"
     assert lines[2] == "  where t0: float64 (N=2, C=3); t1: float64 (C=3), broadcast over N"
-    assert lines[3].startswith("  Plan: 1 kernel(s)")
+    assert lines[3].startswith("  Plan: 1 kernel, 0 temporaries")
     a = np.arange(6.0).reshape(2, 3) + np.arange(3.0)
     assert "\n".join(lines[-2:]) == values_text(1 / (1 + np.exp(-a)))
 
@@ -233,8 +234,8 @@ def test_formula_reads_like_python(plain):
         (-(plain**2), "-t0 ** 2.0"),
         ((-plain) ** 2, "(-t0) ** 2.0"),
         ((plain < 1) == (plain > 2), "(t0 < 1.0) == (t0 > 2.0)"),
-        (ax.exp(plain).sum("C"), "sum(exp(t0), over=r0)"),
-        (plain.max(("N", "C")), "max(t0, over=(r0, r1))"),
+        (ax.exp(plain).sum("C"), "sum(exp(t0), over=C)"),
+        (plain.max(("N", "C")), "max(t0, over=(N, C))"),
     ]
     for e, expected in cases:
         assert repr(e).split("\n")[1] == "  = " + expected
@@ -271,7 +272,7 @@ def test_big_r_tensor_is_not_evaluated(no_evaluation):
     assert e.size == 8192 * 8192 > PREVIEW_ELEMENTS
     text = repr(e)
     assert "  = sigmoid(t0 * t1 - 1.0)" in text
-    assert "Plan: 1 kernel(s)" in text
+    assert "Plan: 1 kernel," in text
     assert text.endswith(
         "(not evaluated: 67,108,864 elements, 335,544,320 element reads or operations "
         "(previews compute up to 100,000 and 2,000,000); .numpy() or .eval() computes it)"
@@ -324,15 +325,6 @@ def test_html_theme_colors(plain):
     assert backgrounds and all(b.startswith("rgba(") or b == "transparent" for b in backgrounds)
 
 
-def test_html_has_layout_picture_only_when_small():
-    """Up to 256 elements the HTML draws the memory; above, it does not."""
-    small = ax.tensor(np.zeros((1, 6, 2, 3), np.float32), "N C H W").to_layout("NCHW4")
-    html = small._repr_html_()
-    assert html.count('class="cell"') == 36 and html.count('class="pad"') == 12
-    big = ax.zeros((ax.Axis("N", 16), ax.Axis("C", 17)))
-    assert "<svg" not in big._repr_html_()
-
-
 def test_plan_html(plain):
     """Plan._repr_html_ is plan_html: one row per kernel, loops, temporaries."""
     e = ax.exp(plain).sum("C") + plain.max("C")
@@ -342,4 +334,187 @@ def test_plan_html(plain):
     assert f"{len(plan.kernels)} kernel" in html
     for k in plan.kernels:
         assert k.kind in html and k.cache in html
-    assert "2[N] × 3[r0]" in html or "2[d0] × 3[r0]" in html
+    assert "N=2 × C=3" in html  # the reduced axis by its name, not r0
+
+
+# --- names through the IR's display (DESIGN §15) -----------------------------------------------
+
+NAMES = {"N", "C", "H", "W", "M", "K"}
+
+
+def loop_names(plan) -> set[str]:
+    return {name for k in plan.kernels for _, label in k.loops for name in label.split()}
+
+
+def test_reductions_are_named_everywhere():
+    """A reduction over three axes shows N, H, W in the formula, tree, key and plan: no r0."""
+    x = ax.tensor(np.arange(72.0).reshape(2, 6, 2, 3), "N C H W")
+    e = ax.exp(x).sum(("N", "H", "W"))
+    text = repr(e)
+    assert "  = sum(exp(t0), over=(N, H, W))" in text
+    assert "t0: float64 (N=2, C=6, H=2, W=3)" in text
+    html = e._repr_html_()
+    assert "sum over (N, H, W)" in html and "r0" not in html and "d0" not in html
+    plan = ax.explain(e)
+    assert loop_names(plan) <= NAMES and {"N", "H", "W", "C"} <= loop_names(plan)
+    assert not re.search(r"\b[rd]\d\b", str(plan) + repr(plan) + plan._repr_html_())
+
+
+def test_temporaries_and_dot_are_named():
+    """A two-kernel softmax names its temporary's loops; a dot names M, N and K."""
+    x = ax.tensor(np.ones((4, 5)), "N C")
+    e = ax.exp(x - x.max("C"))
+    plan = ax.explain(e / e.sum("C"))
+    assert len(plan.kernels) >= 2 and loop_names(plan) == {"N", "C"}
+    M, K, Nn = ax.Axis("M", 3), ax.Axis("K", 4), ax.Axis("N", 5)
+    d = ax.dot(ax.ones((M, K)), ax.ones((K, Nn)), over="K")
+    plan = ax.explain(ax.sigmoid(d).sum("M"))
+    assert loop_names(plan) <= NAMES and "K" in loop_names(plan)
+    assert "over=K" in repr(ax.sigmoid(d).sum("M")) and "over=M" in repr(ax.sigmoid(d).sum("M"))
+
+
+def test_two_names_for_one_dim_show_the_position_and_both():
+    """The same node reduced under two names: the display says d0[N|A], not one of them."""
+    e = ax.tensor(np.ones((2, 3)), "N C") + 1
+    renamed = e.rename(N="A")
+    assert renamed._node is e._node  # one node, two names
+    assert "over=N" in repr(e.sum("N"))
+    assert "over=d0[N|A]" in repr(renamed.sum("A"))
+
+
+def test_temporaries_are_numbered_in_kernel_order():
+    """Each kernel that writes a temporary writes the next number: #0, #1, #2..."""
+    x = ax.tensor(np.arange(24.0).reshape(2, 3, 4), "N C W")
+    a = ax.exp(x - x.max("C"))
+    b = ax.tanh(x - x.mean("W"))
+    e = a / a.sum("C") + b / b.sum("W") + x.sum(("C", "W")) * 2
+    plan = ax.explain(e)
+    written = [int(k.writes.split("#")[1]) for k in plan.kernels if "#" in k.writes]
+    assert len(written) >= 3
+    assert written == list(range(len(written)))
+    assert [t[0] for t in plan.temporaries] == sorted(t[0] for t in plan.temporaries)
+
+
+def test_formula_is_cut_at_a_word_boundary():
+    x = ax.tensor(np.ones(3), "N")
+    e = x
+    for k in range(30):
+        e = ax.sigmoid(e * (k + 1.5) - 0.25)
+    line = repr(e).split("\n")[1]
+    assert line.endswith(" ...") and len(line) <= 106
+    body = line[len("  = ") : -len(" ...")]
+    assert body.endswith(("(", "*", "-", "+")) or body[-1].isalnum()
+    assert not re.search(r"[a-z]$", body) or body.split()[-1] in ("sigmoid(",) or body[-1] != "g"
+
+
+def test_plan_reprs_are_text_not_dataclass_dumps():
+    """repr of every plan kind is its readable text; each has an HTML form."""
+    N2, K3 = ax.Axis("N", 2), ax.Axis("K", 3)
+    x = ax.placeholder((N2, K3), "float64", name="x")
+    w = ax.variable(np.ones(3), "K", name="w")
+    loss = ((x * w).sum("K") ** 2).sum()
+    f = ax.function([loss, *ax.grad(loss, [w])], inputs=[x])
+    plans = [ax.explain((w * 2).sum()), ax.explain(f)]
+    opt = ax.optim.SGD([w], lr=0.1)
+    (w * w).sum().backward()
+    plans.append(opt.explain())
+    plans.append(ax.explain(ax.tensor(np.ones((8, 4)), "N C").chunk({"N": 2}) * 2))
+    for plan in plans:
+        assert repr(plan) == str(plan)
+        assert not re.match(r"\w+\(", repr(plan))  # "Plan: ...", not "Plan(kernels=..."
+        assert "KernelInfo(" not in repr(plan) and "StagePlan(" not in repr(plan)
+        assert "<table" in plan._repr_html_()
+    program = ax.explain(f)._repr_html_()
+    assert "Program" in program and "grad_w" in program
+    assert len(program) < 20_000
+
+
+def test_plan_html_columns_bytes_and_work():
+    """Bytes: each argument read once, the output written once (numpy's nbytes)."""
+    a = ax.tensor(np.ones((4, 3)), "N C")
+    b = ax.tensor(np.ones((4, 3)), "N C")
+    plan = ax.explain(a * b + 1)
+    k = plan.kernels[0]
+    assert k.arg_bytes == 3 * np.ones((4, 3)).nbytes
+    assert k.work >= 12
+    html = plan._repr_html_()
+    assert "bytes (est.)" in html and "288 B" in html and "work (ops)" in html
+    bc = ax.explain(a * ax.tensor(np.ones(3), "C"))  # a broadcast input counts once
+    assert bc.kernels[0].arg_bytes == 2 * 96 + 24
+
+
+def test_chunked_repr_counts_chunks_and_draws_the_grid():
+    x = ax.tensor(np.ones((8, 6)), "N C").chunk({"N": 2})
+    text = repr(x * 2)
+    assert "chunks N: 4 chunks of 2, C: 1 chunk of 6" in text
+    assert "blocks N=" not in text
+    html = (x * 2)._repr_html_()
+    assert html.count("<svg") >= 1 and "N=8" in html and "(4)" in html
+
+
+def test_html_draws_memory_at_any_size_but_not_for_a_placeholder():
+    """Small: every cell; big: the first blocks; a placeholder (no value): no picture."""
+    small = ax.tensor(np.zeros((1, 6, 2, 3), np.float32), "N C H W").to_layout("NCHW4")
+    html = small._repr_html_()
+    assert html.count('class="cell"') == 36 and html.count('class="pad"') == 12
+    big = ax.zeros((ax.Axis("N", 32), ax.Axis("C", 64), ax.Axis("H", 56), ax.Axis("W", 56)))
+    for t in (big, big.to_layout("NCHW32")):
+        html = t._repr_html_()
+        assert "<svg" in html and "first blocks" in html and "cells not shown" in html
+    tiny = ax.zeros((ax.Axis("N", 1), ax.Axis("C", 3), ax.Axis("H", 8), ax.Axis("W", 8)))
+    assert "<svg" in tiny.to_layout("NCHW32")._repr_html_()
+    p = ax.placeholder((ax.Axis("N", 2),), "float64", name="x")
+    assert "<svg" not in p._repr_html_()
+
+
+def test_mid_block_view_says_its_true_offset():
+    """isel(C=slice(1, 40, 3)) of NCHW32 starts at lane 1: byte 4, lanes 1, 4, 7..."""
+    x = ax.tensor(np.arange(256, dtype=np.float32).reshape(1, 64, 2, 2), "N C H W")
+    v = x.to_layout("NCHW32").isel(C=slice(1, 40, 3))
+    first = v._node.data[v.description.offset // 4]
+    assert first == x.numpy()[0, 1, 0, 0]  # the description's offset is element 0's byte
+    text = repr(v)
+    assert "at offset 1 (byte 4)" in text and "C: lanes 1, 4, 7..." in text
+    assert "C%32 12" in text  # 3 lanes of 4 bytes between neighbours inside a block
+
+
+def test_timed_explain_is_a_profile():
+    """timed=True: every kernel has its best measured time, in the text and the table; the
+    run into out= writes what numpy computes."""
+    x = ax.tensor(np.random.default_rng(1).random((16, 8, 32)), "N C W")
+    e = ax.exp(x - x.max("C"))
+    s = e / e.sum("C")
+    out = ax.empty(s.axes, dtype=s.dtype)
+    plan = ax.explain(s, out=out, timed=True, repeat=2)
+    assert len(plan.kernels) >= 2 and all(k.time_s > 0 for k in plan.kernels)
+    assert str(plan).count(" ms") == len(plan.kernels) and "<th" in plan._repr_html_()
+    assert ">time<" in plan._repr_html_() and ">time<" not in ax.explain(s)._repr_html_()
+    xn = x.numpy()
+    en = np.exp(xn - xn.max(1, keepdims=True))
+    assert_close(out, en / en.sum(1, keepdims=True))
+
+
+def test_timed_explain_errors():
+    x = ax.tensor(np.ones((4, 3)), "N C")
+    with pytest.raises(ValueError) as err:
+        ax.explain(x * 2, timed=True, repeat=0)
+    assert str(err.value) == (
+        "explain: repeat must be a positive int, not 0. Pass repeat=3 (the best of three runs "
+        "is shown)."
+    )
+    assert ax.explain(x * 2, timed=True, repeat=3).kernels[0].time_s > 0  # the hint works
+    chunked = x.chunk({"N": 2})
+    with pytest.raises(TypeError) as err:
+        ax.explain(chunked * 2, timed=True)
+    assert str(err.value) == (
+        "explain: timed=True times in-memory kernels; this expression is chunked "
+        "(axes: N=4, C=3). Time expr.compute() instead, or explain without timed=True."
+    )
+    assert ax.explain(chunked * 2).steps  # without timed=True
+    w = ax.variable(np.ones(3), "K", name="w")
+    with pytest.raises(TypeError) as err:
+        ax.explain([w * 2], timed=True)
+    assert str(err.value) == (
+        "explain: timed=True times one expression's kernels (got list). Time the call "
+        "itself (timeit), or pass one tensor expression."
+    )

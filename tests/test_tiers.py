@@ -137,3 +137,17 @@ def test_a_new_process_gets_its_first_result_without_numba(tmp_path):
 def test_option_is_validated():
     with pytest.raises(ValueError, match=r"set_options: bad value for 'tiered' \(got 1\)"):
         ax.set_options(tiered=1)
+
+
+def test_precompile_after_runs():
+    """ax.precompile of an expression that already ran (its kernels kept as numba's own
+    dispatchers) compiles nothing more and says the kernels run next."""
+    rng = np.random.default_rng(0)
+    x = ax.tensor(rng.random((8, 32, 64, 64), dtype=np.float32), "N C H W")
+    b = ax.tensor(rng.random((64, 64), dtype=np.float32), "W H")  # staged: a second kernel
+    e = ax.sigmoid(x * 2 + b)
+    with ax.set_options(tiered=False):
+        e.eval()
+        e.eval()
+        assert ax.precompile(e).tier == "kernels"
+    assert_close(e, 1 / (1 + np.exp(-(x.numpy() * 2 + b.numpy().T))))

@@ -21,16 +21,17 @@ from __future__ import annotations
 import attrs
 
 from .. import engine
+from ..dag.chunked_leaf import has_chunked
 from ..engine import executor
 from ..engine.planner import heavy_nodes
 from ..engine.runner import Bound, kernel_calls
-from ..dag.chunked_leaf import has_chunked
 from ..options import OPTIONS
-from ..dag import views as expr_views
-from ..dag import nodes as ex
-from ..dag.text import formula, inputs
 from ..core.ops import OPS
+from ..dag import nodes as ex
+from ..dag import views as expr_views
 from ..dag.reshape import reshape
+from ..dag.text import dim_names, formula, inputs, is_position
+from ..display.planviews import program_html
 from ..storage.memory import allocate
 
 __all__ = ["Program", "Stage", "StagePlan", "ProgramPlan", "root_leaf"]
@@ -59,24 +60,37 @@ class Stage:
     make: object = None  # () -> Leaf: new storage for the slot on each run
     source: int | None = None  # the slot's index among the run's storages (per-run storage)
     bound: object = None  # engine.runner.Bound, once planned (the program keeps its plans)
+    user_node: object = None  # the node of the user's DAG it computes (explain's names)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class StagePlan:
+    """One stage of a program: its label, formula and engine plan."""
+
     label: str
     formula: str
     plan: object  # engine.plan.Plan
+
+    def __repr__(self) -> str:
+        return str(self)
 
     def __str__(self) -> str:
         body = "\n".join("  " + line for line in str(self.plan).split("\n"))
         return f"{self.label} = {self.formula}\n{body}"
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ProgramPlan:
-    """What a function (or backward pass, or optimizer step) runs: per stage, its plan."""
+    """What a function (or backward pass, or optimizer step) runs: per stage, its plan.
+    ``repr`` and ``print`` show the same text; Jupyter shows a table per stage."""
 
     stages: tuple[StagePlan, ...]
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        return program_html(self)
 
     @property
     def kernels(self) -> tuple:
@@ -84,7 +98,8 @@ class ProgramPlan:
         return tuple(k for s in self.stages for k in s.plan.kernels)
 
     def __str__(self) -> str:
-        head = f"Program: {len(self.stages)} stage(s), {len(self.kernels)} kernel(s)"
+        n, k = len(self.stages), len(self.kernels)
+        head = f"Program: {n} stage{'' if n == 1 else 's'}, {k} kernel{'' if k == 1 else 's'}"
         return "\n".join([head] + [str(s) for s in self.stages])
 
 
@@ -176,6 +191,7 @@ class Program:
         dsts = list(dsts) if dsts is not None else [None] * n
         labels = list(labels) if labels is not None else [f"output {i}" for i in range(n)]
         self.inputs = list(inputs)
+        self._outputs = list(outputs)
         index: dict[int, int] = {}
         for i, o in enumerate(outputs):
             index.setdefault(id(o), i)
@@ -197,7 +213,7 @@ class Program:
                 source = self._sources[id(slot)] = len(self._sources)
             body = _substitute(node, slots)
             label = labels[i] if i is not None else f"shared #{len(slots)} ({node.kind})"
-            self.stages.append(Stage(body, slot, label, i, make, source))
+            self.stages.append(Stage(body, slot, label, i, make, source, user_node=node))
             slots[id(node)] = slot
             if i is not None:
                 results[i] = len(self.stages) - 1
@@ -354,9 +370,28 @@ class Program:
                 groups.append(open_[group])
         return groups
 
+    def _name_slots(self, names) -> None:
+        """Give each stage's slot (and body) the names its node has in the outputs' DAGs, so
+        the stages that read a slot name its dims (display only)."""
+        named: dict = {}
+        for i, out in enumerate(self._outputs):
+            if names is not None and names[i] is not None:
+                for k, dims in dim_names(out, tuple(names[i])).items():
+                    named.setdefault(k, dims)
+        for st in self.stages:
+            dims = named.get(id(st.user_node))
+            if dims is None:
+                continue
+            if any(is_position(d) for d in dims):
+                continue
+            for node in (st.slot, st.node):
+                if node is not None and node.ndim == len(dims):
+                    ex.name_dims(node, dims)
+
     def explain(self, names: list | None = None) -> ProgramPlan:
         """Each stage's plan (nothing runs); stages fused into one kernel share a plan.
         ``names`` label each output's dims."""
+        self._name_slots(names)
         plans = []
         for group in self._groups():
             texts = []
@@ -365,8 +400,7 @@ class Program:
                 dims = None
                 if st.output is not None and names is not None:
                     dims = names[st.output]
-                dim_names = dims or tuple(f"d{d}" for d in range(st.node.ndim))
-                texts.append((st.label, formula(st.node, inputs(st.node, tuple(dim_names)))))
+                texts.append((st.label, formula(st.node, inputs(st.node, dims))))
             if len(group) > 1:
                 pairs = [(self.stages[k].slot, self.stages[k].node) for k in group]
                 plan = engine.explain_many(pairs)

@@ -61,8 +61,13 @@ _MEMO_MAX = 4096
 
 
 def _const(a, dt: np.dtype, shape: tuple) -> Const:
-    """A Python scalar as a (shared) Const; zeros are told apart by repr (-0.0, False)."""
-    k = (dt, shape, a, type(a)) if a != 0 else (dt, shape, repr(a))
+    """A Python scalar as a (shared) Const; zeros are told apart by repr (-0.0, False).
+
+    Keyed by the stored value (``dt.type(a)``), so a Const rebuilt by a view
+    (``dag.views.remap``) back at the original shape is the original node: a structure
+    built twice then reads the same parameter, and the planner computes it once."""
+    v = dt.type(a)
+    k = (dt, shape, v) if v != 0 else (dt, shape, repr(v))
     hit = _CONSTS.get(k)
     if hit is None:
         if len(_CONSTS) >= _MEMO_MAX:

@@ -32,10 +32,10 @@ import weakref
 
 import numpy as np
 
-from ..storage.devices import device_of
 from ..core.ops import SPECIAL_CONSTANTS
 from ..core.strided import View
 from ..errors import message
+from ..storage.devices import device_of
 
 __all__ = [
     "Node",
@@ -53,6 +53,8 @@ __all__ = [
     "rebuild_dag",
     "leaf_roots",
     "derived_leaf",
+    "name_dims",
+    "known_names",
 ]
 
 # --- structural keys ------------------------------------------------------------------------
@@ -623,6 +625,32 @@ def _finish(root: Node) -> None:
 # --- traversal -------------------------------------------------------------------------------
 
 
+# --- the name map beside the DAG ----------------------------------------------------------
+# Nodes are positional (hash-consing needs that), so a reduced or contracted dim loses its
+# name in the DAG. The ops that drop names (reductions, dot) remember the names of the node
+# they consume here, weakly (a node that dies takes its names with it). Display code derives
+# every other node's names from its root's and these (``dag.text.inputs``); a node given
+# two different names for one dim keeps both, joined by "|" (a true collision).
+
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def name_dims(node: Node, names: tuple[str, ...]) -> None:
+    """Remember that ``node``'s dims are called ``names`` (for display only)."""
+    old = _NAMES.get(node)
+    if old is not None and old != names:
+        names = tuple(
+            a if a == b or b in a.split("|") else f"{a}|{b}"
+            for a, b in zip(old, names, strict=True)
+        )
+    _NAMES[node] = tuple(names)
+
+
+def known_names(node: Node) -> tuple[str, ...] | None:
+    """The names some op remembered for ``node``'s dims, or None."""
+    return _NAMES.get(node)
+
+
 def walk(root: Node, edges=None) -> list[Node]:
     """All distinct nodes, children before parents (a topological order); ``edges(node)``
     replaces ``node.children`` (autograd follows fewer edges)."""
@@ -655,5 +683,9 @@ def rebuild_dag(root: Node, fn) -> Node:
         if new is None:
             changed = any(k is not c for k, c in zip(kids, node.children, strict=True))
             new = node.rebuild(kids) if changed else node
+        if new is not node and new.shape == node.shape:  # the rewritten value keeps its names
+            names = _NAMES.get(node)
+            if names is not None and new not in _NAMES:
+                _NAMES[new] = names
         done[id(node)] = new
     return done[id(root)]

@@ -5,8 +5,9 @@ the tensors (leaves) read, in order of first appearance, each once; constants ar
 ``c1``... and pad values ``p0``... A
 leaf does not know the Python name of the tensor it came from, so the key describes it by
 dtype and axes (``t0: float32 (N=8, C=64)``). Dims of inner nodes get their names from
-the root's axes; a reduced or contracted dim has no name left and is called ``r0``,
-``r1``... as in the plan's loop labels. Imports ``expr``, ``ops``, ``errors``.
+the root's axes; a reduced or contracted dim takes the name the reduction or dot remembered
+beside the DAG (``expr.name_dims``), and only a dim nobody named is called ``r0``, ``r1``...
+Imports ``expr``, ``ops``, ``errors``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,24 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from . import nodes as ex
-from ..storage.devices import device_of
-from ..errors import fmt_axes
 from ..core.ops import OPS
+from ..errors import fmt_axes
+from ..storage.devices import device_of
+from . import nodes as ex
 
-__all__ = ["Inputs", "InputInfo", "inputs", "formula", "tree_lines", "work"]
+__all__ = [
+    "Inputs",
+    "InputInfo",
+    "inputs",
+    "formula",
+    "tree_lines",
+    "work",
+    "chunks_text",
+    "cut",
+    "is_position",
+    "names_up",
+    "dim_names",
+]
 
 
 @attrs.frozen
@@ -48,9 +61,18 @@ class Inputs:
     infos: tuple[InputInfo, ...]
 
 
-def _dim_names(root: ex.Node, names: tuple[str, ...]) -> dict:
-    """id(node) -> names of its dims, propagated from the root (first path wins)."""
-    out: dict = {id(root): tuple(names)}
+def dim_names(root: ex.Node, names: tuple[str, ...] | None) -> dict:
+    """id(node) -> names of its dims: the root's ``names`` propagated down (first path
+    wins); a dim the path leaves unnamed (reduced, contracted) takes the name that flows
+    up from the leaves (``names_up``), else a position (``r0``, ``d0``).
+
+    A dim remembered under two names (the same node in two tensors) shows its position
+    and both names: ``d1[N|A]``.
+    """
+    up = names_up(root)
+    if names is None:
+        names = tuple(n or f"d{d}" for d, n in enumerate(up[id(root)]))
+    out: dict = {id(root): _plain(tuple(names))}
     counter = [0]
 
     def fresh() -> str:
@@ -58,15 +80,76 @@ def _dim_names(root: ex.Node, names: tuple[str, ...]) -> dict:
         return f"r{counter[0] - 1}"
 
     for node in reversed(ex.walk(root)):  # parents before children
-        mine = out.get(id(node))
-        if mine is None:
-            mine = out[id(node)] = tuple(f"d{d}" for d in range(node.ndim))
-        for child, child_names in _child_names(node, mine, fresh):
-            out.setdefault(id(child), child_names)
+        mine = out[id(node)]
+        for child, child_names in _child_names(node, mine, fresh, up):
+            if id(child) not in out:
+                below = up[id(child)]
+                out[id(child)] = _plain(
+                    tuple(
+                        b if is_position(n) and b is not None else n
+                        for n, b in zip(child_names, below, strict=True)
+                    )
+                )
     return out
 
 
-def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
+def names_up(root: ex.Node) -> dict:
+    """id(node) -> per dim, the name that flows up from the leaves (or None): what an op
+    or a leaf remembered (``expr.name_dims``, a variable's or placeholder's axes), carried
+    through elementwise nodes, reductions, views and dots."""
+    up: dict = {}
+    for node in ex.walk(root):  # children first
+        known = ex.known_names(node)
+        if known is None and node.kind == "leaf" and node.origin is None and node.tag is not None:
+            axes = getattr(node.tag, "axes", None)
+            if axes is not None and len(axes) == node.ndim:
+                known = axes.names
+        if known is not None:
+            up[id(node)] = tuple(known)
+            continue
+        up[id(node)] = _derive_up(node, up)
+    return up
+
+
+def _derive_up(node: ex.Node, up: dict) -> tuple:
+    names: list = [None] * node.ndim
+    kind = node.kind
+    if kind == "reduce":
+        kept = [n for d, n in enumerate(up[id(node.arg)]) if d not in node.axes]
+        return tuple(kept)
+    if kind == "remap":
+        below = up[id(node.arg)]
+        for k, (s, _, _) in enumerate(node.maps):
+            if s >= 0 and names[s] is None:
+                names[s] = below[k]
+        return tuple(names)
+    if kind == "dot":
+        by_label: dict = {}
+        for labels, child in ((node.a_labels, node.a), (node.b_labels, node.b)):
+            for lb, n in zip(labels, up[id(child)], strict=True):
+                if by_label.get(lb) is None:
+                    by_label[lb] = n
+        return tuple(by_label.get(lb) for lb in node.out_labels)
+    if kind in ("map", "cast", "pad", "concat"):
+        for c in node.children:
+            if c.ndim == node.ndim:
+                for d, n in enumerate(up[id(c)]):
+                    if names[d] is None:
+                        names[d] = n
+    return tuple(names)
+
+
+def _plain(names: tuple) -> tuple:
+    """Names with each collision shown as its position and the names: ``d1[N|A]``."""
+    return tuple(f"d{d}[{n}]" if "|" in n and "[" not in n else n for d, n in enumerate(names))
+
+
+def is_position(name: str) -> bool:
+    """Whether a dim name is a position (``d0``, ``r1``, ``i2``), not a user's name."""
+    return name[:1] in "rdi" and name[1:].isdigit()
+
+
+def _child_names(node: ex.Node, mine: tuple, fresh, up: dict) -> list:
     if node.kind == "reduce":
         it = iter(mine)
         return [
@@ -81,9 +164,14 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
         ]
     if node.kind == "dot":
         by_label = dict(zip(node.out_labels, mine, strict=True))
+        below: dict = {}  # a contracted label's name from either operand
+        for labels, child in ((node.a_labels, node.a), (node.b_labels, node.b)):
+            for lb, n in zip(labels, up[id(child)], strict=True):
+                if n is not None:
+                    below.setdefault(lb, n)
         for label in (*node.a_labels, *node.b_labels):
             if label not in by_label:
-                by_label[label] = fresh()
+                by_label[label] = below.get(label) or fresh()
         return [
             (node.a, tuple(by_label[lb] for lb in node.a_labels)),
             (node.b, tuple(by_label[lb] for lb in node.b_labels)),
@@ -103,9 +191,10 @@ def _child_names(node: ex.Node, mine: tuple, fresh) -> list:
     return [(c, mine) for c in node.children]
 
 
-def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
-    """Number and describe the parameters of ``root`` (the tensor's axis ``names``)."""
-    dims = _dim_names(root, names)
+def inputs(root: ex.Node, names: tuple[str, ...] | None) -> Inputs:
+    """Number and describe the parameters of ``root`` (the tensor's axis ``names``; None:
+    the names an op remembered, else positions)."""
+    dims = dim_names(root, names)
     labels: dict = {}
     infos = []
     storage: dict = {}
@@ -118,10 +207,15 @@ def inputs(root: ex.Node, names: tuple[str, ...]) -> Inputs:
         counts[node.kind] += 1
         labels[id(node)] = label
         if node.kind == "chunked":
-            chunks = ", ".join(
-                f"{d}={len(c)}" for d, c in zip(dims[id(node)], node.chunks, strict=True)
+            infos.append(
+                InputInfo(
+                    label,
+                    "chunked",
+                    str(node.dtype),
+                    "",
+                    (chunks_text(dims[id(node)], node.chunks),),
+                )
             )
-            infos.append(InputInfo(label, "chunked", str(node.dtype), "", (f"blocks {chunks}",)))
         elif node.kind == "leaf":
             infos.append(_leaf_info(node, label, dims[id(node)], storage))
         elif node.kind == "const":
@@ -156,6 +250,17 @@ def _leaf_info(leaf: ex.Leaf, label: str, names: tuple, storage: dict) -> InputI
     if not device.is_cpu:
         notes.append(f"on {device}")
     return InputInfo(label, "tensor", str(leaf.dtype), fmt_axes(kept), tuple(notes))
+
+
+def chunks_text(names, chunks) -> str:
+    """``chunks N: 4 of 2, C: 1 of 6`` (how many chunks along each axis, and their size)."""
+    parts = []
+    for d, c in zip(names, chunks, strict=True):
+        size = f"{c[0]}" if len(set(c)) == 1 else f"{max(c)} (last {c[-1]})"
+        if len(set(c[:-1])) > 1:
+            size = "uneven " + "/".join(map(str, c))
+        parts.append(f"{d}: {len(c)} chunk{'s' if len(c) != 1 else ''} of {size}")
+    return "chunks " + ", ".join(parts)
 
 
 # --- formula --------------------------------------------------------------------------------
@@ -251,7 +356,18 @@ def formula(root: ex.Node, inp: Inputs, limit: int = 100) -> str:
         text, prec = _FORMULA[n.kind](n, go, inp, wrap)
         done[id(n)] = (text[: limit + 1], prec)
     text = done[id(root)][0]
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= limit else cut(text, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` shortened to ``limit`` characters at a word boundary, ending in `` ...``."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 4]
+    at = max(head.rfind(c) for c in " ,(")
+    if at > limit // 2:
+        head = head[: at + (head[at] == "(")]
+    return head.rstrip(" ,") + " ..."
 
 
 def _contracted(n: ex.Dot, inp: Inputs) -> list[str]:

@@ -8,10 +8,11 @@ cannot be pushed down stays a ``Remap`` node (the engine materializes its argume
 
 from __future__ import annotations
 
-from .nodes import Const, Node, Remap, derived_leaf
-from .resize import COUNTS, counted
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
+from .build import _const
+from .nodes import Const, Node, Remap, derived_leaf
+from .resize import COUNTS, counted
 
 __all__ = ["remap", "transform_views", "compose_maps"]
 
@@ -19,11 +20,13 @@ _ELEMENTWISE = frozenset(("map", "cast"))
 
 
 def _const_like(node: Const, shape: tuple) -> Const:
-    """``node`` at another shape; a mean's count stays registered (``dag.resize``)."""
-    out = Const(node.value, node.dtype, shape)
+    """``node`` at another shape (a shared Const), or, for a mean's count, a Const of its
+    own that stays registered (``dag.resize``)."""
     if COUNTS and node in COUNTS:
+        out = Const(node.value, node.dtype, shape)
         counted(out, node, lambda n: n)
-    return out
+        return out
+    return _const(node.value, node.dtype, shape)
 
 
 def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = None) -> Node:
@@ -32,6 +35,15 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
     ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
     """
+    if (
+        node.kind != "leaf"
+        and shape == node.shape
+        and all(m == (k, 0, 1) for k, m in enumerate(maps))
+    ):
+        # an identity of a computed value (a length-1 axis inserted and then dropped
+        # again): no node, so the planner sees the value itself (a reduction's epilogue
+        # still fuses). A view of a leaf stays a new leaf: autograd tells views apart.
+        return node
     memo = {} if _memo is None else _memo
     hit = memo.get(id(node))
     if hit is not None:

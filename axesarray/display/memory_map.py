@@ -13,8 +13,8 @@ import colorsys
 import attrs
 import numpy as np
 
+from ..core.strided import Block, View
 from ..errors import AxesError, fmt_axes, message
-from ..core.strided import Block
 
 __all__ = [
     "MemoryMap",
@@ -24,6 +24,8 @@ __all__ = [
     "color_axis",
     "title",
     "block_runs",
+    "used_values",
+    "first_address",
     "CELL_LIMIT",
     "LABEL_LIMIT",
 ]
@@ -40,7 +42,9 @@ class MemoryMap:
     ``count[k]`` is how many logical indices reach it (0: a gap or padding, 2+: an
     overlap such as a broadcast); ``coords[k]`` the first logical index reaching it (for
     padding, the index the lane would have; -1 for gaps); ``lane[k]`` the position inside
-    its block of the blocked axis ``block_axis`` (-1 when not blocked).
+    its block of the blocked axis ``block_axis`` (-1 when not blocked): every lane of a block
+    the view touches, so a view starting mid-block shows the whole block. A "first blocks"
+    map (``shown``) holds only the rows that the first blocks of each axis reach.
     """
 
     names: tuple[str, ...]
@@ -54,10 +58,32 @@ class MemoryMap:
     block_size: int
     storage: int  # elements in the whole storage
     row: int  # cells per row in a picture
+    # The address of each row of ``row`` cells (cell k is at row_starts[k // row] + k % row):
+    # consecutive for a whole map; in a "first blocks" map, rows of storage the picture
+    # leaves out lie between two rows whose addresses jump.
+    row_starts: np.ndarray = attrs.field(factory=lambda: np.zeros(0, np.int64))
+    shown: tuple | None = None  # first blocks: the length kept of each axis (None: all)
 
     @property
     def cells(self) -> int:
         return len(self.count)
+
+    def address(self, k: int) -> int:
+        """The storage address (in elements) of cell ``k``."""
+        if not len(self.row_starts):
+            return self.start + k
+        return int(self.row_starts[k // self.row]) + k % self.row
+
+    def elided(self, r: int) -> int:
+        """Cells of storage left out just before row ``r`` of ``row`` cells (first blocks)."""
+        if r == 0 or r >= len(self.row_starts):
+            return 0
+        return int(self.row_starts[r] - self.row_starts[r - 1] - self.row)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """(lowest, highest) address the map covers."""
+        return self.start, self.address(self.cells - 1) if self.cells else self.start
 
     @property
     def gaps(self) -> np.ndarray:
@@ -67,6 +93,8 @@ class MemoryMap:
         """Compact logical coordinate of cell ``k``: ``n0c1h0w2``; '' for a gap."""
         if self.count[k] == 0 and not self.padding[k]:
             return ""
+        if self.padding[k]:
+            return "pad"
         if not self.names:
             return "()"
         first = [n[0].lower() for n in self.names]
@@ -135,28 +163,49 @@ def _check_lvalue(t, op: str):
 
 
 def memory_map(
-    t, limit: int = CELL_LIMIT, op: str = "show_layout", refuse: bool = True
+    t,
+    limit: int = CELL_LIMIT,
+    op: str = "show_layout",
+    refuse: bool = True,
+    first_blocks: bool = False,
 ) -> MemoryMap | None:
     """Map every address an l-tensor's physical array covers to the logical index there.
 
-    The cells run from the lowest to the highest address its elements and padding occupy.
-    Above ``limit`` cells (or 16 times as many elements) it raises ``ValueError``, or
-    returns None when not ``refuse``.
+    The cells run from the lowest to the highest address its elements and padding occupy
+    (whole blocks: a view that starts mid-block starts at its block). Above ``limit``
+    cells (or 16 times as many elements) it raises ``ValueError``, or returns None when
+    not ``refuse``. With ``first_blocks``, any size: only the first blocks of each axis
+    (two blocks of a blocked axis, a row of the innermost, two of the others), and only
+    the rows of storage they reach.
 
     >>> import axesarray as ax, numpy as np
     >>> x = ax.tensor(np.zeros((1, 3, 1, 2), "float32"), "N C H W").to_layout("NCHW4")
     >>> m = memory_map(x)
-    >>> m.cells, int(m.padding.sum()), m.label(1)
-    (8, 2, 'n0c1h0w0')
+    >>> m.cells, int(m.padding.sum()), m.label(1), m.label(3)
+    (8, 2, 'n0c1h0w0', 'pad')
+    >>> big = ax.zeros((ax.Axis("N", 32), ax.Axis("C", 64), ax.Axis("H", 56), ax.Axis("W", 56)))
+    >>> m = memory_map(big.to_layout("NCHW32"), first_blocks=True)
+    >>> m.shown, m.cells
+    ((1, 64, 2, 2), 256)
     """
     _check_lvalue(t, op)
     leaf = t._node
     view = leaf.view
     names = tuple(a.name for a in t.axes)
-    hint = "Pass a larger limit"
+    hint = "Pass a larger limit, or first_blocks=True"
     if names:
-        hint = f"Slice first, e.g. t.isel({names[0]}=slice(0, 2)), or pass a larger limit"
-    if view.size > limit * _ELEMENT_FACTOR:
+        hint = (
+            f"Slice first, e.g. t.isel({names[0]}=slice(0, 2)), pass a larger limit, "
+            "or first_blocks=True (the first blocks of each axis)"
+        )
+    pad = _pads_padding(t)
+    blocking = _blocking(t, view)
+    shown = None
+    if first_blocks:
+        row = _row_width(view.shape, blocking, int(leaf.data.size), 24)
+        shown = _first_blocks(view, blocking, min(limit, 256), row)
+        view = View(shown, view.strides, view.offset, view.blocks)
+    elif view.size > limit * _ELEMENT_FACTOR:
         if not refuse:
             return None
         raise ValueError(
@@ -167,8 +216,6 @@ def memory_map(
                 hint,
             )
         )
-    pad = _pads_padding(t)
-    blocking = _blocking(t, view)
     terms = [_axis_terms(n, s, b, pad) for n, (s, b) in zip(view.shape, blocking, strict=True)]
     grid = np.full(tuple(len(a) for a, _ in terms), view.offset, dtype=np.int64)
     inside = np.ones(grid.shape, dtype=bool)
@@ -181,10 +228,35 @@ def memory_map(
     for d, (_, i) in enumerate(terms):
         shape = (1,) * d + (len(i),) + (1,) * (view.ndim - d - 1)
         coords[:, d] = np.broadcast_to(i.reshape(shape), grid.shape).reshape(-1)
-    lo = int(flat.min()) if flat.size else view.offset
-    hi = int(flat.max()) + 1 if flat.size else view.offset
-    cells = hi - lo
-    if cells > limit:
+    block_axis, block_size, flat_lanes = _lanes(view, blocking, terms)
+    # Every lane of each block touched: block starts are addresses minus their lane.
+    extra = np.zeros(0, np.int64)
+    if block_axis is not None and flat.size:
+        starts = np.unique(flat - flat_lanes)
+        extra = (starts[:, None] + np.arange(block_size)[None, :]).reshape(-1)
+    everything = np.concatenate([flat, extra])
+    lo = int(everything.min()) if everything.size else view.offset
+    hi = int(everything.max()) + 1 if everything.size else view.offset
+    span = hi - lo
+    widest = 24 if (first_blocks or span <= LABEL_LIMIT) else 64
+    row = _row_width(leaf.view.shape, blocking, span, widest)
+    if first_blocks:
+        rows = np.unique((everything - lo) // row)
+        row_starts = lo + rows * row
+        cells = len(rows) * row
+
+        def index(addr):
+            r = np.searchsorted(rows, (addr - lo) // row)
+            return r * row + (addr - lo) % row
+
+    else:
+        row_starts = lo + np.arange(-(-span // row), dtype=np.int64) * row
+        cells = span
+
+        def index(addr):
+            return addr - lo
+
+    if cells > limit and not first_blocks:
         if not refuse:
             return None
         raise ValueError(
@@ -195,20 +267,22 @@ def memory_map(
                 hint,
             )
         )
-    reached = flat[inside] - lo
+    reached = index(flat[inside])
     count = np.bincount(reached, minlength=cells).astype(np.int64)
     cell_coords = np.full((cells, view.ndim), -1, dtype=np.int64)
     # np.unique's return_index gives each address's first index in logical order.
     first, at = np.unique(reached, return_index=True)
     cell_coords[first] = coords[inside][at]
     padding = np.zeros(cells, dtype=bool)
-    pads = flat[~inside] - lo
+    pads = index(flat[~inside])
     padding[pads] = count[pads] == 0
     cell_coords[pads[padding[pads]]] = coords[~inside][padding[pads]]
-    block_axis, block_size, lane = _lanes(view, blocking, terms, flat, lo, cells)
+    lane = np.full(cells, -1, dtype=np.int64)
+    if block_axis is not None and extra.size:
+        lane[index(extra)] = np.tile(np.arange(block_size), len(extra) // block_size)
     return MemoryMap(
         names,
-        tuple(view.shape),
+        tuple(view.shape) if shown is None else tuple(leaf.view.shape),
         lo,
         count,
         cell_coords,
@@ -217,15 +291,50 @@ def memory_map(
         block_axis,
         block_size,
         int(leaf.data.size),
-        _row_width(view.shape, blocking, cells, 24 if cells <= LABEL_LIMIT else 64),
+        row,
+        row_starts,
+        shown,
     )
 
 
-def _lanes(view, blocking, terms, flat, lo, cells):
-    """The lane of every cell for the first blocked axis whose lanes are adjacent."""
-    lane = np.full(cells, -1, dtype=np.int64)
-    if cells == 0:
-        return None, 1, lane
+def _first_blocks(view, blocking, budget: int, row: int) -> tuple[int, ...]:
+    """How much of each axis a "first blocks" picture keeps: two blocks of a blocked axis,
+    a row's worth of the innermost plain axis, two of every other; then outer axes drop to
+    one until about ``budget`` cells remain."""
+    shape = view.shape
+    plain = [d for d, (s, b) in enumerate(blocking) if b is None and s != 0 and shape[d] > 1]
+    inner = min(plain, key=lambda d: abs(blocking[d][0]), default=None)
+    keep = []
+    for d, (n, (s, b)) in enumerate(zip(shape, blocking, strict=True)):
+        if b is not None:
+            lanes = max(1, -(-(2 * b.size - b.phase) // max(b.step, 1)))
+            keep.append(min(n, lanes))
+        elif d == inner and abs(s) == 1:
+            keep.append(min(n, row if row >= 8 else 16))  # one picture row of it
+        else:
+            keep.append(min(n, 2))
+
+    def cells(k) -> int:
+        out = 1
+        for n, (_, b) in zip(k, blocking, strict=True):
+            out *= -(-n // b.size) * b.size if b is not None else n
+        return out
+
+    # Outermost first (largest stride), never the blocked or innermost axis.
+    order = sorted(
+        (d for d in range(len(shape)) if blocking[d][1] is None and d != inner),
+        key=lambda d: -abs(blocking[d][0]),
+    )
+    for d in order:
+        if cells(keep) <= budget:
+            break
+        keep[d] = min(keep[d], 1)
+    return tuple(keep)
+
+
+def _lanes(view, blocking, terms):
+    """(axis, block size, lane of every grid address) for the first blocked axis whose
+    lanes are adjacent; (None, 1, None) when there is none."""
     for d, (_, blk) in enumerate(blocking):
         if blk is None or blk.inner != 1:
             continue
@@ -233,9 +342,8 @@ def _lanes(view, blocking, terms, flat, lo, cells):
         j = (blk.phase + blk.step * i) % blk.size
         shape = (1,) * d + (len(i),) + (1,) * (view.ndim - d - 1)
         lanes = np.broadcast_to(j.reshape(shape), tuple(len(a) for a, _ in terms)).reshape(-1)
-        lane[flat - lo] = lanes
-        return d, blk.size, lane
-    return None, 1, lane
+        return d, blk.size, lanes
+    return None, 1, None
 
 
 def _row_width(shape, blocking, cells: int, widest: int = 24) -> int:
@@ -299,11 +407,30 @@ def color_axis(t, m: MemoryMap, color_by: str | None, op: str) -> int | None:
                 )
             )
         return m.names.index(color_by)
-    if "C" in m.names:
+    # A broadcast axis (stride 0) colours nothing apart: every cell holds its index 0.
+    strides = t._node.view.strides
+    if "C" in m.names and strides[m.names.index("C")] != 0:
         return m.names.index("C")
     if m.block_axis is not None:
         return m.block_axis
-    return next((d for d, n in enumerate(m.lengths) if n > 1), 0)
+    spread = [d for d, n in enumerate(m.lengths) if n > 1 and strides[d] != 0]
+    return spread[0] if spread else next((d for d, n in enumerate(m.lengths) if n > 1), 0)
+
+
+def first_address(view) -> int:
+    """The storage address (in elements) of a view's element 0: a view that starts inside a
+    block (``isel(C=slice(1, ...))`` of NCHW32) starts ``phase`` lanes into it."""
+    first = view.offset
+    for b in view.blocks or ():
+        if b is not None:
+            first += b.phase * b.inner
+    return first
+
+
+def used_values(m: MemoryMap, color: int) -> list[int]:
+    """The values of axis ``color`` that some drawn element has (a legend lists only these)."""
+    held = m.count > 0
+    return [int(v) for v in np.unique(m.coords[held, color])] if held.any() else []
 
 
 def title(t, m: MemoryMap) -> str:
@@ -317,8 +444,15 @@ def title(t, m: MemoryMap) -> str:
         parts.append(f"{int(m.gaps.sum())} not in the view")
     if (m.count > 1).any():
         parts.append(f"{int((m.count > 1).sum())} reached more than once")
-    span = f"addresses {m.start}..{m.start + m.cells - 1} of {m.storage}"
-    return f"{t.dtype} ({axes}){where}\n{', '.join(parts)}; {span}"
+    lo, hi = m.span
+    span = f"addresses {lo}..{hi} of {m.storage}"
+    text = f"{t.dtype} ({axes}){where}\n{', '.join(parts)}; {span}"
+    if m.shown is not None:
+        kept = ", ".join(
+            f"{n} {k} of {total}" for n, k, total in zip(m.names, m.shown, m.lengths, strict=True)
+        )
+        text += f"\nfirst blocks: {kept}; rows of storage between them left out"
+    return text
 
 
 def block_runs(m: MemoryMap, per_row: int):

@@ -6,26 +6,36 @@ An r-tensor shows its expression, a key of its inputs and its plan (passed in: c
 is the engine's job), and is evaluated for the preview only when that is small and cheap.
 Reads tensors duck-typed (``axes``, ``dtype``, ``_node``, ``layout``, ``device``,
 ``is_lvalue``, ``kind``); imports ``errors``, ``options``, ``expr``, ``layouts``,
-``strided`` and the two helpers ``dag.text`` and ``pictures``.
+``strided`` and the display helpers ``dag.text``, ``memory_map``, ``pictures``,
+``htmlparts`` and ``planviews`` (the HTML of plans).
 """
 
 from __future__ import annotations
 
-import html
 import math
 import sys
 
 import numpy as np
 
-from ..dag import nodes as ex
-from ..dag.text import formula, inputs, tree_lines, work
-from ..storage.devices import device_of
-from ..errors import fmt_axes
-from ..dag.chunked_leaf import has_chunked
-from ..storage.layouts import physical_dims
-from ..options import get_option, set_options
-from .pictures import layout_svg
 from ..core.strided import has_internal_overlap, is_contiguous, span
+from ..dag import nodes as ex
+from ..dag.chunked_leaf import has_chunked
+from ..dag.text import formula, inputs, tree_lines, work
+from ..errors import fmt_axes
+from ..options import get_option, set_options
+from ..storage.devices import device_of
+from ..storage.layouts import physical_dims
+from .htmlparts import BOX as _BOX
+from .htmlparts import MUTED as _MUTED
+from .htmlparts import PRE as _PRE
+from .htmlparts import details as _details
+from .htmlparts import e as _e
+from .htmlparts import nbytes_text
+from .htmlparts import pill as _pill
+from .htmlparts import table as _table
+from .memory_map import first_address
+from .pictures import chunk_svg, layout_svg
+from .planviews import chunked_html, plan_html
 
 __all__ = ["tensor_repr", "tensor_html", "plan_html", "memory_order", "PREVIEW_ELEMENTS"]
 
@@ -58,7 +68,7 @@ def memory_order(t) -> list[tuple[str, int, int, int]]:
             elif p.kind == "outer":
                 stride = s if b is not None else s * p.block
             else:
-                stride = b.inner if b is not None else s
+                stride = b.inner * b.step if b is not None else s
             dims.append((p.label, p.length, stride, p.axis))
         return dims
     dims = []
@@ -67,7 +77,7 @@ def memory_order(t) -> list[tuple[str, int, int, int]]:
             dims.append((name, n, s, d))
         else:
             dims.append((f"{name}//{b.size}", -(-n // b.size), s, d))
-            dims.append((f"{name}%{b.size}", b.size, b.inner, d))
+            dims.append((f"{name}%{b.size}", b.size, b.inner * b.step, d))
     return sorted(dims, key=lambda e: (e[2] == 0, -abs(e[2]), e[3]))
 
 
@@ -93,16 +103,6 @@ def _layout_text(t) -> str | None:
     return ", ".join([text, *_padding(t)])
 
 
-def _bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-    raise AssertionError  # pragma: no cover
-
-
 def _storage_facts(t) -> tuple[str, str]:
     """(storage sentence, contiguity) of an l-tensor."""
     leaf = t._node
@@ -125,15 +125,31 @@ def _storage_facts(t) -> tuple[str, str]:
     else:
         how = "strided (the storage has elements outside this view)"
     if whole:
-        text = f"storage of {total} elements ({_bytes(total * item)})"
+        text = f"storage of {total} elements ({nbytes_text(total * item)})"
         if physical > view.size:
             text += f", {physical - view.size} of them padding"
     else:
+        first = first_address(view)
         text = (
-            f"view of a storage of {total} elements ({_bytes(total * item)}) "
-            f"at offset {view.offset}"
+            f"view of a storage of {total} elements ({nbytes_text(total * item)}) "
+            f"at offset {first} (byte {first * item})"
         )
     return text, how
+
+
+def _lanes_note(t) -> str:
+    """How a view through blocks picks its lanes: ``C: lanes 1, 4, 7... of blocks of 32``."""
+    view = t._node.view
+    notes = []
+    for a, b in zip(t.axes, view.blocks or (), strict=False):
+        if b is not None and (b.phase or b.step != 1):
+            lanes = ", ".join(str(b.phase + b.step * i) for i in range(min(3, a.length)))
+            more = "..." if a.length > 3 else ""
+            notes.append(
+                f"{a.name}: lanes {lanes}{more} of blocks of {b.size} "
+                f"(element 0 in lane {b.phase}, then every {b.step}, across blocks)"
+            )
+    return "; ".join(notes)
 
 
 def _kind(t) -> str:
@@ -257,6 +273,9 @@ def tensor_repr(t, plan=None) -> str:
         if layout is not None:
             lines.append(f"  layout {layout}")
         lines.append("  " + _memory_line(t))
+        note = _lanes_note(t)
+        if note:
+            lines.append(f"  {note}")
         storage, how = _storage_facts(t)
         lines.append(f"  {storage}, {how}")
     else:
@@ -283,70 +302,6 @@ def _wrap(items: list[str], prefix: str, sep: str, width: int = 100) -> list[str
     if items:
         lines.append(line.rstrip())
     return lines
-
-
-# --- HTML -----------------------------------------------------------------------------------
-# Inline styles only (no <style>, no scripts): colours inherit the notebook's text colour;
-# backgrounds are translucent greys and tints that read on light and dark themes alike.
-
-_BOX = (
-    "font-family:var(--jp-code-font-family,ui-monospace,SFMono-Regular,Menlo,Consolas,"
-    "monospace);font-size:var(--jp-code-font-size,12px);line-height:1.45;color:inherit;"
-    "max-width:100%;overflow-x:auto;margin:2px 0"
-)
-_TINTS = {
-    "grey": "rgba(127,127,127,0.18)",
-    "l": "rgba(46,160,67,0.22)",
-    "r": "rgba(163,113,247,0.25)",
-    "layout": "rgba(56,139,253,0.22)",
-    "warn": "rgba(210,153,34,0.25)",
-}
-_TABLE = "border-collapse:collapse;margin:4px 0;color:inherit;font-size:inherit"
-_TH = (
-    "padding:2px 10px;text-align:left;font-weight:600;background:rgba(127,127,127,0.14);"
-    "border-bottom:1px solid rgba(127,127,127,0.45);color:inherit"
-)
-_TD = (
-    "padding:2px 10px;text-align:left;vertical-align:top;"
-    "border-bottom:1px solid rgba(127,127,127,0.2);color:inherit;background:transparent"
-)
-_MUTED = "opacity:0.72"
-_SUMMARY = "cursor:pointer;font-weight:600;margin:4px 0 2px"
-_PRE = (
-    "margin:2px 0 4px;padding:6px 8px;background:rgba(127,127,127,0.09);border-radius:4px;"
-    "color:inherit;font-family:inherit;font-size:inherit;line-height:1.35;overflow:auto;"
-    "max-height:28em"
-)
-
-
-def _e(text) -> str:
-    return html.escape(str(text))
-
-
-def _pill(text: str, tint: str = "grey") -> str:
-    return (
-        f'<span style="display:inline-block;padding:0 7px;margin:0 4px 0 0;border-radius:9px;'
-        f'background:{_TINTS[tint]};color:inherit">{_e(text)}</span>'
-    )
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    """A table; ``rows`` hold ready HTML, ``head`` plain text."""
-    out = [f'<table style="{_TABLE}"><thead><tr>']
-    out += [f'<th style="{_TH}">{_e(h)}</th>' for h in head]
-    out.append("</tr></thead><tbody>")
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td style="{_TD}">{c}</td>' for c in row) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _details(title: str, body: str, open_: bool = True) -> str:
-    flag = " open" if open_ else ""
-    return (
-        f'<details{flag} style="margin:2px 0"><summary style="{_SUMMARY}">{_e(title)}</summary>'
-        f"{body}</details>"
-    )
 
 
 def _html_header(t) -> str:
@@ -396,10 +351,12 @@ def _facts_html(t) -> str:
         rows.append(("memory order", " → ".join(label for label, *_ in order) or "scalar"))
         storage, how = _storage_facts(t)
         total = int(t._node.data.size) * item
-        rows.append(("bytes", f"{_bytes(t.size * item)} of values, {_bytes(total)} allocated"))
+        rows.append(
+            ("bytes", f"{nbytes_text(t.size * item)} of values, {nbytes_text(total)} allocated")
+        )
         rows.append(("storage", f"{storage.removeprefix('storage of ')}; {how}"))
     else:
-        rows.append(("bytes", f"{_bytes(t.size * item)} when computed"))
+        rows.append(("bytes", f"{nbytes_text(t.size * item)} when computed"))
         if t.layout is not None:
             rows.append(("layout", f"{_layout_text(t)} (the result is allocated in it)"))
     return "".join(f'<div><span style="{_MUTED}">{_e(k)}:</span> {_e(v)}</div>' for k, v in rows)
@@ -434,6 +391,29 @@ def _expression_html(t) -> str:
     return _details(f"expression = {formula(t._node, inp)}", tree + key)
 
 
+def _placeholder(t) -> bool:
+    tag = getattr(t._node, "tag", None)
+    return tag is not None and tag.kind == "placeholder"
+
+
+def _chunk_table(t, chunks) -> str:
+    item = t.dtype.itemsize
+    rows = [
+        [
+            f"<b>{_e(a.name)}</b>",
+            str(a.length),
+            str(len(c)),
+            _e(str(c[0]) if len(set(c)) == 1 else f"{max(c)} (last {c[-1]})"),
+        ]
+        for a, c in zip(t.axes, chunks, strict=True)
+    ]
+    biggest = math.prod(max(c) if c else 0 for c in chunks) * item
+    count = math.prod(len(c) for c in chunks)
+    return _table(["axis", "length", "chunks", "chunk length"], rows) + (
+        f'<div style="{_MUTED}">{count} chunks, the biggest {nbytes_text(biggest)}</div>'
+    )
+
+
 def tensor_html(t, plan=None) -> str:
     """The Jupyter view: header, axes table, memory facts and picture, or expression and plan,
     then the values. Self-contained HTML with inline styles (no scripts, no assets).
@@ -448,67 +428,32 @@ def tensor_html(t, plan=None) -> str:
     if t.is_lvalue:
         parts.append(_table(head, _axis_rows(t)))
         parts.append(_facts_html(t))
-        if len(t.axes) and t.size <= SVG_ELEMENTS:
+        if len(t.axes) and not _placeholder(t):  # a placeholder has no values to draw
             svg = layout_svg(t, limit=4 * SVG_ELEMENTS)
             if svg is not None:
-                parts.append(_details("memory, one cell per element in address order", svg))
+                title = "memory, one cell per element in address order"
+                if "first blocks:" in svg:
+                    title += " (the first blocks of each axis)"
+                parts.append(_details(title, svg))
     else:
         parts.append(_table(head[:2], _axis_rows(t)))
         parts.append(_facts_html(t))
         parts.append(_expression_html(t))
+        chunks = getattr(plan, "chunks", None)
+        if chunks is None and t._node.kind == "chunked":
+            chunks = t._node.chunks
+        if chunks is not None:
+            grid = chunk_svg(t.axes.names, chunks)
+            if grid is not None:
+                parts.append(_details("chunks (dask)", grid + _chunk_table(t, chunks)))
         if plan is not None:
-            shown = plan_html(plan, boxed=False) if hasattr(plan, "kernels") else plan._repr_html_()
+            if hasattr(plan, "kernels"):
+                shown = plan_html(plan, boxed=False)
+            elif hasattr(plan, "graph_tasks"):  # chunked: its grid is drawn above
+                shown = chunked_html(plan, grid=False)
+            else:
+                shown = plan._repr_html_()
             parts.append(_details("plan", shown))
     parts.append(_values_html(t))
     parts.append("</div>")
     return "".join(parts)
-
-
-def plan_html(plan, boxed: bool = True) -> str:
-    """``ax.explain(...)`` as HTML: the kernels in order, then the temporaries.
-
-    >>> import axesarray as ax
-    >>> x = ax.zeros((ax.Axis("N", 2), ax.Axis("C", 3)))
-    >>> "1 kernel" in plan_html(ax.explain(ax.exp(x).sum("C")))
-    True
-    """
-    n, nt = len(plan.kernels), len(plan.temporaries)
-    head = [
-        "<div>",
-        "<b>Plan</b> " if boxed else "",
-        _pill(f"{n} kernel" + ("" if n == 1 else "s")),
-        _pill(
-            f"{nt} temporar" + ("y" if nt == 1 else "ies") + f" ({_bytes(plan.temporary_bytes)})"
-        ),
-        _pill("plan cached" if plan.cached else "plan new"),
-        "</div>",
-    ]
-    rows = []
-    for i, k in enumerate(plan.kernels):
-        loops = " × ".join(f"{length}[{label}]" for length, label in k.loops) or "scalar"
-        rows.append(
-            [
-                str(i),
-                _e(k.kind),
-                _e(k.writes),
-                _e(loops),
-                str(k.operands),
-                _e(k.order_from or ""),
-                _e(k.cache),
-            ]
-        )
-    parts = head + [
-        _table(["#", "kind", "writes", "loops", "reads", "memory order from", "code"], rows)
-    ]
-    if plan.temporaries:
-        temps = [
-            [f"#{i}", _e(" × ".join(map(str, shape)) or "scalar"), _e(dtype), _bytes(nbytes)]
-            for i, shape, dtype, nbytes in plan.temporaries
-        ]
-        parts.append(_table(["temporary", "shape", "dtype", "bytes"], temps))
-    parts.append(
-        f'<div style="{_MUTED}">inputs are numbered t0, t1, ... as in the tensor\'s repr; '
-        "r0, r1, ... are reduced dims</div>"
-    )
-    body = "".join(parts)
-    return f'<div style="{_BOX}">{body}</div>' if boxed else body

@@ -14,13 +14,13 @@ import weakref
 
 import numpy as np
 
-from ..storage.devices import host_array
-from ..errors import fmt_axes, message
-from ..dag.nodes import Leaf, Node
 from ..dag.chunked_leaf import has_chunked
+from ..dag.nodes import Leaf, Node
+from ..errors import fmt_axes, message
 from ..options import OPTIONS
+from ..storage.devices import host_array
 from ..storage.memory import wrap_array
-from . import executor, multi, reference, tiers
+from . import executor, multi, reference, runner, tiers
 from .order import allocate_for, result_order
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "assign_many",
     "explain_many",
     "precompile",
+    "profile",
     "result_order",
     "warmup",
     "UNBOUND",
@@ -157,6 +158,24 @@ def _warm() -> None:
     from ..storage.numba_private import load_cpu_target
 
     load_cpu_target()
+
+
+def profile(root: Node, dst: Leaf | None = None, names=None, repeat: int = 3):
+    """The public Plan with each kernel's measured time: the kernels compiled first, then
+    the plan run ``repeat`` times (into ``dst`` when given, else into fresh storage), the
+    best time of each step kept."""
+    import attrs
+
+    plan = precompile(root, dst, names)
+    if not plan.kernels:
+        return plan
+    schedule, _ = executor.schedule_for(root, dst)
+    if dst is None:  # the result is a temporary of the schedule: written, then dropped
+        times = runner.time_steps(schedule, root.params, None, repeat)
+    else:
+        times = runner.time_steps(schedule, root.params, dst, repeat)
+    kernels = tuple(attrs.evolve(k, time_s=t) for k, t in zip(plan.kernels, times, strict=True))
+    return attrs.evolve(plan, kernels=kernels)
 
 
 def precompile(root: Node, dst: Leaf | None = None, names=None):

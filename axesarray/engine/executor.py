@@ -12,14 +12,14 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..storage.devices import CPU, device_of
-from ..errors import message
 from ..dag.nodes import Leaf, Node
+from ..errors import message
 from ..options import OPTIONS
+from ..storage.devices import CPU, device_of
 from . import reference
 from .dispatch import debug_level
+from .explain import debug_print, make_plan, step_names
 from .order import allocate_for
-from .explain import debug_print, make_plan
 from .planner import build_schedule
 from .rewrite import CPU_REWRITES, REWRITES, rewrite
 from .routes import try_copy
@@ -97,7 +97,23 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     if dst is None and type(root) is Leaf:
         return make_plan(None, True, tier="none")  # already an l-tensor: nothing runs
     plan, cached = schedule_for(root, dst)
-    return make_plan(plan, cached, names, describe_tier(plan, root))
+    return make_plan(
+        plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names)
+    )
+
+
+def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | None:
+    """Names of every step's dims: the schedule planned again (uncached, as ``_new_plan``
+    does) recording which node each step computes; a cached plan holds no nodes."""
+    device = plan.device
+    rules = CPU_REWRITES if device.is_cpu else REWRITES
+    dag = rewrite(root, rules)
+    record: dict = {}
+    target = None if dst is None else (dst.view, dst.dtype)
+    again = build_schedule(dag, root.params, target, device.has_blas, record=record)
+    if len(again.steps) != len(plan.steps):  # pragma: no cover - planning is deterministic
+        return None
+    return step_names(dag, record, names)
 
 
 def numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:

@@ -27,12 +27,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..core.ops import OPS
+from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from ..dag.nodes import Leaf, Node, walk
+from ..dag.reshape import merge_order
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
-from ..core.ops import OPS
-from ..dag.reshape import merge_order
-from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
@@ -159,6 +159,7 @@ class _Builder:
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
+        self.step_nodes: dict = {}  # step index -> the node it computes (explain's names)
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -201,6 +202,7 @@ class _Builder:
         with self._context(node):
             self._out = out
             tree = self.fuse(node, "epi")
+            self.step_nodes[len(self.steps)] = node
             self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
 
     @contextmanager
@@ -281,6 +283,7 @@ class _Builder:
                 node.dtype,
                 ("param", self.param_index[id(node)]),
             )
+            self.step_nodes[len(self.steps)] = node
             self.steps.append(make_step(temp, src, frozenset(), "staged broadcast input"))
             strides = tuple(
                 0 if s == 0 else t for s, t in zip(view.strides, temp.view.strides, strict=True)
@@ -390,6 +393,7 @@ class _Builder:
             tree = KReduce(
                 "any" if boolean else "sum", prod, len(OUT), node.dtype, shape[len(OUT) :]
             )
+            self.step_nodes[len(self.steps)] = node
             self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
         return temp
 
@@ -405,6 +409,7 @@ class _Builder:
         size.update(zip(B, node.b.shape, strict=True))
         layout = batch + free_a + free_b
         temp = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
+        self.step_nodes[len(self.steps)] = node
         self.steps.append(
             DotStep(
                 a,
@@ -433,6 +438,7 @@ class _Builder:
             else:
                 args.append(self.realize(c))
         temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
+        self.step_nodes[len(self.steps)] = node
         self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
         return temp
 
@@ -479,12 +485,14 @@ def build_schedule(
     params: tuple,
     dst: tuple[View, np.dtype] | None,
     blas: bool = True,
+    record: dict | None = None,
 ) -> Schedule:
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
     ``params`` are the run-time parameters in the order kernels will receive them (the
     original root's, before rewrites). Runs the builder twice: the first pass finds heavy
     subexpressions fused into more than one kernel; the second materializes those once.
+    ``record`` (explain) receives step index -> the node that step computes.
     """
     canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
     cuts = _size_cuts(dag, canon)
@@ -507,5 +515,7 @@ def build_schedule(
         if attempt == 0 and shared:
             force = shared | set(cuts.values())
             continue
+        if record is not None:
+            record.update(b.step_nodes)
         return Schedule(b.temps, b.steps, result)
     raise AssertionError("unreachable")  # pragma: no cover

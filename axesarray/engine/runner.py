@@ -12,6 +12,7 @@ ever mutated and concurrent calls of one program run in parallel (DESIGN §13).
 from __future__ import annotations
 
 import math
+import time
 from functools import partial
 from types import FunctionType
 
@@ -28,7 +29,7 @@ from .dispatch import kernel_for, run_kernel, variant
 from .routes import ROUTES
 from .schedule import KernelStep, Schedule
 
-__all__ = ["run_schedule", "Bound", "NO_TEMPS", "kernel_calls"]
+__all__ = ["run_schedule", "time_steps", "Bound", "NO_TEMPS", "kernel_calls"]
 
 NO_TEMPS: dict = {}
 
@@ -75,6 +76,34 @@ def run_schedule(
     if not serial:
         plan.ready = True
     return temps
+
+
+def time_steps(plan: Schedule, params, dst: Leaf | None, repeat: int) -> list[float]:
+    """Seconds each step of a (compiled) schedule takes, the best of ``repeat`` runs of the
+    whole schedule (temporaries written as in a real run; the destination too)."""
+    device = plan.device
+    best = [math.inf] * len(plan.steps)
+    last = len(plan.steps) - 1
+    for _ in range(repeat):
+        temps = {
+            t: device.empty(math.prod(shape), dtype)
+            for t, (shape, dtype, _) in enumerate(plan.temps)
+        }
+        for i, step in enumerate(plan.steps):
+            start = time.perf_counter()
+            if type(step) is not KernelStep:
+                ROUTES[type(step)](step, params, temps, dst, device)
+            elif i == last and dst is not None and overlaps(step, params, dst):
+                first, copy = via_temp(step)
+                temps["alias"] = device.empty(first.out.view.size, first.out.dtype)
+                run_kernel(first, params, temps, dst, device)
+                run_kernel(copy, params, temps, dst, device)
+            else:
+                run_kernel(step, params, temps, dst, device)
+            if not device.is_cpu:  # kernels launch asynchronously: wait for this one
+                device.to_host(device.empty(1, np.dtype("uint8")))
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
 
 
 # --- straight paths for a ready one-kernel schedule ----------------------------------------

@@ -93,7 +93,11 @@ def compile_schedule(plan: Schedule, params, dst) -> None:
     for step in plan.steps:
         if type(step) is KernelStep:
             kernel = kernel_for(step, plan.device, variant(step, plan.device))
-            kernel.warm(binder(step)(params, temps, dst))
+            # A kernel that ran already is numba's dispatcher itself (dispatch.run_kernel
+            # keeps it once checked): compiled, nothing to warm.
+            warm = getattr(kernel, "warm", None)
+            if warm is not None:
+                warm(binder(step)(params, temps, dst))
     plan.ready = True
 
 

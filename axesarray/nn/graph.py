@@ -562,8 +562,9 @@ def function(outputs, inputs=()) -> Function:
     return Function(outputs, inputs)
 
 
-def explain(expr, out: Tensor | None = None):
-    """``ax.explain`` for a tensor (the engine's ``Plan``), a list of tensors planned
+def explain(expr, out: Tensor | None = None, *, timed: bool = False, repeat: int = 3):
+    """``ax.explain`` for a tensor (the engine's ``Plan``; ``timed=True`` runs it and
+    shows each kernel's time, see ``functions.explain``), a list of tensors planned
     together (e.g. gradients: stages named ``grad_<name>``), or an object with an
     ``explain()`` method (a function, an optimizer).
 
@@ -574,7 +575,16 @@ def explain(expr, out: Tensor | None = None):
     ('grad_w', 1)
     """
     if isinstance(expr, Tensor):
-        return explain_tensor(expr, out)
+        return explain_tensor(expr, out, timed=timed, repeat=repeat)
+    if timed:
+        raise TypeError(
+            message(
+                "explain",
+                "timed=True times one expression's kernels",
+                f"got {type(expr).__name__}",
+                "Time the call itself (timeit), or pass one tensor expression",
+            )
+        )
     if isinstance(expr, (list, tuple)):
         ts = _tensors(expr, "explain", "a list of expressions", "item")
         prog = Program([t._node for t in ts], labels=[_label(t, i) for i, t in enumerate(ts)])

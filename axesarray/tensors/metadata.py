@@ -12,8 +12,8 @@ import types
 import attrs
 import numpy as np
 
-from ..dag import nodes as ex
 from ..core.axes import Axes
+from ..dag import nodes as ex
 from ..storage.devices import as_device, device_of
 
 __all__ = ["DescribeMethods", "TensorDescription"]
@@ -24,7 +24,8 @@ class TensorDescription:
     """What is known about a tensor without reading it (Nervana graph's description).
 
     ``strides`` and ``offset`` are in bytes (numpy's convention) for l-tensors and None for
-    r-tensors; a blocked axis has stride None. ``allocated`` counts the storage's elements,
+    r-tensors; a blocked axis has stride None; ``offset`` is where element 0 is (inside a
+    block for a view that starts mid-block). ``allocated`` counts the storage's elements,
     padding included.
 
     >>> import axesarray as ax, numpy as np
@@ -42,6 +43,11 @@ class TensorDescription:
     allocated: int | None
     layout: object = None
     device: object = "cpu"  # a devices.Device (compares equal to "cpu", "cuda"...)
+
+
+def _first(view) -> int:
+    """The address of element 0: a view starting inside a block starts ``phase`` lanes in."""
+    return view.offset + sum(b.phase * b.inner for b in view.blocks or () if b is not None)
 
 
 class DescribeMethods:
@@ -222,7 +228,7 @@ class DescribeMethods:
             axes=self._axes,
             read_only=not (lvalue and node.writeable),
             strides=self.strides,
-            offset=node.view.offset * node.dtype.itemsize if lvalue else None,
+            offset=_first(node.view) * node.dtype.itemsize if lvalue else None,
             allocated=node.data.size if lvalue else None,
             layout=self._layout,
             device=self.device,

@@ -47,6 +47,7 @@ class ReductionMethods:
             reduced = [self._axes[d].name for d in dims]
             return self._with_placeholders(dims)._reduce(op, reduced)._placeholders_named()
         node = expr_ops.reduce(op, self._node, tuple(dims))
+        ex.name_dims(self._node, self._axes.names)  # the reduced dims keep their names
         axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
         layout = self._layout
         if layout is not None:  # the result is laid out like the input, minus reduced axes

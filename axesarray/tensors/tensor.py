@@ -465,9 +465,12 @@ def contract(a: Tensor, b: Tensor, over_names: tuple, op: str) -> Tensor:
     )
     label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
     loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), op)
+    ca, cb = expr_ops.cast(a._node, loop[0]), expr_ops.cast(b._node, loop[1])
+    for t, n in ((a, ca), (b, cb)):  # the contracted dims keep their names (display)
+        ex.name_dims(n, t.names)
     node = ex.Dot(
-        expr_ops.cast(a._node, loop[0]),
-        expr_ops.cast(b._node, loop[1]),
+        ca,
+        cb,
         tuple(label[n] for n in a.names),
         tuple(label[n] for n in b.names),
         tuple(label[x.name] for x in out_axes),

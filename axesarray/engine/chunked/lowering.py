@@ -23,7 +23,6 @@ per block signature) is ``engine.chunked.tasks``.
 from __future__ import annotations
 
 import functools
-import html
 import math
 import string
 
@@ -32,11 +31,14 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ...storage.devices import host_array
-from ...dag.nodes import Leaf, Node, Reduce
-from ...dag.chunked_leaf import Chunked, has_chunked
+from ...dag import nodes as ex
 from ...dag.build import reduce as reduce_node
+from ...dag.chunked_leaf import Chunked, has_chunked
+from ...dag.nodes import Leaf, Node, Reduce
+from ...dag.text import chunks_text, dim_names
+from ...display.planviews import chunked_html
 from ...options import OPTIONS
+from ...storage.devices import host_array
 from ...storage.memory import wrap_array
 from .. import executor, reference
 from .tasks import BlockFunction, Combine, Into, IntoFunction, arg_dtype, keep_partials, run_assign
@@ -75,11 +77,11 @@ class ChunkedStep:
     kernels: tuple = ()  # the in-memory plan's kernel lines for one chunk
 
     def __str__(self) -> str:
-        text = f"{self.kind}: {self.tasks} task(s); {self.per_chunk}"
+        text = f"{self.kind}: {_n(self.tasks, 'task')}; {self.per_chunk}"
         return text + "".join(f"\n      {k}" for k in self.kernels)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ChunkedPlan:
     """What a chunked expression becomes in dask: layers, tasks and kernels per chunk.
 
@@ -93,18 +95,29 @@ class ChunkedPlan:
     steps: tuple[ChunkedStep, ...]
     chunks: tuple  # the result's chunks, per dim
     graph_tasks: int  # tasks in the whole graph, dask's own input tasks included
+    names: tuple = ()  # the result's axis names
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
+        return chunked_html(self)
+
+    def __repr__(self) -> str:
+        return str(self)
 
     def __str__(self) -> str:
         blocks = math.prod(len(c) for c in self.chunks)
+        names = self.names or tuple(f"d{d}" for d in range(len(self.chunks)))
         lines = [
-            f"Chunked plan (dask): {len(self.steps)} layer(s), {blocks} result chunk(s), "
-            f"{self.graph_tasks} task(s) in the graph (input tasks included)"
+            f"Chunked plan (dask): {_n(len(self.steps), 'layer')}, {_n(blocks, 'result chunk')}, "
+            f"{_n(self.graph_tasks, 'task')} in the graph (input tasks included)"
         ]
+        if self.chunks:
+            lines.append("  result " + chunks_text(names, self.chunks))
         lines += [f"  [{i}] {s}" for i, s in enumerate(self.steps)]
         return "\n".join(lines)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
 
 
 # --- lowering ------------------------------------------------------------------------------
@@ -136,7 +149,8 @@ class _Lowering:
         self.into = None  # an ``Into``: the root region writes there (``compute``)
 
     def label(self, node: Node, d: int) -> str:
-        return self.names[d] if self.names is not None and node is self.root else f"d{d}"
+        dims = dim_names(self.root, self.names).get(id(node))
+        return dims[d] if dims is not None else f"d{d}"
 
     # An operand is (dask array, dims): the node dims it has, in its axis order; a node
     # dim it lacks is broadcast.
@@ -260,7 +274,7 @@ class _Lowering:
                 fn, ind, *args, dtype=root.dtype, new_axes=new_axes, align_arrays=False,
                 meta=np.empty((0,) * root.ndim, root.dtype), token="axesarray-region",
             )  # fmt: skip
-            self.note(arr, "fused elementwise evaluation", fn, args)
+            self.note(arr, "fused elementwise evaluation", fn, args, root)
             return arr, tuple(range(root.ndim))
         return self.reduction(reduce, reg, fn_args=(ind, args, dims, new_axes, chunks, serial))
 
@@ -279,7 +293,9 @@ class _Lowering:
             IntoFunction(fn), ind, *args, self.into, None, dtype=bool, align_arrays=False,
             adjust_chunks=adjust, meta=np.empty((0,) * root.ndim, bool), token="axesarray-into",
         )  # fmt: skip
-        self.note(arr, "fused elementwise evaluation into the result", fn, args[: 2 * len(dims)])
+        self.note(
+            arr, "fused elementwise evaluation into the result", fn, args[: 2 * len(dims)], root
+        )
         return arr, tuple(range(root.ndim))
 
     def reduction(self, node: Reduce, reg, fn_args):
@@ -296,7 +312,7 @@ class _Lowering:
                 new_axes={k: n for k, n in new_axes.items() if k in out},
                 meta=np.empty((0,) * node.ndim, node.dtype), token="axesarray-reduce",
             )  # fmt: skip
-            self.note(arr, _what(fn, "reduction of whole rows"), fn, args)
+            self.note(arr, _what(fn, "reduction of whole rows"), fn, args, root)
             return arr, tuple(range(node.ndim))
         adjust = {_LETTERS[d]: (1,) * (len(chunks[d]) if d in chunks else 1) for d in node.axes}
         arg = REDUCTIONS[node.op].index
@@ -316,7 +332,7 @@ class _Lowering:
             adjust_chunks=adjust, meta=np.empty((0,) * root.ndim, pdtype),
             token="axesarray-partials",
         )  # fmt: skip
-        self.note(parts, _what(fn, "partial reduction"), fn, args)
+        self.note(parts, _what(fn, "partial reduction"), fn, args, root)
         before = len(parts.__dask_graph__())
         aggregate = Combine(node.op, self.engine, node.dtype)
         if arg:
@@ -347,10 +363,11 @@ class _Lowering:
         self.steps.append(ChunkedStep("reduction", tasks, f"combine and aggregate with {how}"))
         return arr, tuple(range(node.ndim))
 
-    def note(self, arr, what: str, fn: BlockFunction, args) -> None:
+    def note(self, arr, what: str, fn: BlockFunction, args, root: Node) -> None:
         kernels: tuple = ()
         if self.describe:
-            kernels = _sample_plan(fn, args, self.engine)
+            names = tuple(self.label(root, d) for d in range(root.ndim))
+            kernels = _sample_plan(fn, args, self.engine, names)
         how = "serial kernels: dask runs the chunks in parallel" if fn.serial else "one chunk"
         self.steps.append(
             ChunkedStep("blockwise", arr.npartitions, f"each runs one {what} ({how})", kernels)
@@ -385,8 +402,9 @@ def _accumulator(node: Reduce) -> np.dtype:
     return node.dtype
 
 
-def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
-    """The in-memory plan of the first chunk (its kernels, whether compiled or cached)."""
+def _sample_plan(fn: BlockFunction, args, engine: str, names: tuple) -> tuple:
+    """The in-memory plan of the first chunk (its kernels, whether compiled or cached);
+    ``names`` are the region's dims (the kernels' loops are named by them)."""
     if engine != "numba":
         return ("the reference engine (numpy), one call per node",)
     blocks = [np.empty(tuple(c[0] for c in a.chunks), a.dtype) for a in args[::2]]
@@ -396,11 +414,14 @@ def _sample_plan(fn: BlockFunction, args, engine: str) -> tuple:
         root = reduce_node(red[1], root, (red[2],))
     elif fn.two_kernels:  # the region into scratch, then its reduction
         scratch = Leaf(*wrap_array(np.empty(shape, root.dtype)), False)
+        ex.name_dims(scratch, names)
         second = executor.explain(fn.partial_root(scratch, shape)[0]).kernels
-        return tuple(str(k) for k in executor.explain(root).kernels + second)
+        return tuple(str(k) for k in executor.explain(root, None, names).kernels + second)
     else:
+        ex.name_dims(root, names)  # the partials keep the reduced dims (length 1)
         root = fn.partial_root(root, shape)[0]
-    return tuple(str(k) for k in executor.explain(root).kernels)
+    named = names if len(names) == root.ndim else None
+    return tuple(str(k) for k in executor.explain(root, None, named).kernels)
 
 
 def _broadcast(arr, dims: tuple, shape: tuple):
@@ -538,4 +559,5 @@ def explain(root: Node, names=None) -> ChunkedPlan:
     low.root = root
     arr = low.full(root)
     tasks = len(arr.__dask_graph__())
-    return ChunkedPlan(tuple(low.steps), tuple(arr.chunks), tasks)
+    shown = tuple(names) if names is not None else dim_names(root, None)[id(root)]
+    return ChunkedPlan(tuple(low.steps), tuple(arr.chunks), tasks, shown)
