@@ -15,8 +15,9 @@ from .core.dtypes import as_dtype
 from .core.strided import contiguous
 from .dag import nodes as ex
 from .errors import AxesError, message
-from .layout_ops import wrap_physical
+from .layout_ops import new_in_layout, wrap_physical
 from .storage.memory import allocate, fresh, wrap_array
+from .tensors.interop import bfloat16_from_dlpack
 from .tensors.tensor import Tensor
 
 __all__ = [
@@ -54,6 +55,9 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     """
     if isinstance(data, Tensor):
         data = data.numpy()
+    _refuse_tracked(data, "tensor")
+    if not isinstance(data, np.ndarray) and _bf16_producer(data):
+        data = bfloat16_from_dlpack(data)  # torch refuses np.asarray of bfloat16
     arr = _as_array(data, None if dtype is None else as_dtype(dtype, "tensor"))
     as_dtype(arr.dtype, "tensor")
     if layout is not None:
@@ -68,6 +72,29 @@ def tensor(data, axes, dtype=None, copy: bool = False, layout=None) -> Tensor:
     leaf = ex.Leaf(base, view, bool(arr.flags.writeable))
     ex.name_dims(leaf, ax.names)  # what explain calls its dims, wherever it is read
     return Tensor(ax, leaf)
+
+
+def _refuse_tracked(data, op: str) -> None:
+    """A torch tensor that requires grad: torch refuses to export it; say what to do.
+
+    Not detached silently: the result would not carry torch's gradient, and a user who
+    expects ``loss.backward()`` to reach the torch tensor would get nothing.
+    """
+    if getattr(data, "requires_grad", False) is True and hasattr(data, "detach"):
+        raise TypeError(
+            message(
+                op,
+                "the torch tensor requires grad; axesarray cannot record torch's autograd",
+                f"shape {tuple(data.shape)}, {data.dtype}",
+                "Pass t.detach() (shares memory, no gradient), or use ax.variable for "
+                "axesarray's own gradients",
+            )
+        )
+
+
+def _bf16_producer(data) -> bool:
+    """A DLPack producer of bfloat16 (a torch or JAX array), which numpy cannot read."""
+    return hasattr(data, "__dlpack__") and "bfloat16" in str(getattr(data, "dtype", ""))
 
 
 def _ragged(data) -> str | None:
@@ -113,10 +140,22 @@ def _as_array(data, dtype) -> np.ndarray:
         ) from None
 
 
-def _new(axes, dtype, fill, op: str = "create") -> Tensor:
-    ax = as_axes(axes, op)
-    dt = as_dtype(dtype, op)
-    data, view = fresh(ax.shape, dt, axes=ax, op=op)
+def _new(axes, dtype, fill, op: str = "create", layout=None, roles=None) -> Tensor:
+    if layout is not None:
+        return new_in_layout(axes, dtype, layout, fill, op, roles or {})
+    if roles:
+        raise TypeError(
+            message(
+                op,
+                "role keywords map a layout's letters to axis names; no layout was given",
+                ", ".join(f"{k}={v!r}" for k, v in roles.items()),
+                "Add layout=, e.g. layout='NHWC'",
+            )
+        )
+    # Plain allocations keep their historical op name in messages ("create: ...").
+    ax = as_axes(axes, "create")
+    dt = as_dtype(dtype, "create")
+    data, view = fresh(ax.shape, dt, axes=ax, op="create")
     if fill is not None:
         data.fill(fill)
     leaf = ex.Leaf(data, view)
@@ -124,47 +163,61 @@ def _new(axes, dtype, fill, op: str = "create") -> Tensor:
     return Tensor(ax, leaf)
 
 
-def zeros(axes, dtype="float64") -> Tensor:
-    """A new tensor of zeros.
+def zeros(axes, dtype="float64", layout=None, **roles) -> Tensor:
+    """A new tensor of zeros, stored in ``layout`` when given (``"NCHW4"``, ``"NHWC"``, an
+    ``ax.Layout``; role keywords map its letters to axis names, as for ``to_layout``).
 
     >>> import axesarray as ax
     >>> ax.zeros((ax.Axis("N", 2),), dtype="int8").numpy()
     array([0, 0], dtype=int8)
+    >>> N, C, H, W = ax.Axis("N", 1), ax.Axis("C", 3), ax.Axis("H", 2), ax.Axis("W", 2)
+    >>> z = ax.zeros((N, C, H, W), "int8", layout="NCHW4")
+    >>> str(z.layout), z.physical.shape
+    ('NCHW4', (1, 1, 2, 2, 4))
     """
-    return _new(axes, dtype, 0)
+    return _new(axes, dtype, 0, "zeros", layout, roles)
 
 
-def ones(axes, dtype="float64") -> Tensor:
-    """A new tensor of ones.
+def ones(axes, dtype="float64", layout=None, **roles) -> Tensor:
+    """A new tensor of ones (in ``layout`` when given; its padding stays zero).
 
     >>> import axesarray as ax
     >>> ax.ones((ax.Axis("N", 2), ax.Axis("C", 3)), dtype="float32").sum("C").numpy()
     array([3., 3.], dtype=float32)
+    >>> o = ax.ones((ax.Axis("N", 1), ax.Axis("C", 3)), "int8", ax.Layout("N C", {"C": 4}))
+    >>> o.physical.ravel()
+    array([1, 1, 1, 0], dtype=int8)
     """
-    return _new(axes, dtype, 1)
+    return _new(axes, dtype, 1, "ones", layout, roles)
 
 
-def empty(axes, dtype="float64") -> Tensor:
-    """A new tensor whose values are whatever the memory held (fill it before reading).
+def empty(axes, dtype="float64", layout=None, **roles) -> Tensor:
+    """A new tensor whose values are whatever the memory held (fill it before reading);
+    in ``layout`` when given (padding zero).
 
     >>> import axesarray as ax
     >>> t = ax.empty((ax.Axis("N", 3),), dtype="int32")
     >>> t[...] = 7
     >>> t.numpy()
     array([7, 7, 7], dtype=int32)
+    >>> b, f, y, x = ax.Axis("b", 2), ax.Axis("f", 8), ax.Axis("y", 4), ax.Axis("x", 4)
+    >>> e = ax.empty((b, f, y, x), "float32", layout="NHWC", N="b", C="f", H="y", W="x")
+    >>> e.physical.shape
+    (2, 4, 4, 8)
     """
-    return _new(axes, dtype, None)
+    return _new(axes, dtype, None, "empty", layout, roles)
 
 
-def full(axes, value, dtype=None) -> Tensor:
-    """A new tensor filled with ``value``; the dtype defaults to numpy's for the value.
+def full(axes, value, dtype=None, layout=None, **roles) -> Tensor:
+    """A new tensor filled with ``value``; the dtype defaults to numpy's for the value;
+    in ``layout`` when given (padding zero).
 
     >>> import axesarray as ax
     >>> ax.full((ax.Axis("N", 2),), 7).dtype
     dtype('int64')
     """
     dt = np.asarray(value).dtype if dtype is None else dtype
-    return _new(axes, dt, value)
+    return _new(axes, dt, value, "full", layout, roles)
 
 
 def arange(axis: Axis, dtype=None, start=0, step=1) -> Tensor:
@@ -197,7 +250,7 @@ def random(axes, dtype="float64", seed=None) -> Tensor:
     ax = as_axes(axes, "random")
     dt = as_dtype(dtype, "random")
     rng = np.random.default_rng(seed)
-    if dt.kind != "f":
+    if dt.kind not in "fV":  # V: bfloat16
         raise TypeError(message("random", "only float dtypes are supported", str(dt)))
     buf = allocate(ax.size, dt, axes=ax, op="random")
     if dt.itemsize == 2:  # numpy draws no float16: draw float64 a piece at a time and round
@@ -222,6 +275,7 @@ def from_dlpack(obj, axes) -> Tensor:
     >>> x.names, np.shares_memory(x.numpy(), a)
     (('C', 'N'), True)
     """
+    _refuse_tracked(obj, "from_dlpack")
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(
             message(
@@ -241,7 +295,15 @@ def from_dlpack(obj, axes) -> Tensor:
                 "Move it to the host first, e.g. t.cpu() in torch or a.get() in CuPy",
             )
         )
-    return tensor(np.from_dlpack(obj), axes)
+    try:
+        arr = np.from_dlpack(obj)
+    except (RuntimeError, BufferError, TypeError) as err:
+        # numpy reads no bfloat16 capsule: relabel it uint16 and view the bits (ml_dtypes)
+        if not _bf16_producer(obj):
+            raise
+        del err
+        arr = bfloat16_from_dlpack(obj)
+    return tensor(arr, axes)
 
 
 def from_xarray(da) -> Tensor:

@@ -14,7 +14,7 @@ import numpy as np
 from .core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from .core.dtypes import as_dtype, reduce_dtype
 from .dag import nodes as ex
-from .errors import AxesError, fmt_axes, message
+from .errors import AxesError, _Raw, fmt_axes, isel_example, message
 from .functions import abs as _abs
 from .functions import clip, concat, dot, isfinite, isnan, where
 from .storage.memory import wrap_array
@@ -304,6 +304,12 @@ def _out_axes(ts, cores, out_axes, loop: Axes) -> Axes:
 # --- numpy functions defined above tensor ---------------------------------------------------
 
 
+def _first_name(t) -> str:
+    """The tensor's first axis name for a hint's example ('C' when it has none)."""
+    names = getattr(t, "names", ())
+    return names[0] if names else "C"
+
+
 @implements(np.where)
 def _np_where(condition, *xy):
     if len(xy) != 2:
@@ -312,7 +318,8 @@ def _np_where(condition, *xy):
                 "numpy.where",
                 "where(cond) gives positions, which have no named meaning",
                 None,
-                "Use np.where(cond, x, y), or mask indexing: t.isel(C=mask)",
+                "Use np.where(cond, x, y), or mask indexing: "
+                + isel_example(("mask",), {_first_name(condition): _Raw("mask")}, "t"),
             )
         )
     return where(condition, *xy)
@@ -327,7 +334,7 @@ def _np_concatenate(arrays, axis=0, out=None, *, dtype=None, casting=None):
                 "numpy.concatenate",
                 "flattening first has no named meaning",
                 None,
-                "Name the axis: np.concatenate(ts, axis='C')",
+                f"Name the axis: np.concatenate(ts, axis={_first_name(ts[0])!r})",
             )
         )
     (name,) = axis_names(ts[0], axis, "numpy.concatenate")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core.axes import Axes
+from .core.axes import Axes, as_axes
+from .core.dtypes import as_dtype
 from .errors import AxesError, LayoutError, fmt_axes, message
 from .tensors.layout_methods import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
 from .storage.layouts import Layout, bind
@@ -15,18 +16,58 @@ from .tensors.tensor import Tensor, assign
 __all__ = ["empty_like_layout", "to_layout", "repack", "physical", "wrap_physical"]
 
 
-def empty_like_layout(axes: Axes, dtype, layout: Layout, device="cpu") -> Tensor:
+def empty_like_layout(axes, dtype=None, layout=None, device=None) -> Tensor:
     """An l-tensor for ``axes`` in ``layout``: what ``copy()``/``eval()`` allocate into.
 
-    Axes the layout does not place (a broadcast added them) go outermost, in axis order.
+    ``axes`` may be a tensor: its axes, and its dtype, layout and device unless given
+    (numpy's ``empty_like``). Axes the layout does not place (a broadcast added them) go
+    outermost, in axis order. Padding is zero; the logical elements are left empty.
 
     >>> import axesarray as ax
     >>> a = ax.Axes([ax.Axis("N", 1), ax.Axis("C", 3), ax.Axis("H", 1), ax.Axis("W", 1)])
     >>> ax.empty_like_layout(a, "float32", ax.Layout.parse("NCHW4")).physical.shape
     (1, 1, 1, 1, 4)
+    >>> t = ax.zeros(a, "int8", layout="NCHW32")
+    >>> o = ax.empty_like_layout(t)
+    >>> str(o.layout), o.dtype, o.physical.shape
+    ('NCHW32', dtype('int8'), (1, 1, 1, 1, 32))
     """
+    if isinstance(axes, Tensor):
+        like = axes
+        axes = like.axes
+        dtype = like.dtype if dtype is None else dtype
+        device = like.device if device is None else device
+        if layout is None:
+            layout = like.layout if like.layout is not None else Layout(like.names)
+    if dtype is None or layout is None:
+        missing = " and ".join(n for n, v in (("dtype", dtype), ("layout", layout)) if v is None)
+        raise TypeError(
+            message(
+                "empty_like_layout",
+                f"{missing} needed for axes (only a tensor gives them)",
+                fmt_axes(axes) if isinstance(axes, Axes) else repr(axes),
+                "Pass them: ax.empty_like_layout(axes, 'float32', 'NCHW4'), "
+                "or pass a tensor as the first argument",
+            )
+        )
+    axes = as_axes(axes, "empty_like_layout")
     lay = layout_for_axes(axes, layout)
-    return Tensor(axes, allocate_leaf(axes, dtype, lay, device), lay)
+    return Tensor(
+        axes,
+        allocate_leaf(
+            axes, as_dtype(dtype, "empty_like_layout"), lay, "cpu" if device is None else device
+        ),
+        lay,
+    )
+
+
+def new_in_layout(axes, dtype, layout, fill, op: str, roles: dict) -> Tensor:
+    """``ax.empty/zeros/ones/full(..., layout=)``: a fresh l-tensor stored in ``layout``
+    (role keywords map its letters to axis names, as for ``to_layout``), padding zero."""
+    axes = as_axes(axes, op)
+    dt = as_dtype(dtype, op)
+    lay = bind(Layout.parse(layout, **roles), axes, op)
+    return Tensor(axes, allocate_leaf(axes, dt, lay, "cpu", fill), lay)
 
 
 def to_layout(t: Tensor, layout, **roles) -> Tensor:

@@ -145,6 +145,22 @@ RULE = "a rule of the planner, not a count of an expression on the page"
 
 K = "len(ax.explain({}).kernels)"
 CLAIMS = [  # (page, text on the claim's line, check run after the page's code, or why not)
+    ("docs/guide/interop.md", "# float32 inside one kernel, one rounding", K.format("e") + " == 1"),
+    (
+        "docs/guide/layouts.md",
+        "one fused kernel reads float32 in logical order",
+        "len(ax.explain((x * inv).round().clip(-128, 127).astype('int8'), out=q).kernels) == 1",
+    ),
+    (
+        "docs/guide/layouts.md",
+        "runs as several kernels",
+        "len(ax.explain((x / scale).round().clip(-128, 127)).kernels) > 1",
+    ),
+    (
+        "02_layouts.ipynb",
+        "one fused kernel reads float32 in logical order",
+        "len(ax.explain(e, out=q).kernels) == 1",
+    ),
     ("README.md", "# 2 kernels: b copied", K.format("e") + " == 2"),
     ("README.md", "# one kernel: the reduction fuses", K.format("s") + " == 1"),
     (

@@ -289,7 +289,7 @@ def test_broadcast_expand_squeeze_errors(x):
 
 def test_iteration_refused(x):
     """Tensors are not iterable by position."""
-    with raises(TypeError, "iter: tensors are not iterable by position."):
+    with raises(TypeError, "iter: tensors are not iterable by position (N=2, C=3)."):
         list(x)
 
 

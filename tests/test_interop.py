@@ -415,7 +415,7 @@ def test_len_and_iteration_are_refused():
     x, _ = sample()
     with raises(TypeError, "len: a tensor has no length by position (N=2, C=3, H=4)."):
         len(x)
-    with raises(TypeError, "iter: tensors are not iterable by position."):
+    with raises(TypeError, "iter: tensors are not iterable by position (N=2, C=3, H=4)."):
         iter(x)
 
 

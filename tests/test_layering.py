@@ -29,6 +29,7 @@ ORDER = [
     "storage.layouts",
     "storage",
     "dag.nodes",
+    "dag.resize",
     "dag.build",
     "dag.chunked_leaf",
     "dag.views",

@@ -286,7 +286,7 @@ def _remap_rule(node: ex.Remap, g: ex.Node) -> tuple:
 
 
 def _cast_rule(node: ex.Cast, g: ex.Node) -> tuple:
-    if node.dtype.kind != "f" or node.arg.dtype.kind != "f":
+    if node.dtype.kind not in "fV" or node.arg.dtype.kind not in "fV":  # V: bfloat16
         return (None,)
     return (expr_ops.cast(g, node.arg.dtype),)
 

@@ -15,6 +15,7 @@ from ..errors import AxesError, fmt_axes, message
 from ..options import get_option
 
 __all__ = [
+    "UnboundAxis",
     "Axis",
     "Axes",
     "as_axes",
@@ -33,6 +34,24 @@ _INTERNED: dict = {}
 _INTERN_MAX = 1 << 16  # past this many distinct axes, new ones are simply not shared
 
 
+_MISSING = object()
+
+
+@attrs.frozen(repr=False)
+class UnboundAxis:
+    """``Axis("N", None)``: an axis whose length a placeholder binds at each call of a
+    function (a batch axis). Only ``ax.placeholder`` takes it.
+
+    >>> Axis("N", None)
+    Axis('N', None)
+    """
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"Axis({self.name!r}, None)"
+
+
 @attrs.frozen(repr=False)
 class Axis:
     """A named dimension: a name and a length. Equality compares both.
@@ -46,7 +65,10 @@ class Axis:
     name: str
     length: int
 
-    def __new__(cls, name=None, length=None):
+    def __new__(cls, name=None, length=_MISSING):
+        if length is None and type(name) is str:
+            # Axis("N", None): a length bound per call, for ax.placeholder only.
+            return UnboundAxis(name)
         # Equal axes are one object (interned), so comparing two tensors' axes is an
         # identity test per axis instead of a Python-level __eq__ call: that comparison
         # runs for every binary op. __init__ then runs again on the shared object, so only
@@ -155,14 +177,10 @@ class Axes(tuple):
         bits = 0  # the OR of the lengths: its bit length bounds each length's
         for a in items:
             if not isinstance(a, Axis):
-                raise AxesError(
-                    message(
-                        "Axes",
-                        "every item must be an Axis",
-                        f"got {a!r}",
-                        "Use ax.Axis(name, length)",
-                    )
-                )
+                hint = "Use ax.Axis(name, length)"
+                if isinstance(a, UnboundAxis):
+                    hint = "A length of None is bound per call: only ax.placeholder takes it"
+                raise AxesError(message("Axes", "every item must be an Axis", f"got {a!r}", hint))
             if a.name in names:
                 raise AxesError(
                     message(
@@ -322,9 +340,10 @@ def as_axes(spec, op: str = "axes") -> Axes:
         ) from None
     for a in items:
         if not isinstance(a, Axis):
-            raise AxesError(
-                message(op, "expected Axis objects", f"got {a!r}", "Use ax.Axis(name, length)")
-            )
+            hint = "Use ax.Axis(name, length)"
+            if isinstance(a, UnboundAxis):
+                hint = "A length of None is bound per call: only ax.placeholder takes it"
+            raise AxesError(message(op, "expected Axis objects", f"got {a!r}", hint))
     try:
         return Axes(items)
     except AxesError as e:

@@ -22,6 +22,8 @@ __all__ = [
     "check_weak_scalar",
     "can_assign",
     "is_weak",
+    "bfloat16",
+    "is_bf16",
 ]
 
 SUPPORTED = tuple(
@@ -46,23 +48,65 @@ _WEAK = (bool, int, float)
 _BOOL = np.dtype(bool)
 
 
+def bfloat16() -> np.dtype:
+    """numpy's bfloat16 dtype from ``ml_dtypes`` (imported on first use; ``ImportError``
+    with the install hint when it is missing).
+
+    >>> bfloat16()
+    dtype(bfloat16)
+    """
+    global BF16
+    if BF16 is None:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ImportError(
+                message(
+                    "bfloat16",
+                    "bfloat16 storage needs the ml_dtypes package",
+                    None,
+                    "pip install ml_dtypes (or axesarray[bfloat16])",
+                )
+            ) from None
+        BF16 = np.dtype(ml_dtypes.bfloat16)
+    return BF16
+
+
+BF16 = None  # set by bfloat16(); only bfloat16 among the supported dtypes has kind "V"
+
+
+def is_bf16(dt) -> bool:
+    """Whether ``dt`` is bfloat16 (without importing ml_dtypes).
+
+    >>> is_bf16(np.dtype("float16")), is_bf16(bfloat16())
+    (False, True)
+    """
+    return dt.kind == "V" and dt.name == "bfloat16"
+
+
 def as_dtype(dtype, op: str = "dtype") -> np.dtype:
     """Return a supported ``np.dtype`` or raise ``TypeError``.
 
     >>> as_dtype("float32")
     dtype('float32')
+    >>> as_dtype("bfloat16")
+    dtype(bfloat16)
     """
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return bfloat16()
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(message(op, "not a dtype", f"got {dtype!r}")) from None
+    if is_bf16(dt):
+        return bfloat16()
     if dt not in _SUPPORTED:
         raise TypeError(
             message(
                 op,
                 f"dtype {dt} is not supported",
                 None,
-                "Use one of: " + ", ".join(str(d) for d in SUPPORTED),
+                "Use one of: " + ", ".join(str(d) for d in SUPPORTED) + ", bfloat16",
             )
         )
     return dt

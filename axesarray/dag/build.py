@@ -9,14 +9,17 @@ constants fold. Imports ``expr`` (the node classes) and ``dtypes``.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..core import dtypes
 from .nodes import Cast, Const, Map, Node, Reduce, lazy
+from .resize import COUNTS, counted
 from ..core.ops import COMPARISONS, OPS, apply_map
 from ..core.reductions_table import REDUCTIONS
 
-__all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce"]
+__all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce", "rounded", "widen"]
 
 
 def cast(node: Node, dtype: np.dtype) -> Node:
@@ -25,7 +28,10 @@ def cast(node: Node, dtype: np.dtype) -> Node:
         return node
     if type(node) is Const:
         with np.errstate(all="ignore"):
-            return Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
+            out = Const(np.array(node.value).astype(dtype)[()], dtype, node.shape)
+        if COUNTS and node in COUNTS:  # a mean's count: the cast follows it
+            counted(out, node, lambda n: np.array(n).astype(dtype)[()])
+        return out
     return Cast(node, dtype)
 
 
@@ -118,6 +124,8 @@ def map2(op: str, a: Node, b: Node) -> Node:
             node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
             node.key, node.params = hit[1], pa + pb
             return node
+    if a.dtype.kind == "V" or b.dtype.kind == "V":  # bfloat16: computed in float32
+        return _bf16(op, (a, b), a.shape, op)
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
     if hit is None:
         (la, lb), out = _loop_dtypes(op, (a.dtype, b.dtype), op)
@@ -149,6 +157,8 @@ def map1(op: str, a: Node) -> Node:
         node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
         node.key, node.params = hit[1], a.params
         return node
+    if a.dtype.kind == "V":
+        return _bf16(op, (a,), a.shape, op)
     hit = _LOOPS.get((op, (a.dtype,)))
     (la,), out = hit if hit is not None else _loop_dtypes(op, (a.dtype,), op)
     if type(a) is Const:
@@ -188,6 +198,8 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
             node.op, node.children = op, (c, a) if reflected else (a, c)
             node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
             return node
+    if a.dtype.kind == "V":
+        return _bf16(op, (value, a) if reflected else (a, value), a.shape, op)
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
     loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
@@ -226,7 +238,20 @@ def _operand(a, dt: np.dtype, shape: tuple, opname: str) -> Node:
 def _folded(op: str, nodes: list, out: np.dtype, shape) -> Node:
     with np.errstate(all="ignore"):
         value = apply_map(op, [np.asarray(n.value) for n in nodes], out)
-    return Const(value[()], out, shape)
+    folded = Const(value[()], out, shape)
+    if COUNTS:
+        counts = [k for k, n in enumerate(nodes) if n in COUNTS]
+        if len(counts) == 1:  # folded from a mean's count: recomputed with a new count
+            (k,) = counts
+            values = [np.asarray(n.value) for n in nodes]
+
+            def fn(c, k=k, values=values):
+                with np.errstate(all="ignore"):
+                    args = values[:k] + [np.asarray(c, values[k].dtype)] + values[k + 1 :]
+                    return apply_map(op, args, out)[()]
+
+            counted(folded, nodes[k], fn)
+    return folded
 
 
 def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = None) -> Node:
@@ -236,6 +261,8 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
     for every operator a user writes, so it avoids all work a cache can do.
     """
     opname = opname or op
+    if any(isinstance(a, Node) and a.dtype.kind == "V" for a in args):
+        return _bf16(op, args, shape, opname)
     if op in COMPARISONS:
         folded = _compare_out_of_range(op, args, shape)
         if folded is not None:
@@ -292,7 +319,45 @@ def _compare_out_of_range(op: str, args: tuple, shape: tuple[int, ...]) -> Node 
 
 def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
     """``op`` over ``axes`` (positions) with numpy's result dtype (sum of int8 is int64)."""
+    if node.dtype.kind == "V":  # bfloat16: reduce the float32 values, round the result once
+        r = reduce(op, widen(node), axes)
+        return rounded(r) if r.dtype.kind == "f" else r
     out = dtypes.reduce_dtype(op, node.dtype)
     if REDUCTIONS[op].convert:
         node = cast(node, out)
     return Reduce(op, node, tuple(sorted(axes)), out)
+
+
+# --- bfloat16: storage only, float32 arithmetic ------------------------------------------
+#
+# No op computes in bfloat16. An op with a bfloat16 operand computes in float32 and its
+# result is cast to bfloat16 (when no operand was a wider float: those promote as float32
+# would, as in torch). That cast is marked: an op reading a marked cast reads the float32
+# value under it, so a formula rounds once, where it is stored (evaluated, assigned or
+# materialized), and the reference engine and the kernels see the same DAG. A user's
+# ``astype("bfloat16")`` is an ordinary cast and always rounds.
+
+_ROUND_ONCE: weakref.WeakSet = weakref.WeakSet()
+_F32 = np.dtype(np.float32)
+
+
+def rounded(node: Node) -> Node:
+    """``node`` (float32 or wider) cast to bfloat16, marked so later ops read ``node``."""
+    out = cast(node, dtypes.bfloat16())
+    if type(out) is Cast:
+        _ROUND_ONCE.add(out)
+    return out
+
+
+def widen(node: Node) -> Node:
+    """The float32 value of a bfloat16 node: under a marked cast, else an exact cast."""
+    if node in _ROUND_ONCE:
+        return node.children[0]
+    return cast(node, _F32)
+
+
+def _bf16(op: str, args: tuple, shape: tuple, opname: str) -> Node:
+    wider = any(isinstance(a, Node) and a.dtype.kind == "f" for a in args)
+    f32 = tuple(widen(a) if isinstance(a, Node) and a.dtype.kind == "V" else a for a in args)
+    node = map_op(op, f32, shape, opname)
+    return node if wider or node.dtype.kind != "f" else rounded(node)

@@ -11,11 +11,22 @@ from __future__ import annotations
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
 from .build import _const
-from .nodes import Node, Remap, derived_leaf
+from .nodes import Const, Node, Remap, derived_leaf
+from .resize import COUNTS, counted
 
 __all__ = ["remap", "transform_views", "compose_maps"]
 
 _ELEMENTWISE = frozenset(("map", "cast"))
+
+
+def _const_like(node: Const, shape: tuple) -> Const:
+    """``node`` at another shape (a shared Const), or, for a mean's count, a Const of its
+    own that stays registered (``dag.resize``)."""
+    if COUNTS and node in COUNTS:
+        out = Const(node.value, node.dtype, shape)
+        counted(out, node, lambda n: n)
+        return out
+    return _const(node.value, node.dtype, shape)
 
 
 def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = None) -> Node:
@@ -46,7 +57,7 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
         else:
             out = derived_leaf(node, v, ("remap", shape, maps))
     elif kind == "const":
-        out = _const(node.value, node.dtype, shape)
+        out = _const_like(node, shape)
     elif kind in _ELEMENTWISE and _broadcasts(shape, maps) and _costly(node):
         # A computed value spread along a new axis: keep it whole so the engine computes it
         # once and broadcasts the result, instead of recomputing it per element.
@@ -98,7 +109,7 @@ def transform_views(node: Node, shape: tuple[int, ...], step: tuple, _memo=None)
     elif kind == "chunked":
         out = node.reshaped(shape, step)
     elif kind == "const":
-        out = _const(node.value, node.dtype, shape)
+        out = _const_like(node, shape)
     elif kind in _ELEMENTWISE:
         kids = [transform_views(c, shape, step, memo) for c in node.children]
         if all(k is not None for k in kids):

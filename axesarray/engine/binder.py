@@ -58,11 +58,13 @@ def _arguments(step: KernelStep, temp0: str | None = None) -> str:
         elif source[0] == "array":
             leaf = low.operands[source[1]]
             expr = _source_expr(leaf.src, temp0)
-            parts.append(f"{expr}.view(U16)" if leaf.dtype == _F16 else expr)
+            bits16 = leaf.dtype == _F16 or leaf.dtype.kind == "V"  # float16, bfloat16
+            parts.append(f"{expr}.view(U16)" if bits16 else expr)
         else:
             node = source[1]
             value = f"params[{node.src[1]}].value"
-            parts.append(f"f32({value})" if node.dtype == _F16 else value)
+            wide = node.dtype == _F16 or node.dtype.kind == "V"
+            parts.append(f"f32({value})" if wide else value)
     return ", ".join(parts)
 
 

@@ -216,7 +216,9 @@ def _open_input(path: Path, axes_text, from_text, roles: dict):
     side = read_sidecar(path, "convert")
     arr, drop = map_npy(path, "convert")
     if side is not None:
-        axes, layout, _ = side
+        axes, layout, dtype = side
+        if dtype.kind == "V" and arr.dtype.str == "|V2":  # bfloat16 bits (the sidecar says)
+            arr = arr.view(dtype)
         if axes_text is not None:
             names = _names(_axes_spec(axes_text))
             if names != axes.names:
@@ -658,7 +660,7 @@ stays within a few chunks (--chunk-size) beyond the input pages; files follow th
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="axesarray",
-        description=__doc__.splitlines()[0],
+        description=__doc__.splitlines()[0].replace("``", ""),  # plain text, not RST
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

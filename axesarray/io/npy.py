@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.axes import Axes, Axis, spec_items
+from ..core.dtypes import as_dtype
 from ..errors import AxesError, LayoutError, fmt_axes, message
 from ..storage.layouts import Layout, bind
 from ..storage.memory import AllocationError
@@ -53,6 +54,15 @@ def sidecar_path(path) -> Path:
     return Path(str(path) + SUFFIX)
 
 
+def _dtype_text(dt: np.dtype) -> str:
+    """The sidecar's dtype: numpy's ``str``; bfloat16 by name (the .npy says only '<V2')."""
+    return dt.name if dt.kind == "V" else dt.str
+
+
+def _dtype_of(text: str) -> np.dtype:
+    return as_dtype(text, "load") if text == "bfloat16" else np.dtype(text)
+
+
 def sidecar_text(axes: Axes, layout: Layout | None, dtype) -> str:
     doc = {
         "format": FORMAT,
@@ -66,7 +76,7 @@ def sidecar_text(axes: Axes, layout: Layout | None, dtype) -> str:
             "blocks": [list(b) for b in layout.blocks],
             "roles": [list(r) for r in layout.roles],
         },
-        "dtype": np.dtype(dtype).str,
+        "dtype": _dtype_text(np.dtype(dtype)),
     }
     return json.dumps(doc, indent=1) + "\n"
 
@@ -147,7 +157,7 @@ def read_sidecar(path, op: str = "load") -> tuple[Axes, Layout | None, np.dtype]
         try:
             if not isinstance(dtype, str):
                 raise TypeError
-            dtype = np.dtype(dtype)
+            dtype = _dtype_of(dtype)
         except TypeError:
             raise ValueError(f"'dtype' must be a numpy dtype string (got {dtype!r:.60})") from None
         return axes, layout, dtype
@@ -561,6 +571,8 @@ def _load(path, axes, mmap_mode):
                     "Leave axes out to use the file's",
                 )
             )
+    if dtype.kind == "V" and arr.dtype == np.dtype("V2"):
+        arr = arr.view(dtype)  # bfloat16: the .npy holds its bits as 2-byte voids
     if arr.dtype != dtype:
         raise LayoutError(
             message(

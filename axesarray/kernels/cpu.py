@@ -32,11 +32,16 @@ import numpy as np
 from numba import njit, prange
 from axesarray.kernels.mathlib import *
 from axesarray.kernels.mathlib import f16_to_f32, f32_to_f16, store_fence, stream_out
+from axesarray.kernels.mathlib import bf16_to_f32, f32_to_bf16
 from axesarray.kernels.threads import run_parts
 
 @njit(inline="always")
 def R16(x):
     return f16_to_f32(f32_to_f16(x))
+
+@njit(inline="always")
+def RB16(x):
+    return bf16_to_f32(f32_to_bf16(x))
 
 """
 
@@ -74,6 +79,8 @@ def _read(low: Lowered, base: dict, inner: range):
         k = low.index_of[id(leaf)]
         addr = low.address(k, base[k], inner)
         x = f"A{k}[np.uint64({addr})]"
+        if low.is_bf16(k):
+            return f"bf16_to_f32({x})"
         return f"f16_to_f32({x})" if low.is_f16(k) else x
 
     return read
@@ -83,6 +90,8 @@ def _stored(low: Lowered, value: str, value_dtype, k: int = 0) -> str:
     """The value as it is written to output operand ``k`` (cast, float16 as its bits)."""
     out = low.operands[k]
     v = cast_source(value_dtype, out.dtype, value) if value_dtype != out.dtype else value
+    if low.is_bf16(k):
+        return f"f32_to_bf16({v})"
     return f"f32_to_f16({v})" if low.is_f16(k) else v
 
 
@@ -109,7 +118,8 @@ def _streamed_rows(low: Lowered, src: _Src, indent: int, base: dict, start: str,
     L1 buffer that is then streamed to the output."""
     rank = low.nest.rank
     last = rank - 1
-    store_t = "np.uint16" if low.is_f16(0) else type_name(low.operands[0].dtype)
+    bits16 = low.is_f16(0) or low.is_bf16(0)
+    store_t = "np.uint16" if bits16 else type_name(low.operands[0].dtype)
     src.add(indent, f"buf = np.empty({STAGE}, {store_t})")
     src.add(indent, f"j = {start}")
     src.add(indent, f"while j < {stop}:")

@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numba import cuda
 from axesarray.kernels.mathlib import *
-from axesarray.kernels.mathlib import f16_to_f32, f32_to_f16
+from axesarray.kernels.mathlib import f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16
 
 TPB = {tpb}
 MAX_BLOCKS = 65535
@@ -31,6 +31,10 @@ MAX_BLOCKS = 65535
 
 def R16(x):
     return f16_to_f32(f32_to_f16(x))
+
+
+def RB16(x):
+    return bf16_to_f32(f32_to_bf16(x))
 
 
 def _blocks(total):

@@ -125,6 +125,9 @@ class Lowered:
     def is_f16(self, k: int) -> bool:
         return self.operands[k].dtype == _F16
 
+    def is_bf16(self, k: int) -> bool:
+        return self.operands[k].dtype.kind == "V"
+
     def index(self, dim: int) -> str:
         """Loop index source of an index dim (guards are pinned, so it has its own loop)."""
         return f"i{self.dim_of[dim]}" if dim in self.dim_of else "0"

@@ -54,6 +54,8 @@ __all__ = [
     "sign_float",
     "f16_to_f32",
     "f32_to_f16",
+    "bf16_to_f32",
+    "f32_to_bf16",
     "radd",
     "rmul",
     "stream_out",
@@ -550,3 +552,24 @@ def f32_to_f16(f):
     # normal: drop 13 mantissa bits with round half to even
     rounded = a + np.int32(0xFFF) + ((a >> np.int32(13)) & np.int32(1))
     return sign | np.uint16((rounded - np.int32(0x38000000)) >> np.int32(13))
+
+
+# --- bfloat16 bits <-> float32 -------------------------------------------------------------
+# bfloat16 is the top half of a float32: widening is a shift, narrowing rounds the low 16
+# bits away (half to even), as ml_dtypes does; NaN stays NaN (made quiet).
+
+
+@_jit
+def bf16_to_f32(h):
+    """uint16 bits of a bfloat16 -> float32 (exact)."""
+    return _i32_as_f32(np.int32(np.uint32(h) << np.uint32(16)))
+
+
+@_jit
+def f32_to_bf16(f):
+    """float32 -> uint16 bits of the nearest bfloat16 (round half to even)."""
+    bits = np.uint32(_f32_as_i32(f))
+    if (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):  # nan: keep sign and payload
+        return np.uint16((bits >> np.uint32(16)) | np.uint32(0x40))
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return np.uint16(rounded >> np.uint32(16))

@@ -7,6 +7,8 @@ casts so small integer types wrap as numpy's do. Math functions are called by th
 
 float16 values live in float32 registers and are rounded back to float16 precision after
 every op (``R16``), which is what numpy does; in memory they are passed as uint16 bits.
+bfloat16 values live in float32 registers too; no op computes in bfloat16 (``dag.build``
+gives ops float32 operands), so only a cast to bfloat16 rounds (``RB16``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ _F16 = np.dtype(np.float16)
 
 
 def reg_dtype(dt: np.dtype) -> np.dtype:
-    """The dtype a value of ``dt`` has in a register (float16 computes in float32)."""
-    return np.dtype(np.float32) if dt == _F16 else dt
+    """The dtype a value of ``dt`` has in a register (float16 and bfloat16: float32)."""
+    return np.dtype(np.float32) if dt == _F16 or dt.kind == "V" else dt
 
 
 def type_name(dt: np.dtype) -> str:
@@ -62,6 +64,8 @@ def _wrap(dt: np.dtype, expr: str) -> str:
     """Force the register type (wraps small ints as numpy does; rounds float16)."""
     if dt == _F16:
         return f"R16({expr})"
+    if dt.kind == "V":  # bfloat16: only casts produce it (no op computes in it)
+        return f"RB16({expr})"
     if dt.kind == "b":
         return f"bool({expr})"
     return f"{type_name(dt)}({expr})"
@@ -84,7 +88,7 @@ def op_source(op: str, out: np.dtype, loop: np.dtype, a: list[str], inlined=None
 def cast_source(src: np.dtype, dst: np.dtype, x: str) -> str:
     if dst.kind == "b":
         return f"({x} != 0)"
-    if src.kind == "f" and dst.kind in "iu" and dst.itemsize < 8:
+    if src.kind in "fV" and dst.kind in "iu" and dst.itemsize < 8:
         # numpy converts through a full-width signed integer, so out-of-range values wrap
         # (-1.0 -> uint16 65535); a direct narrow conversion is undefined in LLVM.
         return _wrap(dst, f"np.int64({x})")

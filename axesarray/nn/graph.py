@@ -26,11 +26,12 @@ import numpy as np
 from .. import engine
 from ..autograd.program import Program, root_leaf
 from ..autograd.rules import GRAD_NAMES, Kind, gradients, zeros_like
-from ..core.axes import as_axes, parse_names
+from ..core.axes import Axes, Axis, UnboundAxis, as_axes, parse_names
 from ..core.dtypes import as_dtype
 from ..core.strided import contiguous
 from ..creation import tensor as make_tensor
 from ..dag import nodes as ex
+from ..dag.resize import NotLengthGeneric, resize
 from ..errors import AxesError, fmt_axes, message
 from ..functions import explain as explain_tensor
 from ..tensors.gradients import seed_node
@@ -133,12 +134,27 @@ def placeholder(axes, dtype="float32", name: str | None = None) -> Tensor:
     Reading it anywhere else raises ``ValueError`` naming it; writing it raises
     ``TypeError``.
 
+    An axis given as ``ax.Axis("N", None)`` takes its length from each call's value (a
+    batch axis: the last, smaller batch of an epoch is accepted). The graph is built at
+    a nominal length (``NOMINAL``, 7); each new length rebuilds it for that length once
+    (kernels are reused where the loops are the same).
+
     >>> import axesarray as ax
     >>> x = ax.placeholder((ax.Axis("N", 2),), "float32", name="x")
     >>> f = ax.function(x * 2, inputs=[x])
     >>> f([1.0, 2.0]).numpy()
     array([2., 4.], dtype=float32)
+    >>> b = ax.placeholder((ax.Axis("N", None), ax.Axis("F", 2)), "float64", name="b")
+    >>> g = ax.function(b.sum("F").mean("N"), inputs=[b])
+    >>> float(g([[1.0, 2.0]] * 5)), float(g(b=[[0.0, 1.0]]))  # 5 rows, then 1, by name
+    (3.0, 1.0)
     """
+    if isinstance(axes, (list, tuple, Axes)):  # anything else: as_axes says what is wrong
+        items = list(axes)
+        dynamic = tuple(k for k, a in enumerate(items) if isinstance(a, UnboundAxis))
+        axes = [Axis(a.name, NOMINAL) if isinstance(a, UnboundAxis) else a for a in items]
+    else:
+        dynamic = ()
     full = as_axes(axes, "placeholder")
     dt = as_dtype(dtype, "placeholder")
     if name is not None and not isinstance(name, str):
@@ -149,7 +165,19 @@ def placeholder(axes, dtype="float32", name: str | None = None) -> Tensor:
     out = Tensor(full, ex.Leaf(data, contiguous(full.shape), False, tag=tag))
     tag.owner = weakref.ref(out)
     engine.UNBOUND.add(tag)
+    if dynamic:
+        DYNAMIC[out._node] = dynamic
     return out
+
+
+_NOTHING = object()  # an input not given (yet) in a call
+# The length an Axis(name, None) has while the graph is built. Not 1 or 2: a mean's count
+# and the constants folded from it (1/n, 2/n of a squared error's gradient) must not be
+# special constants at the nominal length (0, 1, 2, 0.5, -1 are structure, and x * 1 is
+# dropped), or the graph would not follow a new count.
+NOMINAL = 7
+# placeholder root leaf -> positions of its axes bound per call
+DYNAMIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def variables(expr: Tensor):
@@ -252,6 +280,14 @@ def _maker(t: Tensor):
     return lambda: allocate_leaf(t.axes, t.dtype, layout)
 
 
+def _declared(p: Tensor, dynamic: tuple, shape: bool = False) -> str:
+    """A placeholder's axes (or shape) as declared: ``N=any`` for an axis bound per call."""
+    if shape:
+        dims = ["any" if d in dynamic else str(n) for d, n in enumerate(p.shape)]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+    return ", ".join(f"{a.name}=any" if d in dynamic else str(a) for d, a in enumerate(p.axes))
+
+
 class Function:
     """``ax.function(outputs, inputs)``: planned once, called many times with values for
     the placeholders ``inputs``. See ``function``."""
@@ -291,6 +327,8 @@ class Function:
                     )
         self.outputs = outs
         self.inputs = ins
+        self.dynamic = [DYNAMIC.get(p._node, ()) for p in ins]
+        self.sized: dict = {}  # lengths of the dynamic axes -> (program, input leaves, axes)
         self.program = Program(
             [t._node for t in outs],
             [_maker(t) for t in outs],
@@ -302,12 +340,16 @@ class Function:
         """This call's storage for placeholder ``p`` (validated; zero-copy when possible)."""
         tag = p._node.tag
         who = f"input {k} ({tag.label})"
+        dyn = self.dynamic[k]
+        if dyn and isinstance(value, Tensor) and set(value.names) == set(p.names):
+            # Axes bound per call take any length: in axis order, checked as an array.
+            value = value.transpose(p.names).numpy()
         if isinstance(value, Tensor):
             if set(value.axes) != set(p.axes):
                 raise AxesError(
                     message(
                         "function",
-                        f"{who} has axes {fmt_axes(p.axes)}",
+                        f"{who} has axes {_declared(p, dyn)}",
                         f"got {fmt_axes(value.axes)}",
                         "Pass a tensor with these axes (any order) or a numpy array",
                     )
@@ -337,11 +379,15 @@ class Function:
                         "function", f"{who} takes a numpy array or a tensor", type(value).__name__
                     )
                 )
-            if arr.shape != p.shape:
+            if dyn and arr.ndim == p.ndim:
+                want = tuple(arr.shape[d] if d in dyn else n for d, n in enumerate(p.shape))
+            else:
+                want = p.shape
+            if arr.shape != want:
                 raise AxesError(
                     message(
                         "function",
-                        f"{who} has axes {fmt_axes(p.axes)}, shape {p.shape}",
+                        f"{who} has axes {_declared(p, dyn)}, shape {_declared(p, dyn, True)}",
                         f"got shape {arr.shape}",
                         "Pass an array of that shape, or a tensor with those axes",
                     )
@@ -356,21 +402,122 @@ class Function:
                     )
                 )
         arr = np.ascontiguousarray(arr)
-        return arr.reshape(-1) if arr.size else np.zeros(1, arr.dtype)
+        return (arr.reshape(-1) if arr.size else np.zeros(1, arr.dtype)), arr.shape
 
-    def __call__(self, *values):
-        if len(values) != len(self.inputs):
+    def _positional(self, values: tuple, named: dict) -> tuple:
+        """The values in input order, from positions and placeholder names."""
+        if not named:
+            if len(values) != len(self.inputs):
+                raise TypeError(
+                    message("function", f"takes {len(self.inputs)} input(s)", f"got {len(values)}")
+                )
+            return values
+        names = [p._node.tag.name for p in self.inputs]
+        slots = list(values) + [_NOTHING] * (len(self.inputs) - len(values))
+        if len(values) > len(self.inputs):
             raise TypeError(
                 message("function", f"takes {len(self.inputs)} input(s)", f"got {len(values)}")
             )
+        for key, v in named.items():
+            if key not in names:
+                known = ", ".join(repr(n) for n in names if n is not None) or "none"
+                raise TypeError(
+                    message(
+                        "function",
+                        f"no input is named {key!r}",
+                        f"named inputs: {known}",
+                        "Name a placeholder: ax.placeholder(axes, dtype, name='x')",
+                    )
+                )
+            k = names.index(key)
+            if slots[k] is not _NOTHING:
+                raise TypeError(message("function", f"input {key!r} is given twice"))
+            slots[k] = v
+        missing = [names[k] or f"input {k}" for k, v in enumerate(slots) if v is _NOTHING]
+        if missing:
+            raise TypeError(message("function", "missing input(s)", ", ".join(map(str, missing))))
+        return tuple(slots)
+
+    def _sized(self, shapes: list):
+        """(program, its input leaves, output axes) for this call's lengths of the axes
+        bound per call; the graph rebuilt for new lengths once per distinct set."""
+        key = tuple(tuple(s[d] for d in dyn) for s, dyn in zip(shapes, self.dynamic, strict=True))
+        hit = self.sized.get(key)
+        if hit is not None:
+            return hit
+        seen: dict = {}  # one length per name among the axes bound per call (one batch)
+        for k, (p, s, dyn) in enumerate(zip(self.inputs, shapes, self.dynamic, strict=True)):
+            for d in dyn:
+                name = p.names[d]
+                if seen.setdefault(name, (k, s[d]))[1] != s[d]:
+                    j, n = seen[name]
+                    raise AxesError(
+                        message(
+                            "function",
+                            f"axis {name!r} is bound per call and has two lengths",
+                            f"{name}={n} in input {j}, {name}={s[d]} in input {k}",
+                            "Pass the same batch length to every input",
+                        )
+                    )
+        nominal = tuple(
+            tuple(p.shape[d] for d in dyn) for p, dyn in zip(self.inputs, self.dynamic, strict=True)
+        )
+        if key == nominal:
+            hit = (self.program, [p._node for p in self.inputs], [t.axes for t in self.outputs])
+        else:
+            lengths = {
+                p._node: {d: s[d] for d in dyn}
+                for p, s, dyn in zip(self.inputs, shapes, self.dynamic, strict=True)
+                if dyn
+            }
+            try:
+                roots, leaves = resize([t._node for t in self.outputs], lengths)
+            except NotLengthGeneric as e:
+                raise AxesError(
+                    message(
+                        "function",
+                        "the outputs use an axis bound per call by its length",
+                        ", ".join(f"{n}={k}" for n, (_, k) in seen.items()) + f"; {e}",
+                        "Slice, pad, reshape or sort along other axes, or give the axis a "
+                        "length: ax.Axis(name, length)",
+                    )
+                ) from None
+            axes = [
+                Axes([a.resize(n) for a, n in zip(t.axes, r.shape, strict=True)])
+                for t, r in zip(self.outputs, roots, strict=True)
+            ]
+            outs = [
+                Tensor(a, r, t.layout) for a, r, t in zip(axes, roots, self.outputs, strict=True)
+            ]
+            inputs = [leaves.get(p._node, p._node) for p in self.inputs]
+            program = Program(
+                roots,
+                [_maker(t) for t in outs],
+                inputs=inputs,
+                labels=[_label(t, i) for i, t in enumerate(self.outputs)],
+            )
+            hit = (program, inputs, axes)
+        if len(self.sized) >= 64:  # many batch sizes: keep the latest ones
+            self.sized.pop(next(iter(self.sized)))
+        self.sized[key] = hit
+        return hit
+
+    def __call__(self, *values, **named):
+        values = self._positional(values, named)
         pairs = list(zip(self.inputs, values, strict=True))
-        data = [self._value(k, p, v) for k, (p, v) in enumerate(pairs)]
+        checked = [self._value(k, p, v) for k, (p, v) in enumerate(pairs)]
+        data = [d for d, _ in checked]
+        program, leaves, axes = self.program, [p._node for p in self.inputs], None
+        if any(self.dynamic):
+            program, leaves, axes = self._sized([s for _, s in checked])
         # Values travel by argument (no shared node is mutated): concurrent calls of one
         # function run in parallel, and the placeholders stay unbound outside the call.
-        bound = {p._node: d for (p, _), d in zip(pairs, data, strict=True)}
-        leaves = self.program.run(bound)
+        bound = dict(zip(leaves, data, strict=True))
+        out_leaves = program.run(bound)
+        axes = axes or [t.axes for t in self.outputs]
         results = [
-            Tensor(t.axes, leaf, t.layout) for t, leaf in zip(self.outputs, leaves, strict=True)
+            Tensor(a, leaf, t.layout)
+            for a, t, leaf in zip(axes, self.outputs, out_leaves, strict=True)
         ]
         return results[0] if self.single else tuple(results)
 

@@ -308,10 +308,13 @@ def bind(layout: Layout, axes: Axes, op: str = "to_layout") -> Layout:
         elif role_pairs(layout, extra, [a.name for a in missing]) is not None:
             pairs = role_pairs(layout, extra, [a.name for a in missing])
             roles = ", ".join(f"{r}='{a}'" for r, a in pairs)
-            hint = (
-                f"Map roles to axis names with keywords (axes in N C H W order): "
-                f"{op}('{layout}', {roles})"
+            # ax.zeros/ones/full/empty take the layout as a keyword after the axes.
+            call = (
+                f"ax.{op}(axes, layout='{layout}', {roles})"
+                if op in ("zeros", "ones", "full", "empty")
+                else f"{op}('{layout}', {roles})"
             )
+            hint = f"Map roles to axis names with keywords (axes in N C H W order): {call}"
         else:
             hint = "Name every axis of the tensor once in the layout"
         raise LayoutError(

@@ -301,4 +301,6 @@ def _topk(self, k, name, new_axis, largest: bool) -> tuple:
 
 
 def _name_needed(t, op: str) -> AxesError:
-    return AxesError(message(op, "name the axis to work along", fmt_axes(t._axes), f"x.{op}('C')"))
+    # numpy's sort/argsort default to the last axis: the example names it.
+    example = f"x.{op}({t.names[-1]!r})" if t.names else "A 0-d tensor has no axis: x.item()"
+    return AxesError(message(op, "name the axis to work along", fmt_axes(t._axes), example))

@@ -25,7 +25,7 @@ from ..core.strided import contiguous
 from ..dag import nodes as ex
 from ..dag import views as expr_views
 from ..dag.reshape import Reshape
-from ..errors import AxesError, fmt_axes, message
+from ..errors import AxesError, by_name, fmt_axes, message
 from ..storage.layouts import isel_layout
 from ..storage.memory import fresh
 from .calls import Gather
@@ -493,7 +493,7 @@ class ViewMethods:
                 "getitem",
                 "positional indexing is not supported",
                 f"got {_short(key)}; axes: {fmt_axes(self._axes)}",
-                "Index by name: x[{'C': slice(0, 4), 'H': 3}] or x.isel(C=slice(0, 4))",
+                by_name(self.names, key),
             )
         )
 

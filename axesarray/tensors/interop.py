@@ -33,12 +33,68 @@ __all__ = [
     "axis_names",
     "write_out",
     "array_ufunc",
+    "relabel_dlpack",
+    "bfloat16_from_dlpack",
 ]
 
 # numpy function -> implementation, filled here and by the modules above ``tensor``.
 ARRAY_FUNCTIONS: dict = {}
 
 _DL_CPU, _DL_CUDA = 1, 2  # DLPack device types (kDLCPU, kDLCUDA)
+_DL_UINT, _DL_BFLOAT = 1, 4  # DLPack type codes (kDLUInt, kDLBfloat)
+
+
+def relabel_dlpack(capsule, old: int, new: int):
+    """Change the type code of an unused 16-bit DLPack capsule from ``old`` to ``new``
+    (uint16 <-> bfloat16), in place; returns the capsule.
+
+    numpy neither exports nor imports bfloat16 through DLPack, but the bits are a uint16
+    array's: bfloat16 goes out as numpy's uint16 capsule relabelled, and comes in as a
+    producer's bfloat16 capsule relabelled uint16 (then viewed as bfloat16). The DLTensor
+    is at offset 0 of a ``dltensor`` capsule and at 32 of a ``dltensor_versioned`` one
+    (after version, manager context, deleter and flags); its dtype is at offset 20
+    (after data, device and ndim). ``BufferError`` when the capsule is anything else.
+    """
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    name = api.PyCapsule_GetName(capsule)
+    if name not in (b"dltensor", b"dltensor_versioned"):
+        raise BufferError(message("DLPack", "not an unused DLPack capsule", repr(name)))
+    base = api.PyCapsule_GetPointer(capsule, name) + (32 if name == b"dltensor_versioned" else 0)
+    code, bits, lanes = (ctypes.c_uint8 * 2).from_address(base + 20)[:] + [
+        ctypes.c_uint16.from_address(base + 22).value
+    ]
+    if (code, bits, lanes) != (old, 16, 1):
+        raise BufferError(
+            message("DLPack", "unexpected element type", f"code {code}, {bits} bits, {lanes} lanes")
+        )
+    ctypes.c_uint8.from_address(base + 20).value = new
+    return capsule
+
+
+class _Relabelled:
+    """A DLPack producer whose bfloat16 capsules are handed over as uint16 (for numpy)."""
+
+    def __init__(self, producer) -> None:
+        self.producer = producer
+
+    def __dlpack_device__(self):
+        return self.producer.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        return relabel_dlpack(self.producer.__dlpack__(**kwargs), _DL_BFLOAT, _DL_UINT)
+
+
+def bfloat16_from_dlpack(obj):
+    """``np.from_dlpack`` of a bfloat16 producer (torch, JAX): a zero-copy bfloat16 array."""
+    from ..core.dtypes import bfloat16
+
+    return np.from_dlpack(_Relabelled(obj)).view(bfloat16())
 
 
 def implements(*funcs):
@@ -172,7 +228,12 @@ class InteropMethods:
                 "len",
                 "a tensor has no length by position",
                 fmt_axes(self.axes),
-                "Ask an axis: t.axes['N'].length, or t.size for the element count",
+                (
+                    f"Ask an axis: x.axes[{self.names[0]!r}].length"
+                    ", or x.size for the element count"
+                    if self.names
+                    else "A 0-d tensor has one element: x.size is 1, x.item() its value"
+                ),
             )
         )
 
@@ -256,6 +317,8 @@ class InteropMethods:
             kwargs["max_version"] = max_version
         if dl_device is not None:
             kwargs["dl_device"] = dl_device
+        if arr.dtype.kind == "V":  # bfloat16: numpy's uint16 capsule, relabelled
+            return relabel_dlpack(arr.view(np.uint16).__dlpack__(**kwargs), _DL_UINT, _DL_BFLOAT)
         return arr.__dlpack__(**kwargs)
 
     def _device_dlpack(self, stream, max_version, dl_device, copy):
@@ -336,9 +399,10 @@ class InteropMethods:
         import xarray as xr
 
         if self.chunks is not None:  # a chunked tensor stays lazy: a dask-backed DataArray
-            return xr.DataArray(
-                self.to_dask(), dims=self.names, coords=coords, name=name, attrs=attrs
-            )
+            # Through a Variable: given a dask array, DataArray takes the array's task name
+            # ("xarray-<this-array>-...", "array-...") as its own name.
+            data = xr.Variable(self.names, self.to_dask())
+            return xr.DataArray(data, coords=coords, name=name, attrs=attrs)
         return xr.DataArray(
             self._host("to_xarray", None), dims=self.names, coords=coords, name=name, attrs=attrs
         )

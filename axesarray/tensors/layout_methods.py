@@ -67,17 +67,24 @@ def _zero_padding(phys: np.ndarray, layout: Layout, axes: Axes) -> None:
         phys[tuple(index)] = 0
 
 
-def allocate_leaf(axes: Axes, dtype, layout: Layout, device="cpu") -> ex.Leaf:
-    """New storage for ``axes`` in ``layout`` (already bound): padding zero, rest empty."""
+def allocate_leaf(axes: Axes, dtype, layout: Layout, device="cpu", fill=None) -> ex.Leaf:
+    """New storage for ``axes`` in ``layout`` (already bound): padding zero, the rest
+    ``fill`` (a scalar already checked against the dtype) or left empty."""
     dtype = np.dtype(dtype)
     device = as_device(device)
     shape = tuple(d.length for d in physical_dims(layout, axes))
     n = math.prod(shape)
+    padded = n != axes.size
     if device.is_cpu:
         data = allocate(n, dtype)
+        if fill is not None:
+            data.fill(fill)
         _zero_padding(data.reshape(shape), layout, axes)
+    elif fill is not None:
+        host = np.full(n, fill, dtype)
+        _zero_padding(host.reshape(shape), layout, axes)
+        data = device.upload(host)
     else:
-        padded = n != axes.size
         data = device.upload(np.zeros(n, dtype)) if padded else device.empty(n, dtype)
     view = _logical_view(layout, axes, contiguous_strides(shape), 0)
     return ex.Leaf(data, view)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import AxesError, fmt_axes, message
+from ..errors import AxesError, fmt_axes, iter_hint, message
 from .base import TensorBase
 
 __all__ = ["ScalarMethods"]
@@ -148,6 +148,9 @@ class ScalarMethods:
     def __iter__(self):
         raise TypeError(
             message(
-                "iter", "tensors are not iterable by position", None, "Select by name: x.isel(C=i)"
+                "iter",
+                "tensors are not iterable by position",
+                fmt_axes(self._axes),
+                iter_hint(self.names),
             )
         )

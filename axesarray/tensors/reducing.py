@@ -18,11 +18,13 @@ from typing import Self
 
 import numpy as np
 
+from ..autograd.rules import in_graph
 from ..core.axes import Axes, Axis, parse_names
 from ..core.reductions_table import REDUCTIONS
 from ..dag import build as expr_ops
 from ..dag import nodes as ex
 from ..dag import views as expr_views
+from ..dag.resize import COUNTS
 from ..errors import AxesError, fmt_axes, message
 from ..storage.layouts import isel_layout
 from .calls import ArgFlat, OverAxes
@@ -95,7 +97,24 @@ class ReductionMethods:
         total = self._reduce("sum", names, keepdims)
         if count == 0:
             return total / (float("nan") if total.dtype.kind == "f" else 0.0)
-        return total / count
+        mean = total / count
+        if in_graph(self._node):
+            mean = self._counted(mean, dims)
+        return mean
+
+    def _counted(self, mean, dims) -> Self:
+        """``mean`` with a divisor of its own, registered as the count of ``dims`` of this
+        tensor: a function whose placeholder has an axis bound per call (a batch) then
+        divides by the call's count (``dag.resize``)."""
+        node = mean._node
+        if type(node) is not ex.Map or type(node.children[1]) is not ex.Const:
+            return mean  # a bfloat16 mean (a rounding cast on top) keeps the built count
+        c = node.children[1]
+        fresh = ex.Const(c.value, c.dtype, c.shape)  # Consts are shared: this one is not
+        COUNTS[fresh] = (self._node, tuple(dims), None)
+        return type(self)(
+            mean._axes, ex.Map(node.op, (node.children[0], fresh), node.dtype), mean._layout
+        )
 
     def _var(self, names=None, ddof=0, keepdims: bool = False) -> Self:
         """The ``var`` row's build: ``sum((x - mean)**2) / max(n - ddof, 0)``."""

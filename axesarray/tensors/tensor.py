@@ -285,9 +285,15 @@ class Tensor(
     def astype(self, dtype) -> Tensor:
         """Convert with numpy's ``astype`` semantics (unsafe casting); an r-tensor.
 
+        ``"bfloat16"`` (needs ml_dtypes) is a storage dtype: ops on it compute in float32
+        and round once, where the result is stored.
+
         >>> import axesarray as ax, numpy as np
         >>> ax.tensor(np.array([1.7, -1.7]), "N").astype("int8").numpy()
         array([ 1, -1], dtype=int8)
+        >>> b = ax.tensor(np.array([1.0, 1.3]), "N").astype("bfloat16")
+        >>> b.numpy(), ((b * 3) / 3).numpy()
+        (array([1, 1.29688], dtype=bfloat16), array([1, 1.29688], dtype=bfloat16))
         """
         dt = as_dtype(dtype, "astype")
         node = self._node

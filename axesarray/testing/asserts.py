@@ -6,7 +6,7 @@ import numpy as np
 
 import axesarray as ax
 
-__all__ = ["TOL", "assert_close", "assert_named", "assert_shares_memory"]
+__all__ = ["TOL", "TOL_BFLOAT16", "assert_close", "assert_named", "assert_shares_memory"]
 
 # (rtol, atol) per float dtype; integers and bools compare exactly. float16 gets room for a
 # fused engine that computes in float32 and rounds once where numpy rounds at every step;
@@ -16,6 +16,10 @@ TOL = {
     np.dtype("float32"): (2e-5, 1e-5),
     np.dtype("float64"): (1e-11, 1e-12),
 }
+# bfloat16 (8 significant bits, kept out of TOL so that importing it needs no ml_dtypes):
+# one unit in the last place, as a float32 result within an ulp of numpy's can round to
+# the neighbouring bfloat16.
+TOL_BFLOAT16 = (1e-2, 1e-2)
 
 
 def assert_close(actual, expected, *, dtype=True, scale: float = 1.0, err_msg: str = "") -> None:
@@ -38,7 +42,7 @@ def assert_close(actual, expected, *, dtype=True, scale: float = 1.0, err_msg: s
     assert actual.shape == expected.shape, (
         f"shape {actual.shape} != numpy's {expected.shape}. {err_msg}"
     )
-    tol = TOL.get(expected.dtype)
+    tol = TOL.get(expected.dtype) if expected.dtype.kind != "V" else TOL_BFLOAT16
     if tol is None:
         np.testing.assert_array_equal(actual, expected, err_msg=err_msg, strict=dtype)
     else:

@@ -123,6 +123,12 @@ def _n(count: int, word: str) -> str:
 # --- lowering ------------------------------------------------------------------------------
 
 
+def _dtype_code(dt: np.dtype) -> str:
+    """A dtype as a recipe writes it: numpy's ``str``, but bfloat16 by name ('<V2' is any
+    2-byte void); ``tasks`` reads it back."""
+    return dt.name if dt.kind == "V" else dt.str
+
+
 def _chunks_text(chunks: tuple) -> str:
     if len(set(chunks)) == 1:
         return f"{len(chunks)} x {chunks[0]}"
@@ -443,11 +449,11 @@ class _Region:
                 return at[id(n)]
             if n.kind in _REGION and (n.kind == "const" or has_chunked(n)):
                 if n.kind == "const":
-                    entry = ("const", n.value.item(), n.dtype.str)
+                    entry = ("const", n.value.item(), _dtype_code(n.dtype))
                 elif n.kind == "map":
-                    entry = ("map", n.op, n.dtype.str, *(visit(c) for c in n.children))
+                    entry = ("map", n.op, _dtype_code(n.dtype), *(visit(c) for c in n.children))
                 else:
-                    entry = ("cast", n.dtype.str, visit(n.arg))
+                    entry = ("cast", _dtype_code(n.dtype), visit(n.arg))
             else:
                 k = self.index.get(id(n))
                 if k is None:

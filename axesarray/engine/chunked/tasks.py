@@ -27,6 +27,7 @@ import numpy as np
 from ...storage.devices import host_array
 from ...dag.nodes import Cast, Const, Leaf, Map, Node, Reduce
 from ...dag.build import reduce as reduce_node
+from ...core.dtypes import as_dtype
 from ...core.ops import OPS
 from ...options import OPTIONS
 from ...storage.memory import wrap_array
@@ -56,6 +57,12 @@ _BLOCK_SCHEDULES_MAX = 256
 
 
 # --- running a node in memory -----------------------------------------------------------------
+
+
+def _dtype(code: str) -> np.dtype:
+    """A recipe's dtype (``lowering._dtype_code``); bfloat16 imports ml_dtypes here, in a
+    worker process that has not."""
+    return as_dtype(code) if code == "bfloat16" else np.dtype(code)
 
 
 def _run_serial(plan, params, dst: Leaf | None) -> dict:
@@ -135,11 +142,11 @@ def _decode(recipe: tuple, leaves: list, shape: tuple) -> Node:
         if tag == "in":
             nodes.append(leaves[entry[1]])
         elif tag == "const":
-            nodes.append(Const(entry[1], np.dtype(entry[2]), shape))
+            nodes.append(Const(entry[1], _dtype(entry[2]), shape))
         elif tag == "map":
-            nodes.append(Map(entry[1], tuple(nodes[k] for k in entry[3:]), np.dtype(entry[2])))
+            nodes.append(Map(entry[1], tuple(nodes[k] for k in entry[3:]), _dtype(entry[2])))
         else:
-            nodes.append(Cast(nodes[entry[2]], np.dtype(entry[1])))
+            nodes.append(Cast(nodes[entry[2]], _dtype(entry[1])))
     return nodes[-1]
 
 
