@@ -9,7 +9,7 @@ array([2., 4., 6.])
 
 import sys as _sys
 
-from . import _startup  # first: Ctrl-C while the program imports (see _startup)
+from . import _startup  # noqa: F401 - first: Ctrl-C while the program imports (see _startup)
 from .core.axes import Axes, Axis, broadcast_axes
 
 __all__ = ["Axis", "Axes", "broadcast_axes"]
@@ -59,9 +59,9 @@ from .everyday import allclose, apply, einsum, isclose, stack
 
 __all__ += ["allclose", "apply", "einsum", "isclose", "stack"]
 
+from .io.npy import load, save
 from .layout_ops import empty_like_layout, physical, repack, to_layout
 from .storage.layouts import Layout
-from .io.npy import load, save
 
 __all__ += ["Layout", "empty_like_layout", "load", "physical", "repack", "save", "to_layout"]
 
@@ -70,9 +70,7 @@ from .io.zarr_store import from_dask, open_zarr, to_zarr
 __all__ += ["from_dask", "open_zarr", "to_zarr"]
 
 from .nn import optim
-
-# ``import axesarray.optim`` / ``from axesarray.optim import SGD`` keep working.
-_sys.modules[__name__ + ".optim"] = optim
+from .nn.functional import log_softmax, logsumexp, softmax, softmax_cross_entropy
 from .nn.graph import (  # graph.explain also takes lists and functions (it replaces functions')
     constant,
     explain,  # noqa: F401 - already in __all__
@@ -83,7 +81,9 @@ from .nn.graph import (  # graph.explain also takes lists and functions (it repl
     variable,
     variables,
 )
-from .nn.functional import log_softmax, logsumexp, softmax, softmax_cross_entropy
+
+# ``import axesarray.optim`` / ``from axesarray.optim import SGD`` keep working.
+_sys.modules[__name__ + ".optim"] = optim
 
 __all__ += [
     "constant",

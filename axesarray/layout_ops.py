@@ -9,8 +9,8 @@ import numpy as np
 from .core.axes import Axes, as_axes
 from .core.dtypes import as_dtype
 from .errors import AxesError, LayoutError, fmt_axes, message
-from .tensors.layout_methods import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
 from .storage.layouts import Layout, bind
+from .tensors.layout_methods import allocate_leaf, layout_for_axes, stored_as, wrap_physical_leaf
 from .tensors.tensor import Tensor, assign
 
 __all__ = ["empty_like_layout", "to_layout", "repack", "physical", "wrap_physical"]

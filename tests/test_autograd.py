@@ -11,8 +11,8 @@ from grad_trees import SHAPES, run, run_step, run_torch, trees
 from hypothesis import given, settings
 
 import axesarray as ax
-from axesarray.dag import nodes as ex
 from axesarray.core.ops import OPS
+from axesarray.dag import nodes as ex
 
 rng = np.random.default_rng(11)
 

@@ -7,8 +7,8 @@ import json
 import os
 import re
 import resource
-import subprocess
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 

@@ -8,20 +8,19 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import axesarray as ax
+from axesarray.core.strided import View, contiguous
 from axesarray.dag import nodes as ex
 from axesarray.engine.dispatch import source_for
 from axesarray.engine.executor import schedule_for
 from axesarray.engine.planner import build_schedule
 from axesarray.engine.rewrite import rewrite
 from axesarray.engine.schedule import DotStep, KernelStep
-from axesarray.kernels.ir import KConst, KLeaf, KMap, KPad, kernel_nodes, reindex
+from axesarray.kernels.ir import KConst, KLeaf, KMap, KPad, reindex
 from axesarray.kernels.loops import build_loop_nest
 from axesarray.kernels.lower import Lowered
 from axesarray.kernels.scalar import Body, op_source
-from axesarray.core.strided import View, contiguous
 from axesarray.tensors.tensor import checked_assignment
 
 F32, F64, I8, B = (np.dtype(t) for t in ("float32", "float64", "int8", "bool"))

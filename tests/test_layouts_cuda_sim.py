@@ -14,9 +14,9 @@ import textwrap
 import numpy as np
 import pytest
 
+from axesarray.core.strided import contiguous
 from axesarray.dag.nodes import Leaf
 from axesarray.kernels.repack.run_cpu import try_repack
-from axesarray.core.strided import contiguous
 
 SCRIPT = textwrap.dedent(
     """

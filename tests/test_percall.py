@@ -14,8 +14,8 @@ from conftest import assert_close
 
 import axesarray as ax
 from axesarray.dag import build as expr_ops
-from axesarray.engine import alias, executor
 from axesarray.dag.nodes import Const, Map, walk
+from axesarray.engine import alias, executor
 
 AX_I = ax.Axis("I", 7)
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from axesarray.core.strided import Block, View, addresses, contiguous, permute
 from axesarray.dag.nodes import Leaf
 from axesarray.kernels.repack import run_cpu as rp
 from axesarray.kernels.repack.plan import VECTOR_BYTES, canonical, plans, segment
 from axesarray.storage.memory import wrap_array
-from axesarray.core.strided import Block, View, addresses, contiguous, permute
 
 WIDTHS = {1: "uint8", 2: "float16", 4: "float32", 8: "float64"}
 

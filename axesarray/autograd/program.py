@@ -21,17 +21,17 @@ from __future__ import annotations
 import attrs
 
 from .. import engine
+from ..core.ops import OPS
+from ..dag import nodes as ex
+from ..dag import views as expr_views
 from ..dag.chunked_leaf import has_chunked
+from ..dag.reshape import reshape
+from ..dag.text import dim_names, formula, inputs, is_position
+from ..display.planviews import program_html
 from ..engine import executor
 from ..engine.planner import heavy_nodes
 from ..engine.runner import Bound, kernel_calls
 from ..options import OPTIONS
-from ..core.ops import OPS
-from ..dag import nodes as ex
-from ..dag import views as expr_views
-from ..dag.reshape import reshape
-from ..dag.text import dim_names, formula, inputs, is_position
-from ..display.planviews import program_html
 from ..storage.memory import allocate
 
 __all__ = ["Program", "Stage", "StagePlan", "ProgramPlan", "root_leaf"]

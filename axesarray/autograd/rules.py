@@ -41,12 +41,13 @@ import attrs
 import numpy as np
 
 from .. import engine
-from ..dag import nodes as ex
-from ..dag import build as expr_ops, views as expr_views
-from ..errors import fmt_axes, message
 from ..core.ops import OPS
-from ..dag.reshape import Reshape, reshape
 from ..core.reductions_table import REDUCTIONS
+from ..dag import build as expr_ops
+from ..dag import nodes as ex
+from ..dag import views as expr_views
+from ..dag.reshape import Reshape, reshape
+from ..errors import fmt_axes, message
 
 __all__ = [
     "Kind",

@@ -14,10 +14,10 @@ import weakref
 import numpy as np
 
 from ..core import dtypes
-from .nodes import Cast, Const, Map, Node, Reduce, lazy
-from .resize import COUNTS, counted
 from ..core.ops import COMPARISONS, OPS, apply_map
 from ..core.reductions_table import REDUCTIONS
+from .nodes import Cast, Const, Map, Node, Reduce, lazy
+from .resize import COUNTS, counted
 
 __all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce", "rounded", "widen"]
 

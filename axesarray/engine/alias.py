@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import weakref
 
-from ..storage.devices import device_of
+from ..core.strided import View, span
 from ..dag.nodes import Leaf
 from ..kernels.ir import KLeaf
-from ..core.strided import View, span
+from ..storage.devices import device_of
 from .planner import fresh_view, make_step
 from .schedule import KernelStep
 

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from .._version import __version__
-from ..storage.devices import Device
 from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
 from ..options import OPTIONS
+from ..storage.devices import Device
 from .binder import binder, lowered
 from .schedule import KernelStep
 

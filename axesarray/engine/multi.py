@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 
-from ..storage.devices import device_of
 from ..kernels.ir import KConst, KLeaf, kernel_nodes
+from ..storage.devices import device_of
 from .alias import _bounds
 from .dispatch import run_kernel
 from .explain import Plan, make_plan

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..storage.devices import device_of, host_array
-from ..errors import AxesError, message
-from ..dag.nodes import Leaf, Node, walk
 from ..core.ops import OPS, apply_map
-from ..dag.reshape import merge_order
-from ..storage.memory import leaf_array, wrap_array
-from ..core.strided import addresses
 from ..core.reductions_table import REDUCERS, REDUCTIONS
+from ..core.strided import addresses
+from ..dag.nodes import Leaf, Node, walk
+from ..dag.reshape import merge_order
+from ..errors import AxesError, message
+from ..storage.devices import device_of, host_array
+from ..storage.memory import leaf_array, wrap_array
 
 __all__ = ["evaluate_array", "assign", "remap_array", "call_value"]
 

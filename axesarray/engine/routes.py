@@ -9,8 +9,8 @@ microseconds, so small copies stay with a fused copy kernel.
 
 from __future__ import annotations
 
-from ..storage.devices import Device, host_array
 from ..dag.nodes import Leaf, Node
+from ..storage.devices import Device, host_array
 from .binder import array_of
 from .reference import call_value
 from .schedule import CallStep, DotStep

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.axes import Axes, Axis, spec_items
+from ..core.axes import Axis, spec_items
 from ..dag.chunked_leaf import Chunked
 from ..errors import AxesError, LayoutError, fmt_axes, message
 from ..storage.layouts import Layout, physical_dims

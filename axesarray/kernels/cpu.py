@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.ops import OPS
+from ..core.reductions_table import REDUCTIONS
 from .ir import kernel_nodes
 from .lower import Lowered
-from ..core.reductions_table import REDUCTIONS
 from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, type_name
 
 __all__ = ["cpu_source", "can_stream", "CHUNKS"]

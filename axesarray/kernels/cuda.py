@@ -9,9 +9,9 @@ Each generated module exposes ``launch(*args)``, which picks the grid and launch
 
 from __future__ import annotations
 
+from ..core.reductions_table import REDUCTIONS
 from .cpu import _bases, _combine, _decompose, _emit_body, _Src, _store, epilogue
 from .lower import Lowered
-from ..core.reductions_table import REDUCTIONS
 from .scalar import REDUCE_INIT, acc_dtype, type_name
 
 __all__ = ["cuda_source", "threads_per_block"]

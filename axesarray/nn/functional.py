@@ -30,8 +30,8 @@ from __future__ import annotations
 from ..autograd.rules import register_symbolic
 from ..errors import AxesError, fmt_axes, message
 from ..functions import exp, isfinite, log, stop_gradient, where
-from ..tensors.tensor import Tensor
 from ..tensors.indexing import align, resolve_names
+from ..tensors.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "softmax_cross_entropy"]
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 
+from ..autograd.program import Program, ProgramPlan
 from ..creation import zeros
 from ..errors import fmt_axes, message
-from .graph import persistent_tensor
-from ..autograd.program import Program, ProgramPlan
-from ..tensors.tensor import Tensor
 from ..tensors.indexing import align
+from ..tensors.tensor import Tensor
+from .graph import persistent_tensor
 
 __all__ = ["Optimizer", "SGD", "Adam"]
 

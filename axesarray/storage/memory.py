@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 
-from ..errors import AxesError, fmt_axes, message
 from ..core.strided import View, contiguous
+from ..errors import AxesError, fmt_axes, message
 
 __all__ = ["ALIGN", "AllocationError", "allocate", "wrap_array", "leaf_array", "fresh"]
 

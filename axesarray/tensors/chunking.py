@@ -16,14 +16,14 @@ from typing import Self
 import numpy as np
 
 from .. import engine
-from ..dag import nodes as ex
 from ..core.axes import Axes, Axis, axes_for_shape
-from ..storage.devices import host_array
-from ..errors import AxesError, LayoutError, fmt_axes, message
+from ..dag import nodes as ex
 from ..dag.chunked_leaf import Chunked, has_chunked
-from .layout_methods import allocate_leaf, layout_for_axes, wrap_physical_leaf
-from ..storage.layouts import Layout, bind, physical_dims
+from ..errors import AxesError, LayoutError, fmt_axes, message
+from ..storage.devices import host_array
+from ..storage.layouts import Layout, physical_dims
 from ..storage.memory import wrap_array
+from .layout_methods import allocate_leaf, layout_for_axes, wrap_physical_leaf
 
 __all__ = ["ChunkedMethods", "dask_array", "to_physical", "to_logical", "block_aligned"]
 

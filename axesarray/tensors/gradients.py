@@ -9,15 +9,15 @@ Tensor objects stay as small as before. Results are built with ``type(self)``.
 
 from __future__ import annotations
 
-from .base import TensorBase
-from ..dag import nodes as ex
-from ..dag import build as expr_ops
-from ..autograd.rules import GRAD_NAMES, gradients
-from ..errors import AxesError, fmt_axes, message
-from .layout_methods import allocate_leaf, layout_for_axes
 from ..autograd.program import Program
+from ..autograd.rules import GRAD_NAMES, gradients
+from ..dag import build as expr_ops
+from ..dag import nodes as ex
+from ..errors import AxesError, fmt_axes, message
 from ..storage.memory import fresh
+from .base import TensorBase
 from .indexing import align
+from .layout_methods import allocate_leaf, layout_for_axes
 
 __all__ = ["GradMethods", "seed_node", "grad_buffer"]
 

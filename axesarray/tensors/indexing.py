@@ -18,7 +18,6 @@ from typing import Self
 
 import numpy as np
 
-from .base import TensorBase
 from ..autograd.rules import in_graph
 from ..core.axes import Axes, Axis, as_axes, broadcast_axes, parse_names
 from ..core.strided import contiguous
@@ -28,6 +27,7 @@ from ..dag.reshape import Reshape
 from ..errors import AxesError, by_name, fmt_axes, message
 from ..storage.layouts import isel_layout
 from ..storage.memory import fresh
+from .base import TensorBase
 from .calls import Gather
 
 __all__ = ["ViewMethods", "align", "resolve_names"]

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import TensorBase
 from .. import engine
-from ..dag import nodes as ex
-from ..storage.devices import device_of
-from ..errors import AxesError, fmt_axes, message
 from ..core.ops import UFUNCS
-from ..storage.memory import wrap_array
 from ..core.reductions_table import REDUCTIONS, UFUNC_REDUCE
+from ..dag import nodes as ex
+from ..errors import AxesError, fmt_axes, message
+from ..storage.devices import device_of
+from ..storage.memory import wrap_array
+from .base import TensorBase
 
 __all__ = [
     "InteropMethods",

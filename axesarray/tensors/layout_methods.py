@@ -16,16 +16,16 @@ import math
 
 import numpy as np
 
-from ..dag.chunked_leaf import has_chunked
 from .. import engine
-from ..dag import nodes as ex
 from ..autograd.rules import in_graph
 from ..core.axes import Axes, Axis, parse_names
-from ..storage.devices import as_device, device_of
+from ..core.strided import Block, View, contiguous_strides
+from ..dag import nodes as ex
+from ..dag.chunked_leaf import has_chunked
 from ..errors import AxesError, LayoutError, fmt_axes, message
+from ..storage.devices import as_device, device_of
 from ..storage.layouts import Layout, bind, physical_dims
 from ..storage.memory import allocate, wrap_array
-from ..core.strided import Block, View, contiguous_strides
 
 __all__ = ["allocate_leaf", "layout_for_axes", "stored_as", "wrap_physical_leaf", "LayoutMethods"]
 

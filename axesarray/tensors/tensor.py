@@ -26,9 +26,9 @@ from ..dag.chunked_leaf import Chunked, has_chunked
 from ..display.reprs import tensor_html, tensor_repr
 from ..errors import AxesError, fmt_axes, message
 from ..storage.devices import as_device, device_of
+from .base import TensorBase
 from .calls import CallMethods, Gather
 from .chunking import ChunkedMethods
-from .base import TensorBase
 from .gradients import GradMethods
 from .indexing import ViewMethods, align
 from .interop import InteropMethods, array_ufunc

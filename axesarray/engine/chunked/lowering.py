@@ -31,6 +31,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ...core.reductions_table import REDUCTIONS
 from ...dag import nodes as ex
 from ...dag.build import reduce as reduce_node
 from ...dag.chunked_leaf import Chunked, has_chunked
@@ -43,7 +44,6 @@ from ...storage.memory import wrap_array
 from .. import executor, reference
 from .tasks import BlockFunction, Combine, Into, IntoFunction, arg_dtype, keep_partials, run_assign
 from .tasks import evaluate as _run
-from ...core.reductions_table import REDUCTIONS
 
 __all__ = [
     "evaluate",

@@ -24,18 +24,18 @@ import threading
 
 import numpy as np
 
-from ...storage.devices import host_array
-from ...dag.nodes import Cast, Const, Leaf, Map, Node, Reduce
-from ...dag.build import reduce as reduce_node
 from ...core.dtypes import as_dtype
 from ...core.ops import OPS
-from ...options import OPTIONS
-from ...storage.memory import wrap_array
+from ...core.reductions_table import REDUCTIONS
 from ...core.strided import remap_view
+from ...dag.build import reduce as reduce_node
+from ...dag.nodes import Cast, Const, Leaf, Map, Node, Reduce
+from ...options import OPTIONS
+from ...storage.devices import host_array
+from ...storage.memory import wrap_array
 from .. import executor, reference
 from ..routes import try_copy
 from ..runner import Bound, run_schedule
-from ...core.reductions_table import REDUCTIONS
 
 __all__ = [
     "BlockFunction",

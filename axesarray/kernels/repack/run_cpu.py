@@ -27,14 +27,14 @@ import numba
 import numpy as np
 from numba import njit
 
-from ...storage.devices import device_of
-from ...dag.nodes import Leaf
-from ...storage.numba_private import NO_NRT
 from ...core.strided import has_internal_overlap, span
-from . import simd
-from .run_cuda import try_repack_cuda
-from .plan import VECTOR_BYTES, RepackPlan, plans
+from ...dag.nodes import Leaf
+from ...storage.devices import device_of
+from ...storage.numba_private import NO_NRT
 from ..threads import worker_pool
+from . import simd
+from .plan import VECTOR_BYTES, RepackPlan, plans
+from .run_cuda import try_repack_cuda
 
 __all__ = ["try_repack", "run_repack", "tile_sizes"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...storage.devices import device_of
 from ...dag.nodes import Leaf
+from ...storage.devices import device_of
 from .plan import RepackPlan, plans
 
 __all__ = ["try_repack_cuda", "TILE", "ROWS"]
