@@ -256,7 +256,7 @@ def apply(fn, *tensors, core=None, out_axes=None, dtype=None, vectorize: bool = 
     otype = dt.char if vectorize else None
     fn_call = Apply(Same(fn), tuple(perms), tuple(shapes), loop.shape, kw, signature, otype)
     name = getattr(fn, "__name__", type(fn).__name__)
-    node = ex.Call(fn_call, [t._node for t in ts], result.shape, dt, name, tuple(arg_dims))
+    node = ex.Call(fn_call, [t.node for t in ts], result.shape, dt, name, tuple(arg_dims))
     return Tensor(result, node)
 
 

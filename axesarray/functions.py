@@ -30,8 +30,8 @@ def _elementwise_function(row):
     if row.arity == 1:
 
         def fn(x):
-            if type(x) is Tensor and x._layout is None:  # the common case, without detours
-                return Tensor(x._axes, expr_ops.map1(op, x._node))
+            if type(x) is Tensor and x.layout is None:  # the common case, without detours
+                return Tensor(x.axes, expr_ops.map1(op, x.node))
             return elementwise(op, x)
 
     else:
@@ -173,7 +173,7 @@ def pad(x: Tensor, widths: dict | None = None, value=0, **kwargs) -> Tensor:
             message("pad", "widths are given per axis name", f"got {widths!r}", "Use e.g. H=(1, 1)")
         )
     spec = dict(widths or {}, **kwargs)
-    node = x._node
+    node = x.node
     new_axes = list(x.axes)
     for name, width in spec.items():
         d = x.axes.index(name, "pad")
@@ -315,6 +315,6 @@ def _planned(op: str, expr, out) -> tuple:
             message(op, "expected a Tensor (an expression)", f"got {type(expr).__name__}")
         )
     if out is None:
-        return expr._node, None, expr.names
+        return expr.node, None, expr.names
     dst, node = checked_assignment(out, expr)
     return node, dst, out.names

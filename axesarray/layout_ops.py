@@ -130,7 +130,7 @@ def repack(t: Tensor, layout=None, *, out: Tensor | None = None, **roles) -> Ten
         )
     if layout is not None:
         want = bind(Layout.parse(layout, **roles), out.axes, "repack")
-        if out.layout != want and not (out.layout is None and stored_as(out._node, out.axes, want)):
+        if out.layout != want and not (out.layout is None and stored_as(out.node, out.axes, want)):
             raise LayoutError(
                 message(
                     "repack",

@@ -189,7 +189,7 @@ def memory_map(
     ((1, 64, 2, 2), 256)
     """
     _check_lvalue(t, op)
-    leaf = t._node
+    leaf = t.node
     view = leaf.view
     names = tuple(a.name for a in t.axes)
     hint = "Pass a larger limit, or first_blocks=True"
@@ -408,7 +408,7 @@ def color_axis(t, m: MemoryMap, color_by: str | None, op: str) -> int | None:
             )
         return m.names.index(color_by)
     # A broadcast axis (stride 0) colours nothing apart: every cell holds its index 0.
-    strides = t._node.view.strides
+    strides = t.node.view.strides
     if "C" in m.names and strides[m.names.index("C")] != 0:
         return m.names.index("C")
     if m.block_axis is not None:

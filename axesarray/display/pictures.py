@@ -52,7 +52,7 @@ def layout_svg(
     if not getattr(t, "is_lvalue", False):
         return None
     m = None
-    if not first_blocks and t._node.view.size <= limit:
+    if not first_blocks and t.node.view.size <= limit:
         m = memory_map(t, limit, "layout_svg", refuse=False)
     if m is None:
         if first_blocks is False:
@@ -126,7 +126,7 @@ def _svg_caption(t, m) -> str:
     """Where the view starts when not at the picture's first cell, and what a first-blocks
     picture leaves out: ``first blocks: N 1 of 32, C 64 of 64...``."""
     parts = []
-    view = t._node.view
+    view = t.node.view
     first = first_address(view)
     if view.size and first != m.start:
         where = f"element 0 at address {first} (byte {first * t.dtype.itemsize})"

@@ -55,7 +55,7 @@ def memory_order(t) -> list[tuple[str, int, int, int]]:
     ``C%4`` (the lanes). The layout tag gives the order when it names the tensor's axes;
     otherwise the order is read from the strides (broadcast dims, stride 0, last).
     """
-    view = t._node.view
+    view = t.node.view
     names = [a.name for a in t.axes]
     blocks = view.blocks or (None,) * view.ndim
     lay = t.layout
@@ -105,7 +105,7 @@ def _layout_text(t) -> str | None:
 
 def _storage_facts(t) -> tuple[str, str]:
     """(storage sentence, contiguity) of an l-tensor."""
-    leaf = t._node
+    leaf = t.node
     view, item, total = leaf.view, leaf.dtype.itemsize, int(leaf.data.size)
     order = memory_order(t)
     physical = math.prod(n for _, n, _, _ in order) if order else 1
@@ -139,7 +139,7 @@ def _storage_facts(t) -> tuple[str, str]:
 
 def _lanes_note(t) -> str:
     """How a view through blocks picks its lanes: ``C: lanes 1, 4, 7... of blocks of 32``."""
-    view = t._node.view
+    view = t.node.view
     notes = []
     for a, b in zip(t.axes, view.blocks or (), strict=False):
         if b is not None and (b.phase or b.step != 1):
@@ -153,7 +153,7 @@ def _lanes_note(t) -> str:
 
 
 def _kind(t) -> str:
-    node = t._node
+    node = t.node
     text = "l-tensor" if t.is_lvalue else "r-tensor"
     if t.is_lvalue and not node.writeable:
         text += ", read-only"
@@ -214,15 +214,15 @@ def _preview(t) -> tuple[str | None, str]:
     lists, summarize = _indices(t.shape, t.size)
     if any(
         type(p) is ex.Leaf and p.tag is not None and p.tag.kind == "placeholder"
-        for p in t._node.params
+        for p in t.node.params
     ):
         return None, "no value: a placeholder has one only during a call of its function"
     if t.is_lvalue:
-        sub = _gather(t._node, lists)
-    elif has_chunked(t._node):
+        sub = _gather(t.node, lists)
+    elif has_chunked(t.node):
         return None, "chunked (dask), not computed: .compute() or .numpy() computes it"
     else:
-        cost = work(t._node)
+        cost = work(t.node)
         if t.size > PREVIEW_ELEMENTS or cost > PREVIEW_WORK:
             return None, (
                 f"not evaluated: {t.size:,} elements, {cost:,} element reads or operations "
@@ -279,8 +279,8 @@ def tensor_repr(t, plan=None) -> str:
         storage, how = _storage_facts(t)
         lines.append(f"  {storage}, {how}")
     else:
-        inp = inputs(t._node, t.axes.names)
-        lines.append("  = " + formula(t._node, inp))
+        inp = inputs(t.node, t.axes.names)
+        lines.append("  = " + formula(t.node, inp))
         # Constants are written into the formula; leaves and pad values need the key.
         key = [str(i) for i in inp.infos if i.kind != "constant"]
         lines.extend(_wrap(key, "  where ", "; "))
@@ -350,7 +350,7 @@ def _facts_html(t) -> str:
         order = memory_order(t)
         rows.append(("memory order", " → ".join(label for label, *_ in order) or "scalar"))
         storage, how = _storage_facts(t)
-        total = int(t._node.data.size) * item
+        total = int(t.node.data.size) * item
         rows.append(
             ("bytes", f"{nbytes_text(t.size * item)} of values, {nbytes_text(total)} allocated")
         )
@@ -373,9 +373,9 @@ def _values_html(t) -> str:
 
 
 def _expression_html(t) -> str:
-    inp = inputs(t._node, t.axes.names)
+    inp = inputs(t.node, t.axes.names)
     rows = []
-    for prefix, text, kind in tree_lines(t._node, inp):
+    for prefix, text, kind in tree_lines(t.node, inp):
         rows.append(
             f'<div style="white-space:pre">{_e(prefix)}<b>{_e(text)}</b>'
             f'  <span style="{_MUTED}">{_e(kind)}</span></div>'
@@ -388,11 +388,11 @@ def _expression_html(t) -> str:
             for i in inp.infos
         ],
     )
-    return _details(f"expression = {formula(t._node, inp)}", tree + key)
+    return _details(f"expression = {formula(t.node, inp)}", tree + key)
 
 
 def _placeholder(t) -> bool:
-    tag = getattr(t._node, "tag", None)
+    tag = getattr(t.node, "tag", None)
     return tag is not None and tag.kind == "placeholder"
 
 
@@ -440,8 +440,8 @@ def tensor_html(t, plan=None) -> str:
         parts.append(_facts_html(t))
         parts.append(_expression_html(t))
         chunks = getattr(plan, "chunks", None)
-        if chunks is None and t._node.kind == "chunked":
-            chunks = t._node.chunks
+        if chunks is None and t.node.kind == "chunked":
+            chunks = t.node.chunks
         if chunks is not None:
             grid = chunk_svg(t.axes.names, chunks)
             if grid is not None:

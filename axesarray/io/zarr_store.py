@@ -137,10 +137,10 @@ def _to_zarr(t, store, chunks, progress, op: str = "to_zarr", source=None) -> No
     if chunks is not None or t.chunks is None:
         t = t.chunk(chunks or {})
     if layout is not None:
-        node = t._node
+        node = t.node
         if type(node) is not Chunked or node.physical is None:
             t = t.to_layout(layout)
-        phys = t._node.physical
+        phys = t.node.physical
         names = [d.label for d in physical_dims(layout, t.axes)]
     else:
         phys = t.to_dask()

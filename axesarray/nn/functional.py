@@ -83,7 +83,7 @@ def softmax(x: Tensor, axis) -> Tensor:
         gt = Tensor(p.axes, g)
         return (_node_of(p * (gt - (gt * p).sum(names)), x),)
 
-    register_symbolic(p._node, (x._node,), backward)
+    register_symbolic(p.node, (x.node,), backward)
     return p
 
 
@@ -102,7 +102,7 @@ def log_softmax(x: Tensor, axis) -> Tensor:
         gt = Tensor(out.axes, g)
         return (_node_of(gt - (e / s) * gt.sum(names), x),)
 
-    register_symbolic(out._node, (x._node,), backward)
+    register_symbolic(out.node, (x.node,), backward)
     return out
 
 
@@ -120,7 +120,7 @@ def logsumexp(x: Tensor, axis) -> Tensor:
     def backward(g):
         return (_node_of((e / s) * Tensor(out.axes, g), x),)
 
-    register_symbolic(out._node, (x._node,), backward)
+    register_symbolic(out.node, (x.node,), backward)
     return out
 
 
@@ -156,5 +156,5 @@ def softmax_cross_entropy(logits: Tensor, labels: Tensor, axis) -> Tensor:
         d_labels = _node_of(-logits * gt, logits) if y.dtype.kind == "f" else None
         return (d_logits, d_labels)
 
-    register_symbolic(loss._node, (logits._node, y._node), backward)
+    register_symbolic(loss.node, (logits.node, y.node), backward)
     return loss

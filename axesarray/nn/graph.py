@@ -87,7 +87,7 @@ def _declare(kind: str, value, axes, dtype, name, op: str) -> Tensor:
                 "Pass dtype='float32'",
             )
         )
-    leaf = src._node
+    leaf = src.node
     tag = Kind(kind, name, src.axes, src.layout)
     node = ex.Leaf(leaf.data, leaf.view, kind in ("persistent", "variable"), tag=tag)
     out = Tensor(src.axes, node, src.layout)
@@ -166,7 +166,7 @@ def placeholder(axes, dtype="float32", name: str | None = None) -> Tensor:
     tag.owner = weakref.ref(out)
     engine.UNBOUND.add(tag)
     if dynamic:
-        DYNAMIC[out._node] = dynamic
+        DYNAMIC[out.node] = dynamic
     return out
 
 
@@ -190,7 +190,7 @@ def variables(expr: Tensor):
     """
     if not isinstance(expr, Tensor):
         raise TypeError(message("variables", "expected a Tensor", type(expr).__name__))
-    for leaf in ex.leaf_roots(expr._node):
+    for leaf in ex.leaf_roots(expr.node):
         tag = leaf.tag
         if tag is None or not tag.trainable:
             continue
@@ -231,11 +231,11 @@ def grad(loss: Tensor, wrt, seed=None):
                 message("grad", f"wrt[{k}] must be a float tensor, not {w.dtype}", fmt_axes(w.axes))
             )
     start = seed_node(loss, seed, "grad")
-    nodes = gradients(loss._node, start, [w._node for w in targets])
+    nodes = gradients(loss.node, start, [w.node for w in targets])
     out = []
     for w, g in zip(targets, nodes, strict=True):
-        g = zeros_like(w._node) if g is None else g
-        tag = root_leaf(w._node).tag
+        g = zeros_like(w.node) if g is None else g
+        tag = root_leaf(w.node).tag
         if tag is not None and tag.name:
             GRAD_NAMES[g] = f"grad_{tag.name}"
         out.append(Tensor(w.axes, g, w.layout))
@@ -266,9 +266,9 @@ def _tensors(value, op: str, what: str, item: str) -> list:
 
 
 def _label(t: Tensor, i: int) -> str:
-    name = GRAD_NAMES.get(t._node)
-    if name is None and type(t._node) is ex.Leaf and t._node.tag is not None:
-        name = t._node.tag.name
+    name = GRAD_NAMES.get(t.node)
+    if name is None and type(t.node) is ex.Leaf and t.node.tag is not None:
+        name = t.node.tag.name
     return name or f"output {i}"
 
 
@@ -297,7 +297,7 @@ class Function:
         outs = _tensors(outputs, "function", "outputs", "output")
         ins = _tensors(inputs, "function", "inputs", "input")
         for k, p in enumerate(ins):
-            if not (isinstance(p, Tensor) and p.kind == "placeholder" and p._node.origin is None):
+            if not (isinstance(p, Tensor) and p.kind == "placeholder" and p.node.origin is None):
                 raise TypeError(
                     message(
                         "function",
@@ -306,12 +306,12 @@ class Function:
                         "Inputs are tensors made by ax.placeholder(axes, dtype)",
                     )
                 )
-        roots = [p._node for p in ins]
+        roots = [p.node for p in ins]
         if len({id(r) for r in roots}) != len(roots):
             raise ValueError(message("function", "a placeholder is listed twice in inputs"))
         listed = {id(r) for r in roots}
         for t in outs:
-            for leaf in ex.leaf_roots(t._node):
+            for leaf in ex.leaf_roots(t.node):
                 if (
                     leaf.tag is not None
                     and leaf.tag.kind == "placeholder"
@@ -327,10 +327,10 @@ class Function:
                     )
         self.outputs = outs
         self.inputs = ins
-        self.dynamic = [DYNAMIC.get(p._node, ()) for p in ins]
+        self.dynamic = [DYNAMIC.get(p.node, ()) for p in ins]
         self.sized: dict = {}  # lengths of the dynamic axes -> (program, input leaves, axes)
         self.program = Program(
-            [t._node for t in outs],
+            [t.node for t in outs],
             [_maker(t) for t in outs],
             inputs=roots,
             labels=[_label(t, i) for i, t in enumerate(outs)],
@@ -338,7 +338,7 @@ class Function:
 
     def _value(self, k: int, p: Tensor, value) -> np.ndarray:
         """This call's storage for placeholder ``p`` (validated; zero-copy when possible)."""
-        tag = p._node.tag
+        tag = p.node.tag
         who = f"input {k} ({tag.label})"
         dyn = self.dynamic[k]
         if dyn and isinstance(value, Tensor) and set(value.names) == set(p.names):
@@ -412,7 +412,7 @@ class Function:
                     message("function", f"takes {len(self.inputs)} input(s)", f"got {len(values)}")
                 )
             return values
-        names = [p._node.tag.name for p in self.inputs]
+        names = [p.node.tag.name for p in self.inputs]
         slots = list(values) + [_NOTHING] * (len(self.inputs) - len(values))
         if len(values) > len(self.inputs):
             raise TypeError(
@@ -463,15 +463,15 @@ class Function:
             tuple(p.shape[d] for d in dyn) for p, dyn in zip(self.inputs, self.dynamic, strict=True)
         )
         if key == nominal:
-            hit = (self.program, [p._node for p in self.inputs], [t.axes for t in self.outputs])
+            hit = (self.program, [p.node for p in self.inputs], [t.axes for t in self.outputs])
         else:
             lengths = {
-                p._node: {d: s[d] for d in dyn}
+                p.node: {d: s[d] for d in dyn}
                 for p, s, dyn in zip(self.inputs, shapes, self.dynamic, strict=True)
                 if dyn
             }
             try:
-                roots, leaves = resize([t._node for t in self.outputs], lengths)
+                roots, leaves = resize([t.node for t in self.outputs], lengths)
             except NotLengthGeneric as e:
                 raise AxesError(
                     message(
@@ -489,7 +489,7 @@ class Function:
             outs = [
                 Tensor(a, r, t.layout) for a, r, t in zip(axes, roots, self.outputs, strict=True)
             ]
-            inputs = [leaves.get(p._node, p._node) for p in self.inputs]
+            inputs = [leaves.get(p.node, p.node) for p in self.inputs]
             program = Program(
                 roots,
                 [_maker(t) for t in outs],
@@ -507,7 +507,7 @@ class Function:
         pairs = list(zip(self.inputs, values, strict=True))
         checked = [self._value(k, p, v) for k, (p, v) in enumerate(pairs)]
         data = [d for d, _ in checked]
-        program, leaves, axes = self.program, [p._node for p in self.inputs], None
+        program, leaves, axes = self.program, [p.node for p in self.inputs], None
         if any(self.dynamic):
             program, leaves, axes = self._sized([s for _, s in checked])
         # Values travel by argument (no shared node is mutated): concurrent calls of one
@@ -528,7 +528,7 @@ class Function:
     def __reduce__(self):
         # Its stages are plans over this process's leaves and kernels; its outputs are lazy
         # graph tensors (refused too). Rebuilding it from loaded tensors is cheap.
-        ins = ", ".join(p._node.tag.label for p in self.inputs) or "none"
+        ins = ", ".join(p.node.tag.label for p in self.inputs) or "none"
         raise TypeError(
             message(
                 "function",
@@ -587,7 +587,7 @@ def explain(expr, out: Tensor | None = None, *, timed: bool = False, repeat: int
         )
     if isinstance(expr, (list, tuple)):
         ts = _tensors(expr, "explain", "a list of expressions", "item")
-        prog = Program([t._node for t in ts], labels=[_label(t, i) for i, t in enumerate(ts)])
+        prog = Program([t.node for t in ts], labels=[_label(t, i) for i, t in enumerate(ts)])
         return prog.explain([t.names for t in ts])
     if hasattr(expr, "explain"):
         return expr.explain()

@@ -53,7 +53,7 @@ class Optimizer:
             raise ValueError(message(self.name, "got no parameters"))
         seen = set()
         for k, p in enumerate(items):
-            ok = isinstance(p, Tensor) and p.trainable and p._node.origin is None
+            ok = isinstance(p, Tensor) and p.trainable and p.node.origin is None
             if not ok:
                 what = fmt_axes(p.axes) if isinstance(p, Tensor) else type(p).__name__
                 raise TypeError(
@@ -64,9 +64,9 @@ class Optimizer:
                         "Optimize tensors made by ax.variable(initial, axes)",
                     )
                 )
-            if id(p._node) in seen:
+            if id(p.node) in seen:
                 raise ValueError(message(self.name, f"parameter {k} is listed twice"))
-            seen.add(id(p._node))
+            seen.add(id(p.node))
         self.params = items
         self.steps = 0  # step() calls
         # Updates per parameter (torch's ``state["step"]``): a parameter without a gradient
@@ -85,10 +85,10 @@ class Optimizer:
             g = p.grad
             if g is None:
                 continue
-            name = p._node.tag.name or f"param {i}"
+            name = p.node.tag.name or f"param {i}"
             for dst, value, what in self._updates(i, p, g, counts[i]):
-                outputs.append(value._node if value.axes == dst.axes else _aligned(value, dst))
-                dsts.append(dst._node)
+                outputs.append(value.node if value.axes == dst.axes else _aligned(value, dst))
+                dsts.append(dst.node)
                 labels.append(f"{what} of {name}")
                 fuse.append(i)  # a parameter's updates: one multi-output kernel
         return Program(outputs, dsts, labels=labels, fuse=fuse) if outputs else None

@@ -4,7 +4,9 @@ A tensor is ``(axes, node, layout)``: its named axes, the DAG node that computes
 ``Leaf`` for an l-tensor) and the layout its storage uses (None for plain strided). The
 parts of ``Tensor`` (``metadata``, ``indexing``, ``reducing``...) are mixins over this base;
 ``isinstance(x, TensorBase)`` is how any of them asks whether ``x`` is a tensor (a mixin is
-never a type test). The state is read through ``axes``, ``layout`` and ``node``.
+never a type test). The state is read through ``axes``, ``layout`` (the metadata part) and
+``node``: only this module and the class itself (``tensors.tensor``, whose operator paths
+are the per-call hot path) touch the slots.
 """
 
 from __future__ import annotations

@@ -217,11 +217,11 @@ class CallMethods:
             if self.ndim != 1:
                 raise _name_needed(self, op)
             name = self.names[0]
-        d = self._axes.index(name, op)
+        d = self.axes.index(name, op)
         fn = AlongAxis(func, d, tuple(sorted(kwargs.items())))
         ident = tuple(range(self.ndim))
-        node = ex.Call(fn, (self._node,), self.shape, dtype, op, (ident,))
-        return type(self)(self._axes, node)
+        node = ex.Call(fn, (self.node,), self.shape, dtype, op, (ident,))
+        return type(self)(self.axes, node)
 
     def cumsum(self, name=None) -> Self:
         """Running sum along the named axis (numpy's dtype: ints sum in int64).
@@ -278,8 +278,8 @@ def _topk(self, k, name, new_axis, largest: bool) -> tuple:
         if self.ndim != 1:
             raise _name_needed(self, "topk")
         name = self.names[0]
-    d = self._axes.index(name, "topk")
-    axis = self._axes[d]
+    d = self.axes.index(name, "topk")
+    axis = self.axes[d]
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= axis.length:
         raise ValueError(
             message(
@@ -290,11 +290,11 @@ def _topk(self, k, name, new_axis, largest: bool) -> tuple:
             )
         )
     new = Axis(new_axis or axis.name, k)
-    items = list(self._axes)
+    items = list(self.axes)
     items[d] = new
     out = Axes(items)
     ident = (tuple(range(self.ndim)),)
-    node = (self._node,)
+    node = (self.node,)
     values = ex.Call(TopK(d, k, largest, False), node, out.shape, self.dtype, "topk", ident)
     index = ex.Call(TopK(d, k, largest, True), node, out.shape, np.int64, "topk", ident)
     return type(self)(out, values), type(self)(out, index)
@@ -303,4 +303,4 @@ def _topk(self, k, name, new_axis, largest: bool) -> tuple:
 def _name_needed(t, op: str) -> AxesError:
     # numpy's sort/argsort default to the last axis: the example names it.
     example = f"x.{op}({t.names[-1]!r})" if t.names else "A 0-d tensor has no axis: x.item()"
-    return AxesError(message(op, "name the axis to work along", fmt_axes(t._axes), example))
+    return AxesError(message(op, "name the axis to work along", fmt_axes(t.axes), example))

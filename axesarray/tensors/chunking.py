@@ -232,11 +232,11 @@ class ChunkedMethods:
         >>> ax.tensor(np.zeros((4, 3)), "N C").chunk({"N": 2}).chunks
         {'N': (2, 2), 'C': (3,)}
         """
-        if not has_chunked(self._node):
+        if not has_chunked(self.node):
             return None
-        arr = engine.chunked_engine().logical_array(self._node)
+        arr = engine.chunked_engine().logical_array(self.node)
         return {
-            a.name: tuple(int(c) for c in cs) for a, cs in zip(self._axes, arr.chunks, strict=True)
+            a.name: tuple(int(c) for c in cs) for a, cs in zip(self.axes, arr.chunks, strict=True)
         }
 
     def chunk(self, chunks: dict | None = None, **sizes) -> Self:
@@ -251,15 +251,15 @@ class ChunkedMethods:
         """
         da = dask_array("chunk")
         target = _target_chunks(self, dict(chunks or {}, **sizes), "chunk")
-        layout = self._layout
+        layout = self.layout
         if layout is not None and not layout.partial:
-            _check_blocks(self._axes, layout, target, "chunk")
-        node = self._node
+            _check_blocks(self.axes, layout, target, "chunk")
+        node = self.node
         if not has_chunked(node):
             arr = da.from_array(self.numpy(), chunks=target)
         else:
             arr = engine.chunked_engine().logical_array(node).rechunk(target)
-        out = type(self)(self._axes, Chunked(arr))
+        out = type(self)(self.axes, Chunked(arr))
         if layout is not None and not layout.partial:
             return out._chunked_layout(layout)
         return out
@@ -273,8 +273,8 @@ class ChunkedMethods:
         ((2, 2), (3,))
         """
         da = dask_array("to_dask")
-        if has_chunked(self._node):
-            return engine.chunked_engine().logical_array(self._node)
+        if has_chunked(self.node):
+            return engine.chunked_engine().logical_array(self.node)
         values = self.numpy()
         return da.from_array(values, chunks=values.shape)
 
@@ -287,40 +287,40 @@ class ChunkedMethods:
         >>> (t * 2).compute().numpy()
         array([0., 2., 4., 6.])
         """
-        node = self._node
+        node = self.node
         if not has_chunked(node):
             return self.eval()
-        layout = self._layout
+        layout = self.layout
         if type(node) is Chunked and node.physical is not None and layout is not None:
             phys = np.asarray(node.physical.compute())
-            axes, leaf, lay = wrap_physical_leaf(phys, tuple(self._axes), layout)
+            axes, leaf, lay = wrap_physical_leaf(phys, tuple(self.axes), layout)
             return type(self)(axes, leaf, lay)
         base, view = wrap_array(np.ascontiguousarray(engine.to_numpy(node)))
-        out = type(self)(self._axes, ex.Leaf(base, view))
-        return out.to_layout(layout_for_axes(self._axes, layout)) if layout is not None else out
+        out = type(self)(self.axes, ex.Leaf(base, view))
+        return out.to_layout(layout_for_axes(self.axes, layout)) if layout is not None else out
 
     def _chunked_layout(self, lay: Layout) -> Self:
         """This chunked tensor stored in ``lay`` (bound): chunks moved to block boundaries."""
-        arr = engine.chunked_engine().logical_array(self._node)
+        arr = engine.chunked_engine().logical_array(self.node)
         want = list(arr.chunks)
         for name, x in lay.blocks:
-            d = self._axes.index(name)
+            d = self.axes.index(name)
             want[d] = block_aligned(want[d], x)
         if tuple(want) != arr.chunks:
             arr = arr.rechunk(tuple(want))
-        phys = to_physical(arr, self._axes, lay)
-        node = Chunked(to_logical(phys, self._axes, lay), physical=phys)
-        return type(self)(self._axes, node, lay)
+        phys = to_physical(arr, self.axes, lay)
+        node = Chunked(to_logical(phys, self.axes, lay), physical=phys)
+        return type(self)(self.axes, node, lay)
 
     def _chunked_physical(self):
         """``physical`` of a chunked tensor: the dask array of its physical storage."""
-        node = self._node
-        if type(node) is not Chunked or node.physical is None or self._layout is None:
+        node = self.node
+        if type(node) is not Chunked or node.physical is None or self.layout is None:
             raise LayoutError(
                 message(
                     "physical",
                     "a chunked tensor has a physical array only once stored in a layout",
-                    f"layout {self._layout}; {fmt_axes(self._axes)}",
+                    f"layout {self.layout}; {fmt_axes(self.axes)}",
                     "Store it first: t.to_layout('NCHW32').physical (a dask array)",
                 )
             )

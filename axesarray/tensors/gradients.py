@@ -73,7 +73,7 @@ def grad_buffer(tag, view, dtype) -> tuple[ex.Leaf, object]:
 
 
 def _declared(t):
-    node = t._node
+    node = t.node
     return node.tag if type(node) is ex.Leaf and node.tag is not None else None
 
 
@@ -117,14 +117,14 @@ class GradMethods:
         >>> w.grad.numpy()
         array([2., 4.])
         """
-        node = self._node
+        node = self.node
         tag = _declared(self)
         return tag.grad if tag is not None and node.origin is None else None
 
     @grad.setter
     def grad(self, value) -> None:
         tag = _declared(self)
-        if tag is None or not tag.trainable or self._node.origin is not None:
+        if tag is None or not tag.trainable or self.node.origin is not None:
             raise TypeError(
                 message(
                     "grad",
@@ -162,7 +162,7 @@ class GradMethods:
         array([2., 4.])
         """
         start = seed_node(self, seed, "backward")
-        roots = [r for r in ex.leaf_roots(self._node) if r.tag is not None and r.tag.trainable]
+        roots = [r for r in ex.leaf_roots(self.node) if r.tag is not None and r.tag.trainable]
         if not roots:
             raise ValueError(
                 message(
@@ -172,16 +172,16 @@ class GradMethods:
                     "Create parameters with ax.variable(initial, axes)",
                 )
             )
-        grads = gradients(self._node, start, roots, "backward")
+        grads = gradients(self.node, start, roots, "backward")
         outputs, dsts, labels, fresh_tags = [], [], [], []
         for leaf, g in zip(roots, grads, strict=True):
             if g is None:
                 continue  # read only through stop_gradient or integer values
             tag = leaf.tag
             old = tag.grad
-            if old is not None and old.is_lvalue and old._node.writeable and old.dtype == g.dtype:
-                dsts.append(old._node)
-                g = expr_ops.map_op("add", (old._node, g), g.shape)
+            if old is not None and old.is_lvalue and old.node.writeable and old.dtype == g.dtype:
+                dsts.append(old.node)
+                g = expr_ops.map_op("add", (old.node, g), g.shape)
             else:
                 if old is not None:
                     g = expr_ops.map_op(

@@ -48,10 +48,10 @@ def resolve_names(axes: Axes, names, op: str) -> list[int]:
 
 def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
     """``t``'s node indexed by ``axes`` (a superset of its axes): transpose + broadcast."""
-    if t._axes == axes:
-        return t._node
-    maps = tuple((axes.index(a.name, op), 0, 1) for a in t._axes)
-    return expr_views.remap(t._node, axes.shape, maps)
+    if t.axes == axes:
+        return t.node
+    maps = tuple((axes.index(a.name, op), 0, 1) for a in t.axes)
+    return expr_views.remap(t.node, axes.shape, maps)
 
 
 def _is_basic(key) -> bool:
@@ -84,7 +84,7 @@ def _index_tensor(t, axis: Axis, key):
                 message(
                     "isel",
                     f"a boolean mask for axis {axis.name!r} must have exactly that axis",
-                    f"axis {axis}; mask: {fmt_axes(key._axes)}",
+                    f"axis {axis}; mask: {fmt_axes(key.axes)}",
                     f"Index with a mask over {axis.name!r} only",
                 )
             )
@@ -133,7 +133,7 @@ def _short(key) -> str:
     """A key for a message: a tensor or an array by its type and axes or shape, never its
     values (a mask can be large)."""
     if isinstance(key, TensorBase):
-        return f"a {key.dtype} tensor ({fmt_axes(key._axes)})"
+        return f"a {key.dtype} tensor ({fmt_axes(key.axes)})"
     if isinstance(key, np.ndarray):
         return f"a {key.dtype} array of shape {key.shape}"
     text = repr(key)
@@ -203,7 +203,7 @@ class ViewMethods:
     __slots__ = ()
 
     def _remapped(self, axes: Axes, maps: tuple, layout=None) -> Self:
-        return type(self)(axes, expr_views.remap(self._node, axes.shape, maps), layout)
+        return type(self)(axes, expr_views.remap(self.node, axes.shape, maps), layout)
 
     def transpose(self, *names) -> Self:
         """Reorder axes by name (a view). ``...`` stands for the other axes in order; no
@@ -219,8 +219,8 @@ class ViewMethods:
         spec = names[0] if len(names) == 1 and not isinstance(names[0], Axis) else names
         wanted = list(parse_names(spec, "transpose"))
         for item in (spec,) if isinstance(spec, Axis) else () if isinstance(spec, str) else spec:
-            if isinstance(item, Axis) and item.name in self._axes:
-                self._axes.index(item, "transpose")  # an Axis states a length: check it
+            if isinstance(item, Axis) and item.name in self.axes:
+                self.axes.index(item, "transpose")  # an Axis states a length: check it
         if "..." in wanted:
             listed = {n for n in wanted if n != "..."}
             rest = [n for n in self.names if n not in listed]
@@ -238,13 +238,13 @@ class ViewMethods:
                 message(
                     "transpose",
                     "the names must be a permutation of the axes: " + "; ".join(fact),
-                    f"axes: {fmt_axes(self._axes)}; got {' '.join(wanted)}",
+                    f"axes: {fmt_axes(self.axes)}; got {' '.join(wanted)}",
                     "List every axis once, or use '...' for the rest",
                 )
             )
-        new_axes = Axes._trusted(tuple(self._axes[n] for n in wanted))
-        maps = tuple((wanted.index(a.name), 0, 1) for a in self._axes)
-        return self._remapped(new_axes, maps, self._layout)
+        new_axes = Axes._trusted(tuple(self.axes[n] for n in wanted))
+        maps = tuple((wanted.index(a.name), 0, 1) for a in self.axes)
+        return self._remapped(new_axes, maps, self.layout)
 
     @property
     def T(self) -> Self:
@@ -295,15 +295,15 @@ class ViewMethods:
                 message(
                     "reshape",
                     "reshape takes a mapping of axis names, not a shape",
-                    f"got {spec!r}; axes: {fmt_axes(self._axes)}",
+                    f"got {spec!r}; axes: {fmt_axes(self.axes)}",
                     "Split with {'C': ('G', 'Cg')} and merge with {('H', 'W'): 'S'}",
                 )
             )
         out = self
         for key, value in dict(spec or {}, **kwargs).items():
             if isinstance(key, str) and not isinstance(value, str):
-                d = out._axes.index(key, "reshape")
-                out = out.split(key, _split_parts(out._axes[d], value))
+                d = out.axes.index(key, "reshape")
+                out = out.split(key, _split_parts(out.axes[d], value))
             elif isinstance(value, str):
                 names = parse_names(key, "reshape")
                 out = out.flatten(names, value)
@@ -325,8 +325,8 @@ class ViewMethods:
         >>> ax.tensor(np.arange(3), "N").flip("N").numpy()
         array([2, 1, 0])
         """
-        dims = resolve_names(self._axes, names, "flip")
-        return self.isel({self._axes[d].name: slice(None, None, -1) for d in dims})
+        dims = resolve_names(self.axes, names, "flip")
+        return self.isel({self.axes[d].name: slice(None, None, -1) for d in dims})
 
     def roll(self, shifts: dict | None = None, **kwargs) -> Self:
         """Shift elements along named axes, wrapping around (``np.roll``; xarray's
@@ -338,8 +338,8 @@ class ViewMethods:
         """
         out = self
         for name, shift in dict(shifts or {}, **kwargs).items():
-            d = out._axes.index(name, "roll")
-            n = out._axes[d].length
+            d = out.axes.index(name, "roll")
+            n = out.axes[d].length
             try:
                 k = operator.index(shift) % n if n else 0
             except TypeError:
@@ -350,7 +350,7 @@ class ViewMethods:
             if k == 0:
                 continue
             head, tail = out.isel({name: slice(n - k, None)}), out.isel({name: slice(0, n - k)})
-            out = type(self)(out._axes, ex.Concat((head._node, tail._node), d))
+            out = type(self)(out.axes, ex.Concat((head.node, tail.node), d))
         return out
 
     def diff(self, name, n: int = 1) -> Self:
@@ -364,10 +364,10 @@ class ViewMethods:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(message("diff", "n must be a non-negative integer", f"got {n!r}"))
         out = self
-        d = self._axes.index(name, "diff")
-        name = self._axes[d].name
+        d = self.axes.index(name, "diff")
+        name = self.axes[d].name
         for _ in range(n):
-            if out._axes[d].length == 0:
+            if out.axes[d].length == 0:
                 break
             upper, lower = out.isel({name: slice(1, None)}), out.isel({name: slice(None, -1)})
             out = (upper != lower) if out.dtype.kind == "b" else upper - lower
@@ -394,14 +394,14 @@ class ViewMethods:
         """
         ind = dict(indexers or {}, **kwargs)
         for name in ind:
-            self._axes.index(name, "isel")
+            self.axes.index(name, "isel")
         advanced = {n: k for n, k in ind.items() if not _is_basic(k)}
         if advanced:
             basic = {n: k for n, k in ind.items() if n not in advanced}
             return (self.isel(basic) if basic else self)._gather(advanced)
         maps = []
         new_axes = []
-        for axis in self._axes:
+        for axis in self.axes:
             key = ind.get(axis.name, slice(None))
             if isinstance(key, slice):
                 if key.step == 0:
@@ -435,10 +435,10 @@ class ViewMethods:
                     )
                 )
             maps.append((-1, i % axis.length, 0))
-        layout = self._layout
+        layout = self.layout
         if layout is not None:
             # Integers drop their axis from the tag; a cut through blocks marks it partial.
-            layout = isel_layout(layout, self._axes, ind)
+            layout = isel_layout(layout, self.axes, ind)
         return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
 
     def _gather(self, keys: dict) -> Self:
@@ -448,36 +448,36 @@ class ViewMethods:
         first indexed axis, except those named like another axis of this tensor (same
         length required), which are read pointwise along it.
         """
-        indices = {n: _index_tensor(self, self._axes[n], k) for n, k in keys.items()}
+        indices = {n: _index_tensor(self, self.axes[n], k) for n, k in keys.items()}
         joint = None
         for t in indices.values():
-            joint = t._axes if joint is None else broadcast_axes(joint, t._axes, "isel", "union")
-        kept = [a for a in self._axes if a.name not in indices]
+            joint = t.axes if joint is None else broadcast_axes(joint, t.axes, "isel", "union")
+        kept = [a for a in self.axes if a.name not in indices]
         kept_names = {a.name for a in kept}
         for a in joint:
-            if a.name in kept_names and a != self._axes[a.name]:
+            if a.name in kept_names and a != self.axes[a.name]:
                 raise AxesError(
                     message(
                         "isel",
                         f"index axis {a.name!r} has length {a.length}, but the tensor's "
-                        f"axis {a.name!r} has length {self._axes[a.name].length}",
-                        f"tensor: {fmt_axes(self._axes)}; index: {fmt_axes(joint)}",
+                        f"axis {a.name!r} has length {self.axes[a.name].length}",
+                        f"tensor: {fmt_axes(self.axes)}; index: {fmt_axes(joint)}",
                         "Rename the index axis to add a new axis, or match the lengths",
                     )
                 )
-        first = min(self._axes.index(n) for n in indices)
-        before = [a for a in kept if self._axes.index(a.name) < first]
-        after = [a for a in kept if self._axes.index(a.name) > first]
+        first = min(self.axes.index(n) for n in indices)
+        before = [a for a in kept if self.axes.index(a.name) < first]
+        after = [a for a in kept if self.axes.index(a.name) > first]
         out = as_axes(before + [a for a in joint if a.name not in kept_names] + after, "isel")
         order = list(indices)
         sources = tuple(
             ("index", order.index(a.name)) if a.name in indices else ("out", out.index(a.name))
-            for a in self._axes
+            for a in self.axes
         )
-        index_dims = tuple(tuple(out.index(a.name) for a in indices[n]._axes) for n in order)
+        index_dims = tuple(tuple(out.index(a.name) for a in indices[n].axes) for n in order)
         fn = Gather(sources, index_dims, out.shape, self.names)
         arg_dims = (tuple(-1 if k == "index" else v for k, v in sources),) + index_dims
-        args = (self._node,) + tuple(indices[n]._node for n in order)
+        args = (self.node,) + tuple(indices[n].node for n in order)
         return type(self)(out, ex.Call(fn, args, out.shape, self.dtype, "isel", arg_dims))
 
     def __getitem__(self, key) -> Self:
@@ -492,7 +492,7 @@ class ViewMethods:
             message(
                 "getitem",
                 "positional indexing is not supported",
-                f"got {_short(key)}; axes: {fmt_axes(self._axes)}",
+                f"got {_short(key)}; axes: {fmt_axes(self.axes)}",
                 by_name(self.names, key),
             )
         )
@@ -520,23 +520,23 @@ class ViewMethods:
                     "Compare to make one: x[x > 0]",
                 )
             )
-        lacking = [a for a in mask._axes if a.name not in self._axes]
-        if lacking or any(self._axes[a.name] != a for a in mask._axes):
+        lacking = [a for a in mask.axes if a.name not in self.axes]
+        if lacking or any(self.axes[a.name] != a for a in mask.axes):
             raise AxesError(
                 message(
                     "getitem",
                     "the mask's axes must be axes of the tensor, with the same lengths",
-                    f"tensor: {fmt_axes(self._axes)}; mask: {fmt_axes(mask._axes)}",
+                    f"tensor: {fmt_axes(self.axes)}; mask: {fmt_axes(mask.axes)}",
                     "Build the mask from this tensor's axes, or rename the mask's",
                 )
             )
-        names = [n for n in self.names if n in mask._axes]
+        names = [n for n in self.names if n in mask.axes]
         if not names:
             raise AxesError(
                 message(
                     "getitem",
                     "a mask without axes selects no axis",
-                    f"tensor: {fmt_axes(self._axes)}",
+                    f"tensor: {fmt_axes(self.axes)}",
                     "Use x.where(cond, other) for a condition without axes",
                 )
             )
@@ -561,10 +561,10 @@ class ViewMethods:
         """
         ren = dict(mapping or {}, **kwargs)
         for old in ren:
-            self._axes.index(old, "rename")
-        new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self._axes], "rename")
-        layout = None if self._layout is None else self._layout.renamed(ren)
-        return type(self)(new, self._node, layout)
+            self.axes.index(old, "rename")
+        new = as_axes([Axis(ren.get(a.name, a.name), a.length) for a in self.axes], "rename")
+        layout = None if self.layout is None else self.layout.renamed(ren)
+        return type(self)(new, self.node, layout)
 
     def broadcast_to(self, axes) -> Self:
         """View with the given axes (a superset of this tensor's); new axes have stride 0.
@@ -578,18 +578,18 @@ class ViewMethods:
         """
         target = as_axes(axes.axes if isinstance(axes, TensorBase) else axes, "broadcast_to")
         names = set(target.names)
-        missing = [a for a in self._axes if a.name not in names]
+        missing = [a for a in self.axes if a.name not in names]
         if missing:
             raise AxesError(
                 message(
                     "broadcast_to",
                     "the target lacks axes of the tensor: "
                     + ", ".join(repr(a.name) for a in missing),
-                    f"tensor: {fmt_axes(self._axes)}; target: {fmt_axes(target)}",
+                    f"tensor: {fmt_axes(self.axes)}; target: {fmt_axes(target)}",
                     "Include every axis of the tensor in the target",
                 )
             )
-        broadcast_axes(self._axes, target, op="broadcast_to")  # length check
+        broadcast_axes(self.axes, target, op="broadcast_to")  # length check
         node = align(self, target, "broadcast_to")
         if type(node) is ex.Leaf and target.size > self.size:
             node = ex.derived_leaf(node, node.view, ("same",), writeable=False)
@@ -610,7 +610,7 @@ class ViewMethods:
             )
         position %= self.ndim + 1
         target = as_axes(
-            tuple(self._axes)[:position] + tuple(new) + tuple(self._axes)[position:], "expand_dims"
+            tuple(self.axes)[:position] + tuple(new) + tuple(self.axes)[position:], "expand_dims"
         )
         return self.broadcast_to(target)
 
@@ -622,10 +622,10 @@ class ViewMethods:
         ('N', 'C')
         """
         if names is None:
-            dims = [d for d, a in enumerate(self._axes) if a.length == 1]
+            dims = [d for d, a in enumerate(self.axes) if a.length == 1]
         else:
-            dims = resolve_names(self._axes, names, "squeeze")
-            bad = [self._axes[d] for d in dims if self._axes[d].length != 1]
+            dims = resolve_names(self.axes, names, "squeeze")
+            bad = [self.axes[d] for d in dims if self.axes[d].length != 1]
             if bad:
                 raise AxesError(
                     message(
@@ -635,7 +635,7 @@ class ViewMethods:
                         "Select one index with isel instead",
                     )
                 )
-        return self.isel({self._axes[d].name: 0 for d in dims})
+        return self.isel({self.axes[d].name: 0 for d in dims})
 
     def split(self, name, axes, copy: bool | None = None) -> Self:
         """Unflatten one axis into several whose lengths multiply to its length (a view).
@@ -645,9 +645,9 @@ class ViewMethods:
         >>> x.split("C", (ax.Axis("Co", 2), ax.Axis("ci", 3))).names
         ('Co', 'ci')
         """
-        d = self._axes.index(name, "split")
+        d = self.axes.index(name, "split")
         new = as_axes(axes, "split")
-        old = self._axes[d]
+        old = self.axes[d]
         if new.size != old.length:
             raise AxesError(
                 message(
@@ -657,7 +657,7 @@ class ViewMethods:
                     f"Choose lengths whose product is {old.length}",
                 )
             )
-        target = as_axes(tuple(self._axes)[:d] + tuple(new) + tuple(self._axes)[d + 1 :], "split")
+        target = as_axes(tuple(self.axes)[:d] + tuple(new) + tuple(self.axes)[d + 1 :], "split")
 
         return self._reshaped(target, ("split", d, new.shape), copy, "split", (d,))
 
@@ -674,19 +674,19 @@ class ViewMethods:
         >>> x.flatten(("H", "W"), "S").axes
         Axes(Axis('N', 2), Axis('S', 12))
         """
-        dims = resolve_names(self._axes, names, "flatten")
+        dims = resolve_names(self.axes, names, "flatten")
         if not dims:
             raise AxesError(
                 message(
                     "flatten",
                     "no axes to merge",
-                    f"axes: {fmt_axes(self._axes)}",
+                    f"axes: {fmt_axes(self.axes)}",
                     "Name at least one axis",
                 )
             )
         pos = min(dims)
-        rest = [a for d, a in enumerate(self._axes) if d not in dims]
-        merged = Axis(new_name, math.prod(self._axes[d].length for d in dims))
+        rest = [a for d, a in enumerate(self.axes) if d not in dims]
+        merged = Axis(new_name, math.prod(self.axes[d].length for d in dims))
         rest.insert(pos, merged)
         target = as_axes(rest, "flatten")
 
@@ -695,15 +695,15 @@ class ViewMethods:
     def _reshaped(self, target: Axes, step: tuple, copy, op: str, dims) -> Self:
         """Reshape every leaf by ``step`` (see ``expr_views.transform_views``); copy when it
         cannot be a view."""
-        node = None if copy else expr_views.transform_views(self._node, target.shape, step)
+        node = None if copy else expr_views.transform_views(self.node, target.shape, step)
         if node is not None:
             return type(self)(target, node)
-        if copy is None and (type(self._node) is not ex.Leaf or in_graph(self._node)):
+        if copy is None and (type(self.node) is not ex.Leaf or in_graph(self.node)):
             # An r-tensor (or a declared graph tensor: placeholder, variable...) stays
             # lazy: an eager copy would cut it off from later values and from autograd.
-            return type(self)(target, Reshape(self._node, step))
+            return type(self)(target, Reshape(self.node, step))
         if copy is False:
-            involved = fmt_axes(self._axes[d] for d in dims)
+            involved = fmt_axes(self.axes[d] for d in dims)
             raise AxesError(
                 message(
                     op,
@@ -717,6 +717,6 @@ class ViewMethods:
         rest = [d for d in range(self.ndim) if d not in dims]
         pos = min(dims)
         order = tuple(rest[:pos]) + tuple(dims) + tuple(rest[pos:])
-        out = type(self)(self._axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
+        out = type(self)(self.axes, ex.Leaf(*fresh(self.shape, self.dtype, order)))
         out[...] = self
-        return type(self)(target, expr_views.transform_views(out._node, target.shape, step))
+        return type(self)(target, expr_views.transform_views(out.node, target.shape, step))

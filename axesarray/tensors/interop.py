@@ -250,7 +250,7 @@ class InteropMethods:
     def _host(self, op: str, copy, error=ValueError) -> np.ndarray:
         """The values as a host numpy array in logical order: a view of the storage when
         possible and ``copy`` is not True; ``copy=False`` raises ``error`` otherwise."""
-        node = self._node
+        node = self.node
         plain = type(node) is ex.Leaf and node.view.blocks is None
         if plain and device_of(node.data).is_cpu:
             arr = engine.to_numpy(node)
@@ -322,8 +322,8 @@ class InteropMethods:
         return arr.__dlpack__(**kwargs)
 
     def _device_dlpack(self, stream, max_version, dl_device, copy):
-        t = self.eval() if type(self._node) is not ex.Leaf else self
-        node = t._node
+        t = self.eval() if type(self.node) is not ex.Leaf else self
+        node = t.node
         device = device_of(node.data)
         if device.backend != "cupy" or node.view.blocks is not None:
             raise BufferError(
@@ -346,7 +346,7 @@ class InteropMethods:
         """The CUDA array interface of a plain view of device memory (logical order, byte
         strides). Absent (``AttributeError``) on the CPU, for r-tensors, blocked layouts
         and numba's simulator, so ``hasattr`` tells consumers whether it applies."""
-        node = self._node
+        node = self.node
         why = None
         if type(node) is not ex.Leaf:
             why = "an r-tensor has no memory: evaluate it first (t.eval())"

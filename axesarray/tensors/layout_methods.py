@@ -119,8 +119,8 @@ def layout_for_axes(axes: Axes, layout) -> Layout:
 
 def _physical_strides(t) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(shape, element strides) of ``t``'s physical array, from its view and layout."""
-    leaf = t._node
-    layout = t._layout
+    leaf = t.node
+    layout = t.layout
     dims = physical_dims(layout, t.axes)
     blocks = leaf.view.blocks or (None,) * leaf.ndim
     shape, strides = [], []
@@ -148,12 +148,12 @@ def _physical_strides(t) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _partial_error(t, d=None) -> LayoutError:
-    blocked = [f"{n}={t.axes[n].length} (block {x})" for n, x in t._layout.blocks]
+    blocked = [f"{n}={t.axes[n].length} (block {x})" for n, x in t.layout.blocks]
     return LayoutError(
         message(
             "physical",
             "the view does not cover whole blocks, so it has no physical array",
-            f"layout {t._layout}; {', '.join(blocked)}",
+            f"layout {t.layout}; {', '.join(blocked)}",
             f"Copy it first: t.to_layout(t.layout).physical, or slice {blocked[0].split('=')[0]} "
             "on block boundaries",
         )
@@ -172,7 +172,7 @@ def _physical(t) -> np.ndarray:
     >>> x.physical.ravel()
     array([1, 1, 0, 0], dtype=int8)
     """
-    if t._layout is None:
+    if t.layout is None:
         raise LayoutError(
             message(
                 "physical",
@@ -181,13 +181,13 @@ def _physical(t) -> np.ndarray:
                 "Store it in one first: t.to_layout('NCHW') (or any layout)",
             )
         )
-    leaf = t._node
+    leaf = t.node
     if not isinstance(leaf, ex.Leaf):
         raise LayoutError(
             message(
                 "physical",
                 "an r-tensor has no storage",
-                f"layout {t._layout}; {fmt_axes(t.axes)}",
+                f"layout {t.layout}; {fmt_axes(t.axes)}",
                 "Evaluate it first: t.eval().physical",
             )
         )
@@ -200,7 +200,7 @@ def _physical(t) -> np.ndarray:
                 "Bring it to the CPU first: t.to('cpu').physical",
             )
         )
-    if t._layout.partial:
+    if t.layout.partial:
         raise _partial_error(t)
     shape, strides = _physical_strides(t)
     itemsize = leaf.dtype.itemsize
@@ -330,7 +330,7 @@ class LayoutMethods:
         ((32, 8), (1, 1))
         """
         lay = bind(Layout.parse(layout, **roles), self.axes, "to_layout")
-        node = self._node
+        node = self.node
         if has_chunked(node):
             return self._chunked_layout(lay)  # (tensors.chunking)
         if in_graph(node):
@@ -340,7 +340,7 @@ class LayoutMethods:
                 node = ex.Cast(node, node.dtype)  # an r-tensor reading it as it is
             return type(self)(self.axes, node, lay)
         leaf = allocate_leaf(self.axes, self.dtype, lay, self.device)
-        engine.assign(leaf, self._node)  # big plain copies run the repack kernels
+        engine.assign(leaf, self.node)  # big plain copies run the repack kernels
         return type(self)(self.axes, leaf, lay)
 
     @property
@@ -358,6 +358,6 @@ class LayoutMethods:
 
         A chunked tensor stored in a layout gives a dask array.
         """
-        if has_chunked(self._node):
+        if has_chunked(self.node):
             return self._chunked_physical()
         return _physical(self)

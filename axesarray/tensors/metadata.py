@@ -79,7 +79,7 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros((2, 3)), "N C").transpose("C N").names
         ('C', 'N')
         """
-        return self._axes.names
+        return self.axes.names
 
     @property
     def sizes(self) -> types.MappingProxyType:
@@ -89,7 +89,7 @@ class DescribeMethods:
         >>> dict(ax.tensor(np.zeros((2, 3)), "N C").sizes)
         {'N': 2, 'C': 3}
         """
-        return types.MappingProxyType({a.name: a.length for a in self._axes})
+        return types.MappingProxyType({a.name: a.length for a in self.axes})
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -99,7 +99,7 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros((2, 3)), "N C").shape
         (2, 3)
         """
-        return self._node.shape
+        return self.node.shape
 
     @property
     def ndim(self) -> int:
@@ -109,7 +109,7 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros((2, 3)), "N C").ndim
         2
         """
-        return len(self._axes)
+        return len(self.axes)
 
     rank = ndim
 
@@ -121,7 +121,7 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros((1, 3, 2, 2)), "N C H W").to_layout("NCHW4").size
         12
         """
-        return math.prod(self._node.shape)
+        return math.prod(self.node.shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -131,7 +131,7 @@ class DescribeMethods:
         >>> (ax.tensor(np.arange(3), "N") / 2).dtype
         dtype('float64')
         """
-        return self._node.dtype
+        return self.node.dtype
 
     @property
     def itemsize(self) -> int:
@@ -141,7 +141,7 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros(3, "float16"), "N").itemsize
         2
         """
-        return self._node.dtype.itemsize
+        return self.node.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
@@ -162,7 +162,7 @@ class DescribeMethods:
         >>> x.is_lvalue, (x + 1).is_lvalue, (x + 1).eval().is_lvalue
         (True, False, True)
         """
-        return isinstance(self._node, ex.Leaf)
+        return isinstance(self.node, ex.Leaf)
 
     @property
     def strides(self) -> tuple | None:
@@ -175,7 +175,7 @@ class DescribeMethods:
         >>> x.strides, x.transpose("C N").strides, (x + 1).strides
         ((12, 4), (4, 12), None)
         """
-        node = self._node
+        node = self.node
         if not isinstance(node, ex.Leaf):
             return None
         size = node.dtype.itemsize
@@ -204,7 +204,7 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros(3), "N").device == "cpu"
         True
         """
-        node = self._node
+        node = self.node
         if type(node) is ex.Leaf:
             return device_of(node.data)
         for p in node.params:
@@ -220,16 +220,16 @@ class DescribeMethods:
         >>> ax.tensor(np.zeros((2, 3)), "N C").description.read_only
         False
         """
-        node = self._node
+        node = self.node
         lvalue = isinstance(node, ex.Leaf)
         return TensorDescription(
             dtype=self.dtype,
             rank=self.ndim,
-            axes=self._axes,
+            axes=self.axes,
             read_only=not (lvalue and node.writeable),
             strides=self.strides,
             offset=_first(node.view) * node.dtype.itemsize if lvalue else None,
             allocated=node.data.size if lvalue else None,
-            layout=self._layout,
+            layout=self.layout,
             device=self.device,
         )

@@ -33,7 +33,7 @@ class ScalarMethods:
                 message(
                     "item",
                     "only a tensor of one element converts to a Python scalar",
-                    fmt_axes(self._axes),
+                    fmt_axes(self.axes),
                     "Reduce or select first",
                 )
             )
@@ -55,7 +55,7 @@ class ScalarMethods:
                 message(
                     "format",
                     f"only a tensor of one element formats with {spec!r}",
-                    fmt_axes(self._axes),
+                    fmt_axes(self.axes),
                     "Reduce or select first, or format x.numpy()",
                 )
             )
@@ -83,7 +83,7 @@ class ScalarMethods:
                 message(
                     f"math.{how}",
                     "only a tensor of one element converts to a Python int",
-                    fmt_axes(self._axes),
+                    fmt_axes(self.axes),
                     f"For every element use ax.{how}(x)" if how != "trunc" else "Reduce first",
                 )
             )
@@ -115,7 +115,7 @@ class ScalarMethods:
         >>> x.equals(x.transpose("C N").copy()), x.equals(x + 1)
         (True, False)
         """
-        if not isinstance(other, TensorBase) or set(self._axes) != set(other._axes):
+        if not isinstance(other, TensorBase) or set(self.axes) != set(other.axes):
             return False
         both = (self == other) | ((self != self) & (other != other))
         return bool(both.all())
@@ -139,7 +139,7 @@ class ScalarMethods:
                 message(
                     "bool",
                     "the truth value of a tensor with several elements is ambiguous",
-                    fmt_axes(self._axes),
+                    fmt_axes(self.axes),
                     "Use (x).any() or (x).all()",
                 )
             )
@@ -150,7 +150,7 @@ class ScalarMethods:
             message(
                 "iter",
                 "tensors are not iterable by position",
-                fmt_axes(self._axes),
+                fmt_axes(self.axes),
                 iter_hint(self.names),
             )
         )

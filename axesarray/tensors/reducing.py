@@ -41,22 +41,22 @@ class ReductionMethods:
     __slots__ = ()
 
     def _reduce(self, op: str, names, keepdims: bool = False) -> Self:
-        dims = resolve_names(self._axes, names, op)
+        dims = resolve_names(self.axes, names, op)
         self._check_identity(op, dims)
         if keepdims:
-            reduced = [self._axes[d].name for d in dims]
+            reduced = [self.axes[d].name for d in dims]
             return self._with_placeholders(dims)._reduce(op, reduced)._placeholders_named()
-        node = expr_ops.reduce(op, self._node, tuple(dims))
-        ex.name_dims(self._node, self._axes.names)  # the reduced dims keep their names
-        axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
-        layout = self._layout
+        node = expr_ops.reduce(op, self.node, tuple(dims))
+        ex.name_dims(self.node, self.axes.names)  # the reduced dims keep their names
+        axes = Axes._trusted(tuple(a for d, a in enumerate(self.axes) if d not in dims))
+        layout = self.layout
         if layout is not None:  # the result is laid out like the input, minus reduced axes
-            layout = isel_layout(layout, self._axes, {self._axes[d].name: 0 for d in dims})
+            layout = isel_layout(layout, self.axes, {self.axes[d].name: 0 for d in dims})
         return type(self)(axes, node, layout)
 
     def _check_identity(self, op: str, dims) -> None:
         if not REDUCTIONS[op].empty:
-            empty = [self._axes[d] for d in dims if self._axes[d].length == 0]
+            empty = [self.axes[d] for d in dims if self.axes[d].length == 0]
             if empty:
                 raise AxesError(
                     message(
@@ -72,33 +72,33 @@ class ReductionMethods:
         leaves the placeholders where the reduced axes were. The view is pushed down to the
         leaves, so the reduction still fuses its input."""
         items, maps = [], []
-        for d, a in enumerate(self._axes):
+        for d, a in enumerate(self.axes):
             maps.append((len(items), 0, 1))
             items.append(a)
             if d in dims:
                 items.append(Axis(_KEEP + a.name, 1))
         axes = Axes._trusted(tuple(items))
-        return type(self)(axes, expr_views.remap(self._node, axes.shape, tuple(maps)))
+        return type(self)(axes, expr_views.remap(self.node, axes.shape, tuple(maps)))
 
     def _placeholders_named(self) -> Self:
         items = tuple(
             Axis(a.name.removeprefix(_KEEP), 1) if a.name.startswith(_KEEP) else a
-            for a in self._axes
+            for a in self.axes
         )
-        return type(self)(Axes._trusted(items), self._node)
+        return type(self)(Axes._trusted(items), self.node)
 
     def _mean(self, names=None, keepdims: bool = False) -> Self:
         """The ``mean`` row's build: ``sum / n``."""
         if self.dtype == np.float16:
             # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
             return self.astype("float32").mean(names, keepdims).astype("float16")
-        dims = resolve_names(self._axes, names, "mean")
-        count = math.prod(self._axes[d].length for d in dims)
+        dims = resolve_names(self.axes, names, "mean")
+        count = math.prod(self.axes[d].length for d in dims)
         total = self._reduce("sum", names, keepdims)
         if count == 0:
             return total / (float("nan") if total.dtype.kind == "f" else 0.0)
         mean = total / count
-        if in_graph(self._node):
+        if in_graph(self.node):
             mean = self._counted(mean, dims)
         return mean
 
@@ -106,14 +106,14 @@ class ReductionMethods:
         """``mean`` with a divisor of its own, registered as the count of ``dims`` of this
         tensor: a function whose placeholder has an axis bound per call (a batch) then
         divides by the call's count (``dag.resize``)."""
-        node = mean._node
+        node = mean.node
         if type(node) is not ex.Map or type(node.children[1]) is not ex.Const:
             return mean  # a bfloat16 mean (a rounding cast on top) keeps the built count
         c = node.children[1]
         fresh = ex.Const(c.value, c.dtype, c.shape)  # Consts are shared: this one is not
-        COUNTS[fresh] = (self._node, tuple(dims), None)
+        COUNTS[fresh] = (self.node, tuple(dims), None)
         return type(self)(
-            mean._axes, ex.Map(node.op, (node.children[0], fresh), node.dtype), mean._layout
+            mean.axes, ex.Map(node.op, (node.children[0], fresh), node.dtype), mean.layout
         )
 
     def _var(self, names=None, ddof=0, keepdims: bool = False) -> Self:
@@ -123,8 +123,8 @@ class ReductionMethods:
         if self.dtype == np.float16:
             return self.astype("float32").var(names, ddof, keepdims).astype("float16")
         x = self.astype("float64") if self.dtype.kind in "biu" else self
-        dims = resolve_names(self._axes, names, "var")
-        count = math.prod(self._axes[d].length for d in dims)
+        dims = resolve_names(self.axes, names, "var")
+        count = math.prod(self.axes[d].length for d in dims)
         dev = x - x.mean(names)  # the mean broadcasts back by name: x keeps its order
         return (dev * dev)._reduce("sum", names, keepdims) / max(count - ddof, 0)
 
@@ -152,14 +152,14 @@ class ReductionMethods:
                             f"got {q!r}", "e.g. x.quantile([0.25, 0.75], 'C')")  # fmt: skip
                 )
             qs = float(qs) if qs.ndim == 0 else tuple(float(v) for v in qs)
-        dims = resolve_names(self._axes, names, op)
+        dims = resolve_names(self.axes, names, op)
         self._check_identity(op, dims)
         if keepdims:
-            reduced = [self._axes[d].name for d in dims]
+            reduced = [self.axes[d].name for d in dims]
             x = self._with_placeholders(dims)
             out = x._over_axes(op, func, reduced, False, q, kwargs, quantile)
             return out._placeholders_named()
-        kept = tuple(a for d, a in enumerate(self._axes) if d not in dims)
+        kept = tuple(a for d, a in enumerate(self.axes) if d not in dims)
         if isinstance(qs, tuple):
             kept = (Axis("quantile", len(qs)),) + kept
         axes = Axes(kept)
@@ -169,18 +169,18 @@ class ReductionMethods:
         except (TypeError, ValueError) as e:
             raise ValueError(message(op, "numpy refuses the arguments", str(e))) from None
         dtype = np.asarray(sample).dtype
-        return type(self)(axes, ex.Call(fn, (self._node,), axes.shape, dtype, op))
+        return type(self)(axes, ex.Call(fn, (self.node,), axes.shape, dtype, op))
 
     def _arg(self, op: str, name, keepdims: bool):
         if name is None:
             if self.ndim != 1:
-                raise AxesError(message(op, "name the axis to search along", fmt_axes(self._axes)))
+                raise AxesError(message(op, "name the axis to search along", fmt_axes(self.axes)))
             name = self.names[0]
         names = parse_names(name, op)
         if isinstance(name, (str, Axis)) and len(names) == 1:
             return self._reduce(op, names, keepdims)
         if not names:
-            raise AxesError(message(op, "name at least one axis", fmt_axes(self._axes)))
+            raise AxesError(message(op, "name at least one axis", fmt_axes(self.axes)))
         return self._arg_several(op, names, keepdims)
 
     def _flat_arg(self, op: str, names, keepdims: bool = False) -> Self:
@@ -188,7 +188,7 @@ class ReductionMethods:
         the order given): a fused reduction over the axes merged as a view when strides
         allow it, else a numpy call. With ``keepdims`` a length-1 placeholder axis takes
         the place of the first of them."""
-        dims = resolve_names(self._axes, names, op)
+        dims = resolve_names(self.axes, names, op)
         self._check_identity(op, dims)
         flat_name = _KEEP + "flat"
         try:  # merging the axes as a view keeps the reduction fused with its input
@@ -196,14 +196,14 @@ class ReductionMethods:
         except AxesError:
             pass
         fn = ArgFlat(np.argmax if op == "argmax" else np.argmin, tuple(dims))
-        axes = Axes._trusted(tuple(a for d, a in enumerate(self._axes) if d not in dims))
-        flat = type(self)(axes, ex.Call(fn, (self._node,), axes.shape, np.int64, op))
+        axes = Axes._trusted(tuple(a for d, a in enumerate(self.axes) if d not in dims))
+        flat = type(self)(axes, ex.Call(fn, (self.node,), axes.shape, np.int64, op))
         return flat.expand_dims([Axis(flat_name, 1)], min(dims)) if keepdims else flat
 
     def _arg_several(self, op: str, names: tuple, keepdims: bool) -> dict:
         """One index tensor per axis: the flat index unravelled by division and remainder."""
         flat = self._flat_arg(op, names, keepdims)
-        lengths = [self._axes[n].length for n in names]
+        lengths = [self.axes[n].length for n in names]
         out = {}
         for k, n in enumerate(lengths):
             inner = math.prod(lengths[k + 1 :])
@@ -217,9 +217,9 @@ class ReductionMethods:
         """A keepdims=True result of several axes: the flat placeholder becomes the reduced
         axes, each of length 1, in their places in ``source``."""
         flat = _KEEP + "flat"
-        kept = [a.name for a in self._axes if a.name != flat]
+        kept = [a.name for a in self.axes if a.name != flat]
         t = self.squeeze(flat)
-        order = [a.name for a in source._axes]
+        order = [a.name for a in source.axes]
         t = t.expand_dims([Axis(n, 1) for n in names])
         return t.transpose(" ".join(n for n in order if n in kept or n in names))
 
