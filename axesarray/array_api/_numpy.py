@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from . import _creation, _functions, _linalg
-from ._array import HOOKS, Array, asarray
+from ._array import HOOKS, REAL_DTYPES, Array, asarray
 
 # the namespace's functions (its package module is above this one)
 fx = types.SimpleNamespace(
@@ -107,22 +107,7 @@ def _numpy(func, args, kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         out = func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})
-    if isinstance(out, np.ndarray) and out.dtype in (
-        np.dtype(d)
-        for d in (
-            "bool",
-            "int8",
-            "int16",
-            "int32",
-            "int64",
-            "uint8",
-            "uint16",
-            "uint32",
-            "uint64",
-            "float32",
-            "float64",
-        )
-    ):
+    if isinstance(out, np.ndarray) and out.dtype in REAL_DTYPES:
         return asarray(out)
     return out
 
