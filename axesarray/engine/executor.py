@@ -16,7 +16,6 @@ from ..dag.nodes import Leaf, Node
 from ..errors import message
 from ..options import OPTIONS
 from ..storage.devices import CPU, device_of
-from . import reference
 from .dispatch import debug_level
 from .explain import debug_print, make_plan, step_names
 from .order import allocate_for
@@ -27,7 +26,7 @@ from .runner import fast_runner as _fast_runner
 from .runner import into_runner as _into_runner
 from .runner import run_schedule
 from .schedule import Schedule
-from .tiers import describe_tier, use_numpy
+from .tiers import describe_tier, start_compile, tier_assign, use_numpy
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
 
@@ -118,17 +117,20 @@ def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | No
 
 def numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
     """``dst[...] = root`` (or a fresh result) on the reference engine when the tiers say
-    so: the result leaf, or None when the kernels must run."""
+    so: the result leaf, or None when the kernels must run. The compile starts after the
+    answer (``tiers.start_compile``)."""
     if not use_numpy(plan, root, dst):
         return None
     out = allocate_for(root) if dst is None else dst
     try:
-        reference.assign(out, root, wide=True)  # computes everything before it writes
+        tier_assign(out, root)  # computes everything it can fail on before it writes
     except (ValueError, TypeError, ArithmeticError):
         # numpy refuses what a kernel computes (an integer to a negative power): give the
-        # kernels' answer, as every later call will.
-        plan.compiling.result()
+        # kernels' answer, as every later call will (after a compile under way).
+        if plan.compiling is not None:
+            plan.compiling.result()
         return None
+    start_compile(plan, root.params, dst)
     return out
 
 

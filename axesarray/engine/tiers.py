@@ -26,10 +26,15 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ..dag.nodes import Node, walk
+from ..core.ops import OPS, apply_map
+from ..core.reductions_table import REDUCERS, REDUCTIONS
+from ..dag.nodes import Leaf, Node, walk
 from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
+from ..storage.memory import leaf_array
 from .binder import binder
+from .reference import EVAL
+from .reference import assign as reference_assign
 from .dispatch import kernel_for, variant
 from .schedule import KernelStep, Schedule
 
@@ -39,6 +44,8 @@ __all__ = [
     "describe_tier",
     "background_done",
     "NUMPY_MAX_BYTES",
+    "tier_assign",
+    "start_compile",
 ]
 
 
@@ -152,23 +159,29 @@ def _cheap(plan: Schedule, root: Node) -> bool:
 
 
 def use_numpy(plan: Schedule, root: Node, dst) -> bool:
-    """Whether this run of a not-yet-ready schedule goes to the reference engine (starting
-    the background compile if it is not under way). False: the caller runs the kernels,
-    after waiting for a background compile already under way."""
+    """Whether this run of a not-yet-ready schedule goes to the reference engine (the
+    caller then starts the compile with ``start_compile`` once it has its answer). False:
+    the caller runs the kernels, after waiting for a background compile under way."""
     if not OPTIONS["tiered"] or not _cheap(plan, root):
         _wait(plan)
         return False
     future = plan.compiling
-    params = root.params
-    if future is None:
-        with _pool_lock:
-            if plan.compiling is None:
-                plan.compiling = _background().submit(compile_schedule, plan, params, dst)
-        return True
-    if not future.done():
+    if future is None or not future.done():
         return True
     future.result()  # a compile error surfaces here, at the next call
     return False
+
+
+def start_compile(plan: Schedule, params, dst) -> None:
+    """Queue the schedule's compile on the background thread, once. The numpy tier calls
+    it after its answer is written: a compile holds the GIL for most of its time (numba's
+    typing and lowering are Python), so one started before would slow the answer itself,
+    each numpy call waiting up to the interpreter's switch interval to get the GIL back
+    (a layer norm's first call 3-5x slower than with no compile under way)."""
+    if plan.compiling is None:
+        with _pool_lock:
+            if plan.compiling is None:
+                plan.compiling = _background().submit(compile_schedule, plan, params, dst)
 
 
 def _wait(plan: Schedule) -> None:
@@ -184,3 +197,198 @@ def describe_tier(plan: Schedule, root: Node) -> str:
     if OPTIONS["tiered"] and _cheap(plan, root):
         return "numpy reference (kernels compile in the background)"
     return "kernels (compiled or loaded before the first run)"
+
+
+# --- the numpy tier's evaluation ------------------------------------------------------------
+
+_NARROW = (np.dtype(np.float32), np.dtype(np.float16))
+_F64 = np.dtype(np.float64)
+_MOVES = ("remap", "pad", "concat", "reshape")
+# Ops whose numpy float32 loop is not correctly rounded (numpy's float32 ``log`` is 4 ulp
+# off, ``1/(1+exp(-x))`` loses its subnormal results): from one on, a float32 chain is
+# computed in float64 and rounded once. Division, square root and the floor/remainder ops
+# are correctly rounded in float32, in numpy as in the kernels: they stay float32 (a
+# layer norm's ``xc / sqrt(var)`` in float64 moved twice the bytes, at half numpy's speed).
+WIDE_OPS = frozenset(k for k, v in OPS.items() if v.expensive) - {
+    "truediv",
+    "floordiv",
+    "mod",
+    "sqrt",
+}
+
+
+def _is_wide(node: Node, wide: dict) -> bool:
+    """Whether the tier computes ``node`` (float32/float16) in float64: from its first
+    ``WIDE_OPS`` op on, and on through every elementwise op, move and sum that reads such
+    a value, so that the chain is rounded once where it ends."""
+    if node.dtype not in _NARROW:
+        return False
+    kind = node.kind
+    if kind == "map":
+        return node.op in WIDE_OPS or any(wide.get(id(c), False) for c in node.children)
+    if kind == "reduce" and not REDUCTIONS[node.op].index:
+        return wide.get(id(node.children[0]), False)
+    return kind in _MOVES and wide.get(id(node.children[0]), False)
+
+
+class _Buffers:
+    """Full-size temporaries by (shape, dtype), handed back when their last reader has run
+    and handed out again: the next op writes memory that is already mapped and in cache
+    (numpy allocates every temporary anew; past glibc's mmap threshold each one is fresh
+    pages, faulted in as it is written)."""
+
+    __slots__ = ("free",)
+
+    def __init__(self) -> None:
+        self.free: dict = {}
+
+    def take(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        stack = self.free.get((shape, dtype))
+        return stack.pop() if stack else np.empty(shape, dtype)
+
+    def give(self, buf: np.ndarray) -> None:
+        self.free.setdefault((buf.shape, buf.dtype), []).append(buf)
+
+
+def _target(dst: Leaf, root: Node) -> np.ndarray | None:
+    """``dst``'s storage as a numpy array the last op may write into directly, or None
+    (blocked layouts and device storage go through the reference engine's assign)."""
+    if type(dst.data) is not np.ndarray or dst.view.blocks is not None:
+        return None
+    if tuple(dst.view.shape) != tuple(root.shape) or dst.dtype.kind not in "fc":
+        return None  # an integer result is computed first: numpy may refuse midway
+    return leaf_array(dst.data, dst.view)
+
+
+def tier_assign(dst: Leaf, root: Node) -> None:
+    """``dst[...] = root`` the way the numpy tier runs it: each shared node once, in the
+    order ``walk`` gives, elementwise ops as numpy ufuncs writing into reused buffers
+    (``out=``): a dying operand's own buffer, else a freed one of the same shape, and the
+    last op straight into ``dst`` (numpy's ufuncs handle an operand that overlaps it);
+    float32 chains computed in float64 from their first ``WIDE_OPS`` op on and rounded
+    once (the ufunc casts in its own buffered loop, no float64 copy of an input).
+
+    >>> import axesarray as ax, numpy as np
+    >>> x = ax.tensor(np.arange(3.0, dtype=np.float32), "N")
+    >>> out = ax.zeros(x.axes, "float32")
+    >>> tier_assign(out.node, (ax.exp(x) + 1).node)
+    >>> out.numpy()
+    array([ 2.      ,  3.718282,  8.389056], dtype=float32)
+    """
+    target = _target(dst, root)
+    if target is None or root.kind in ("leaf", "const"):
+        reference_assign(dst, root, wide=True)
+        return
+    order = walk(root)
+    last: dict[int, int] = {}
+    for k, node in enumerate(order):
+        for c in node.children:
+            last[id(c)] = k
+    vals: dict[int, np.ndarray] = {}
+    wide: dict[int, bool] = {}
+    # the owned buffers each value is or views, and how many live values hold each
+    backing: dict[int, list] = {}
+    holders: dict[int, int] = {}
+    pool = _Buffers()
+    end = len(order) - 1
+    with np.errstate(all="ignore"):
+        for k, node in enumerate(order):
+            kids = [vals[id(c)] for c in node.children]
+            is_wide = _is_wide(node, wide) if node.children else False
+            wide[id(node)] = is_wide
+            dtype = _F64 if is_wide else node.dtype
+            out = None
+            if node.kind in ("map", "cast"):
+                if k == end and target.dtype == node.dtype:
+                    out = target  # the last op writes the destination
+                elif k != end:
+                    out = _reuse(node, dtype, backing, holders, vals, last, k)
+                    if out is None:
+                        out = pool.take(tuple(node.shape), dtype)
+            value = _compute(node, kids, is_wide, wide, out)
+            if k == end:
+                if value is not target:
+                    if is_wide and value.dtype != node.dtype:
+                        value = value.astype(node.dtype)  # rounded once, as the kernels do
+                    np.copyto(target, value, casting="unsafe")
+                return
+            vals[id(node)] = value
+            if value is out:
+                own = [out]
+            elif node.kind in ("map", "cast", "reduce", "leaf", "const"):
+                own = []  # a new array (or a view of a tensor's own storage)
+            else:  # a move, dot or call may return a view of an operand's buffer
+                own = [
+                    b
+                    for c in node.children
+                    for b in backing.get(id(c), ())
+                    if np.may_share_memory(value, b)
+                ]
+            if own:
+                backing[id(node)] = own
+                for b in own:
+                    holders[id(b)] = holders.get(id(b), 0) + 1
+            for c in node.children:
+                if last[id(c)] == k and id(c) in vals:
+                    del vals[id(c)]
+                    for b in backing.pop(id(c), ()):
+                        holders[id(b)] -= 1
+                        if holders[id(b)] == 0:
+                            pool.give(b)
+
+
+def _reuse(node, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
+    """A buffer an operand read for the last time by ``node`` owns alone, of ``node``'s
+    shape and loop dtype: the ufunc writes its result over it (numpy's own temporary
+    elision, for chains numpy cannot see)."""
+    shape = tuple(node.shape)
+    for c in node.children:
+        bufs = backing.get(id(c))
+        if not bufs or len(bufs) != 1 or last[id(c)] != k:
+            continue
+        buf = bufs[0]
+        if (
+            holders[id(buf)] == 1
+            and vals[id(c)] is buf
+            and buf.shape == shape
+            and buf.dtype == dtype
+        ):
+            # held by this operand only: handed over (the holder count moves to ``node``)
+            del backing[id(c)]
+            holders[id(buf)] = 0
+            return buf
+    return None
+
+
+def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarray:
+    kind = node.kind
+    if kind == "map":
+        row = OPS[node.op]
+        if not is_wide:  # a wide operand is rounded to its own dtype where it is read
+            kids = [
+                v.astype(c.dtype) if wide.get(id(c)) else v
+                for c, v in zip(node.children, kids, strict=True)
+            ]
+        if row.reference is None and out is not None:
+            ufunc = getattr(np, row.ufunc)
+            try:
+                if is_wide:
+                    return ufunc(*kids, out=out, dtype=_F64, casting="unsafe")
+                return ufunc(*kids, out=out, casting="unsafe")
+            except TypeError:  # no loop for these dtypes with this output: the general path
+                pass
+        if is_wide:
+            args = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
+            return apply_map(node.op, args, _F64)
+        return apply_map(node.op, kids, node.dtype)
+    if kind == "cast" and out is not None:
+        np.copyto(out, kids[0], casting="unsafe")
+        return out
+    if kind == "reduce" and is_wide:
+        return np.asarray(REDUCERS[node.op](kids[0], axis=node.axes), dtype=_F64)
+    if not is_wide and node.children and kind not in _MOVES:
+        kids = [
+            v.astype(c.dtype) if wide.get(id(c)) else v
+            for c, v in zip(node.children, kids, strict=True)
+        ]
+    return EVAL[kind](node, *kids)
