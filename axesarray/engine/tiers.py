@@ -269,11 +269,11 @@ def tier_assign(dst: Leaf, root: Node) -> None:
     once (the ufunc casts in its own buffered loop, no float64 copy of an input).
 
     >>> import axesarray as ax, numpy as np
-    >>> x = ax.tensor(np.arange(3.0, dtype=np.float32), "N")
+    >>> x = ax.tensor(np.array([0.0, 1.0, 4.0], np.float32), "N")
     >>> out = ax.zeros(x.axes, "float32")
-    >>> tier_assign(out.node, (ax.exp(x) + 1).node)
+    >>> tier_assign(out.node, (ax.sqrt(x) * 2 + 1).node)
     >>> out.numpy()
-    array([ 2.      ,  3.718282,  8.389056], dtype=float32)
+    array([1., 3., 5.], dtype=float32)
     """
     target = _target(dst, root)
     if target is None or root.kind in ("leaf", "const"):
@@ -360,27 +360,63 @@ def _reuse(node, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
     return None
 
 
+def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
+    # 1 / (1 + exp(-x)) overflows exp below -709 (float64) and loses the subnormal
+    # results the kernels keep: exp(x) / (1 + exp(x)) there.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _bound(node: Node):
+    """The scalar bound of a clip against a constant that is neither NaN nor zero, or None.
+    numpy's maximum/minimum then give the op's value (NaN in x propagates; a tie keeps x's
+    value, and only a signed zero could tell the two apart)."""
+    c = node.children[1]
+    if c.kind != "const":
+        return None
+    value = np.asarray(c.value, c.dtype)
+    return None if value.ndim or np.isnan(value) or value == 0 else value
+
+
+_CLIP = {"clip_lo": np.maximum, "clip_hi": np.minimum}
+
+
+def _map(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarray:
+    row = OPS[node.op]
+    kids = [
+        np.asarray(c.value, c.dtype)  # a scalar operand: numpy's scalar loops and fast paths
+        if c.kind == "const"
+        else v.astype(c.dtype)  # a wide operand is rounded to its own dtype where it is read
+        if not is_wide and wide.get(id(c))
+        else v
+        for c, v in zip(node.children, kids, strict=True)
+    ]
+    ufunc = getattr(np, row.ufunc) if row.reference is None else None
+    if node.op in _CLIP and _bound(node) is not None:
+        ufunc = _CLIP[node.op]
+    if ufunc is not None and out is not None:
+        try:
+            if is_wide:
+                return ufunc(*kids, out=out, dtype=_F64, casting="unsafe")
+            return ufunc(*kids, out=out, casting="unsafe")
+        except TypeError:  # no loop for these dtypes with this output: the general path
+            pass
+    if is_wide:
+        kids = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
+    dtype = _F64 if is_wide else node.dtype
+    if node.op == "sigmoid":
+        value = _stable_sigmoid(kids[0]).astype(dtype, copy=False)
+    else:
+        value = apply_map(node.op, kids, dtype)
+    if value.shape != tuple(node.shape):  # every operand a scalar
+        value = np.broadcast_to(value, node.shape)
+    return value
+
+
 def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarray:
     kind = node.kind
     if kind == "map":
-        row = OPS[node.op]
-        if not is_wide:  # a wide operand is rounded to its own dtype where it is read
-            kids = [
-                v.astype(c.dtype) if wide.get(id(c)) else v
-                for c, v in zip(node.children, kids, strict=True)
-            ]
-        if row.reference is None and out is not None:
-            ufunc = getattr(np, row.ufunc)
-            try:
-                if is_wide:
-                    return ufunc(*kids, out=out, dtype=_F64, casting="unsafe")
-                return ufunc(*kids, out=out, casting="unsafe")
-            except TypeError:  # no loop for these dtypes with this output: the general path
-                pass
-        if is_wide:
-            args = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
-            return apply_map(node.op, args, _F64)
-        return apply_map(node.op, kids, node.dtype)
+        return _map(node, kids, is_wide, wide, out)
     if kind == "cast" and out is not None:
         np.copyto(out, kids[0], casting="unsafe")
         return out
