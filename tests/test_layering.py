@@ -69,6 +69,7 @@ ORDER = [
     "engine.explain",
     "engine.alias",
     "engine.routes",
+    "engine.worker",
     "engine.tiers",
     "engine.runner",
     "engine.executor",

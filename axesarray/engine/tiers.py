@@ -36,7 +36,8 @@ from .binder import binder
 from .reference import EVAL
 from .reference import assign as reference_assign
 from .rewrite import CPU_REWRITES, rewrite
-from .dispatch import kernel_for, variant
+from . import worker
+from .dispatch import kernel_for, source_for, variant
 from .schedule import KernelStep, Schedule
 
 __all__ = [
@@ -111,6 +112,7 @@ _pool_lock = threading.RLock()
 @atexit.register
 def _abandon() -> None:
     _compiler.closing = True
+    worker.PROCESS.close()  # the compile process exits after the kernel under way
 
 
 def _background() -> _Compiler:
@@ -153,6 +155,25 @@ def compile_schedule(plan: Schedule, params, dst) -> None:
     plan.ready = True
 
 
+def compile_in_background(plan: Schedule, params, dst) -> None:
+    """``compile_schedule``, the compiling done by the compile process (``worker``) when
+    it can: this thread then only loads the machine code from the disk cache, and the
+    user's thread keeps the GIL meanwhile."""
+    temps: dict = {t: np.empty(1, dtype) for t, (_, dtype, _) in enumerate(plan.temps)}
+    jobs = []
+    for step in plan.steps:
+        if type(step) is KernelStep:
+            name = variant(step, plan.device)
+            if (plan.device.type, name) not in step.compiled.kernels:
+                source, entry = source_for(step, plan.device, name)
+                args = binder(step)(params, temps, dst)
+                jobs.append((source, entry, tuple(worker.spec(a) for a in args)))
+    if not _compiler.closing:
+        worker.remote_compile(jobs)  # False: compiled below, here (an error raised here)
+    if not _compiler.closing:
+        compile_schedule(plan, params, dst)
+
+
 def _cheap(plan: Schedule, root: Node) -> bool:
     if plan.numpy_ok is None:  # the DAG the tier evaluates: a contraction is one dot
         plan.numpy_ok = plan.device.is_cpu and (
@@ -185,7 +206,7 @@ def start_compile(plan: Schedule, params, dst) -> None:
     if plan.compiling is None:
         with _pool_lock:
             if plan.compiling is None:
-                plan.compiling = _background().submit(compile_schedule, plan, params, dst)
+                plan.compiling = _background().submit(compile_in_background, plan, params, dst)
 
 
 def _wait(plan: Schedule) -> None:

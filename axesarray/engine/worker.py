@@ -1,0 +1,192 @@
+"""A compile process: background compiles of the numpy tier run outside this interpreter.
+
+numba's typing and lowering are Python and hold the GIL for most of a compile (0.1-0.5 s
+a kernel); on a thread of the user's process they slow the numpy tier's answers meanwhile
+(every ufunc call waits up to the switch interval to get the GIL back: a layer norm's
+calls 2-3x slower than with no compile under way). The compile thread (``tiers``) hands
+each schedule's kernels to this process instead: it compiles them into the disk cache,
+and the thread then loads the machine code (milliseconds a kernel, and numba's start-up
+once) and checks nothing else. The cache is never half-written: numba writes each index
+and data file to a temporary name and renames it, and the kernel cache keeps that rule
+(``kernels/cache.py``).
+
+The process is spawned once, on the first compile, in its own session (Ctrl-C in the
+terminal reaches the user's process only) with the same kernel cache directory and
+``sys.path``. The process exits when its pipe closes: a user's script exits without
+waiting for it (the compile under way finishes on its own, its result kept on disk for
+the next run). Where it cannot run (no ``posix_spawn``, no usable disk cache, it died),
+the compile thread compiles in the process as before. ``AXESARRAY_COMPILE_PROCESS=0``
+turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+
+import numpy as np
+
+__all__ = ["remote_compile", "spec", "dummy", "main"]
+
+_ENTRY = "from axesarray.engine.worker import main; main()"
+
+
+def spec(arg):
+    """What the compile process needs of a kernel argument: an array's dtype, rank,
+    layout and writeability (numba's type of it), or a scalar itself.
+
+    >>> spec(np.zeros(3, np.float32))
+    ('array', dtype('float32'), 1, 'C', True)
+    >>> spec(2)
+    ('value', 2)
+    """
+    if isinstance(arg, np.ndarray):
+        flags = arg.flags
+        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+        return ("array", arg.dtype, arg.ndim, layout, bool(flags.writeable))
+    return ("value", arg)
+
+
+def dummy(s):
+    """A small argument numba types like the one ``s`` describes (``spec``).
+
+    >>> a = dummy(("array", np.dtype("int8"), 2, "A", False))
+    >>> a.dtype, a.ndim, a.flags.c_contiguous or a.flags.f_contiguous, a.flags.writeable
+    (dtype('int8'), 2, False, False)
+    """
+    if s[0] == "value":
+        return s[1]
+    _, dtype, ndim, layout, writeable = s
+    if layout == "C":
+        a = np.empty((1,) * ndim, dtype)
+    elif layout == "F":
+        a = np.empty((2,) * ndim, dtype, order="F")
+    else:
+        a = np.empty((3,) * ndim, dtype)[(Ellipsis, slice(None, None, 2))]
+    if not writeable:
+        a.flags.writeable = False
+    return a
+
+
+class _Process:
+    """The compile process and its two pipes (one request at a time: the compile thread
+    is the only caller)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.send = None
+        self.recv = None
+        self.broken = not hasattr(os, "posix_spawn") or os.environ.get(
+            "AXESARRAY_COMPILE_PROCESS", "1"
+        ) in ("0", "")
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        # The same package (wherever it is imported from) and, through the environment,
+        # the same cache directory (``AXESARRAY_CACHE_DIR`` or the user's default).
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
+        actions = [
+            (os.POSIX_SPAWN_DUP2, to_child, 0),
+            (os.POSIX_SPAWN_DUP2, from_child, 1),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable, [sys.executable, "-c", _ENTRY], env,
+                file_actions=actions, setsid=True,
+            )
+        finally:
+            os.close(to_child)
+            os.close(from_child)
+        self.send = os.fdopen(from_parent, "wb")
+        self.recv = os.fdopen(to_parent, "rb")
+
+    def request(self, jobs: list) -> bool:
+        """Compile ``jobs`` there; True when every kernel is on disk."""
+        with self.lock:
+            if self.broken:
+                return False
+            try:
+                if self.send is None:
+                    self.start()
+                pickle.dump(jobs, self.send, protocol=pickle.HIGHEST_PROTOCOL)
+                self.send.flush()
+                reply = pickle.load(self.recv)
+            except (OSError, EOFError, pickle.PickleError, AttributeError, ImportError):
+                self._lost()
+                return False
+            if reply == "no disk":  # kernels could not be shared: compiled here from now on
+                self._lost()
+            return reply == "ok"
+
+    def _lost(self) -> None:
+        self.broken = True
+        for f in (self.send, self.recv):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        if self.pid:
+            try:
+                os.waitpid(self.pid, os.WNOHANG)  # reaped if it has exited
+            except ChildProcessError:
+                pass
+
+    def close(self) -> None:
+        """Close the pipe (the process exits after the compile under way, if any); never
+        waits."""
+        f = self.send
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+PROCESS = _Process()
+
+
+def remote_compile(jobs: list) -> bool:
+    """Compile ``[(source, entry, specs), ...]`` in the compile process (each kernel's
+    module source, entry point and ``spec`` of each argument); True when the machine code
+    of all of them is in the disk cache, False when the caller must compile them itself
+    (an error is then raised there, where it is reported)."""
+    return bool(jobs) and PROCESS.request(jobs)
+
+
+def main() -> None:
+    """The compile process: read job lists from stdin, compile them into the disk cache,
+    answer "ok" (or why not) on the original stdout, until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    recv = os.fdopen(os.dup(0), "rb")
+    send = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print goes where stderr goes, never into the replies
+    from ..kernels.cache import _disk, get_kernel
+
+    while True:
+        try:
+            jobs = pickle.load(recv)
+        except (EOFError, OSError):
+            return
+        if _disk() is None or not _disk().writable:
+            reply = "no disk"
+        else:
+            try:
+                for source, entry, specs in jobs:
+                    get_kernel(source, entry).warm(tuple(dummy(s) for s in specs))
+                reply = "ok"
+            except Exception as exc:  # noqa: BLE001 - compiled again by the caller, who reports it
+                reply = f"{type(exc).__name__}: {exc}"
+        try:
+            pickle.dump(reply, send)
+            send.flush()
+        except OSError:
+            return
