@@ -203,3 +203,137 @@ def test_precompile_after_runs():
         e.eval()
         assert ax.precompile(e).tier == "kernels"
     assert_close(e, 1 / (1 + np.exp(-(x.numpy() * 2 + b.numpy().T))))
+
+
+# --- the compile process and the lean evaluator ----------------------------------------------
+
+
+def test_background_compiles_run_in_the_compile_process(tiered, tmp_path, monkeypatch):
+    """The kernels of a tier-answered expression are compiled by the compile process; this
+    process only loads their machine code from the disk cache (no compile here)."""
+    from axesarray.engine import worker
+    from axesarray.kernels import cache
+
+    monkeypatch.setenv("AXESARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(worker, "PROCESS", worker._Process())
+    assert not worker.PROCESS.broken  # POSIX: the compile process can run
+    xn = np.linspace(-2, 2, N.length).astype(np.float32)
+    x = ax.tensor(xn, (N,))
+    e = ax.tanh(x * 0.625 - 0.125) * x + 0.5  # a structure no other test builds
+    before = dict(cache.STATS)
+    first = e.numpy()
+    _wait(e)
+    assert worker.PROCESS.pid > 0 and not worker.PROCESS.broken
+    assert cache.STATS["compiled"] == before["compiled"]  # nothing compiled here
+    assert cache.STATS["disk_hits"] > before["disk_hits"]
+    assert not list(tmp_path.rglob("*.tmp*"))  # every file renamed into place
+    second = e.numpy()
+    assert _plan(e).ready
+    expected = np.tanh(xn * np.float32(0.625) - np.float32(0.125)) * xn + np.float32(0.5)
+    assert_close(first, expected)
+    assert_close(second, expected)
+    worker.PROCESS.close()
+
+
+def test_a_lost_compile_process_leaves_the_compile_here(tiered, tmp_path, monkeypatch):
+    """The compile process killed: the compile thread compiles in this process instead."""
+    import signal
+
+    from axesarray.engine import worker
+
+    monkeypatch.setenv("AXESARRAY_CACHE_DIR", str(tmp_path))
+    process = worker._Process()
+    monkeypatch.setattr(worker, "PROCESS", process)
+    assert not process.broken
+    process.start()
+    os.kill(process.pid, signal.SIGKILL)
+    x = ax.tensor(np.arange(6.0), "N")
+    e = ax.log1p(x * 0.375) - 0.25  # a structure no other test builds
+    first = e.numpy()
+    _wait(e)
+    assert process.broken
+    assert_close(first, np.log1p(np.arange(6.0) * 0.375) - 0.25)
+    assert_close(e, np.log1p(np.arange(6.0) * 0.375) - 0.25)
+    assert _plan(e).ready
+
+
+def test_worker_specs_type_like_the_arguments():
+    """A dummy from an argument's spec has the numba type of the argument."""
+    from axesarray.engine import worker
+
+    import numba
+    base = np.zeros((4, 6), np.float32)
+    readonly = np.zeros(5, np.int8)
+    readonly.flags.writeable = False
+    for arg in (base, base.T, base[:, ::2], readonly, np.zeros(3, np.uint16), 7, 2.5, True):
+        assert numba.typeof(worker.dummy(worker.spec(arg))) == numba.typeof(arg)
+
+
+def test_ctrl_c_and_exit_leave_no_compile_running(tmp_path):
+    """Ctrl-C right after a tier answer: the script ends at once (KeyboardInterrupt), the
+    compile process, in its own session, exits once its pipe is closed."""
+    script = textwrap.dedent(
+        """
+        import os, signal, time
+        import numpy as np, axesarray as ax
+        from axesarray.engine import worker
+        x = ax.tensor(np.arange(1000, dtype=np.float32), "N")
+        r = (ax.tanh(x * 0.875 + 1) * 3).numpy()
+        while not worker.PROCESS.pid and not worker.PROCESS.broken:
+            time.sleep(0.01)
+        print(worker.PROCESS.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
+    import time
+
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert time.monotonic() - start < 25
+    assert "KeyboardInterrupt" in out.stderr
+    pid = int(out.stdout.split()[0])
+    if pid:
+        for _ in range(600):  # the compile under way finishes, then the process ends
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+def test_the_tier_reuses_buffers_and_writes_the_destination(tiered):
+    """The tier evaluates shared nodes once into reused buffers: a chain of elementwise
+    ops over a shared value gives numpy's result (float32 arithmetic as numpy rounds it)."""
+    rng = np.random.default_rng(3)
+    xn = rng.standard_normal((5, 7)).astype(np.float32)
+    x = ax.tensor(xn, "A B")
+    out = ax.zeros(x.axes, "float32")
+    s = x * 1.5 - 0.25  # shared by three readers
+    tiers.tier_assign(out.node, (s * s + s / 3.0 - s.max("B")).node)
+    sn = xn * np.float32(1.5) - np.float32(0.25)
+    np.testing.assert_array_equal(out.numpy(), sn * sn + sn / np.float32(3.0) - sn.max(1)[:, None])
+
+
+@pytest.mark.parametrize("n", [0, 1, 9])
+def test_the_tier_answers_dots_in_c_order(tiered, n):
+    """A contraction written as a product and a sum is one matmul in the tier, sizes 0
+    and 1 included."""
+    rng = np.random.default_rng(n)
+    an = rng.standard_normal((n, 4)).astype(np.float32)
+    bn = rng.standard_normal((3, 4)).astype(np.float32)
+    a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
+    e = (a * b).sum("D") * 0.5 + 1.0
+    out = ax.zeros(e.axes, "float32")
+    tiers.tier_assign(out.node, e.node)
+    assert_close(out, (an @ bn.T) * np.float32(0.5) + np.float32(1.0))

@@ -116,7 +116,9 @@ class _Process:
             try:
                 if self.send is None:
                     self.start()
-                pickle.dump(jobs, self.send, protocol=pickle.HIGHEST_PROTOCOL)
+                # the cache directory of this request: the option is read per compile
+                where = os.environ.get("AXESARRAY_CACHE_DIR")
+                pickle.dump((where, jobs), self.send, protocol=pickle.HIGHEST_PROTOCOL)
                 self.send.flush()
                 reply = pickle.load(self.recv)
             except (OSError, EOFError, pickle.PickleError, AttributeError, ImportError):
@@ -173,9 +175,13 @@ def main() -> None:
 
     while True:
         try:
-            jobs = pickle.load(recv)
+            where, jobs = pickle.load(recv)
         except (EOFError, OSError):
             return
+        if where is None:
+            os.environ.pop("AXESARRAY_CACHE_DIR", None)
+        else:
+            os.environ["AXESARRAY_CACHE_DIR"] = where
         if _disk() is None or not _disk().writable:
             reply = "no disk"
         else:
