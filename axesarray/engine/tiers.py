@@ -31,9 +31,9 @@ from ..core.reductions_table import REDUCERS, REDUCTIONS
 from ..dag.nodes import Leaf, Node, walk
 from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
-from ..storage.memory import leaf_array
+from ..storage.memory import leaf_array, wrap_array
 from .binder import binder
-from .reference import EVAL
+from .reference import EVAL, remap_array
 from .reference import assign as reference_assign
 from .rewrite import CPU_REWRITES, rewrite
 from . import worker
@@ -277,7 +277,8 @@ class _Buffers:
 
 def _target(dst: Leaf, root: Node) -> np.ndarray | None:
     """``dst``'s storage as a numpy array the last op may write into directly, or None
-    (blocked layouts and device storage go through the reference engine's assign)."""
+    (blocked layouts, device storage and integer results are computed first, then written
+    by the reference engine's assign)."""
     if type(dst.data) is not np.ndarray or dst.view.blocks is not None:
         return None
     if tuple(dst.view.shape) != tuple(root.shape) or dst.dtype.kind not in "fc":
@@ -301,16 +302,171 @@ def tier_assign(dst: Leaf, root: Node) -> None:
     array([1., 3., 5.], dtype=float32)
     """
     root = rewrite(root, CPU_REWRITES)  # as the kernels: (a * b).sum("k") is a dot (BLAS)
-    target = _target(dst, root)
-    if target is None or root.kind in ("leaf", "const"):
+    if root.kind in ("leaf", "const"):
         reference_assign(dst, root, wide=True)
         return
+    value = _evaluate(root, _target(dst, root))
+    if value is None:
+        return
+    # computed, not written: blocked layouts, integer results, device storage
+    data, view = dst.data, dst.view
+    if type(data) is np.ndarray and view.blocks is None:
+        np.copyto(leaf_array(data, view), value, casting="unsafe")
+    elif type(data) is not np.ndarray or not _write_blocked(data, view, value):
+        wrapped = wrap_array(value) or wrap_array(np.ascontiguousarray(value))
+        reference_assign(dst, Leaf(*wrapped))
+
+
+def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
+    """Write ``value`` into a view with one blocked dim (NCHW4: ``j -> (j // 4, j % 4)``)
+    as strided copies: the whole blocks as one view with the dim split in two, the last
+    partial block as another (the reference engine computes every element's address: an
+    int64 array as big as the value, 3x the copy's time). False for other layouts."""
+    blocked = [d for d, b in enumerate(view.blocks) if b is not None]
+    if len(blocked) != 1:
+        return False
+    d = blocked[0]
+    blk = view.blocks[d]
+    if blk.phase != 0 or blk.step != 1:
+        return False
+    item = data.itemsize
+    shape, strides = list(view.shape), list(view.strides)
+    full, rest = divmod(shape[d], blk.size)
+    cut = (slice(None),) * d
+
+    def over(shp, st, offset):
+        return np.ndarray(
+            tuple(shp), data.dtype, buffer=data, offset=offset * item,
+            strides=tuple(x * item for x in st),
+        )
+
+    with np.errstate(all="ignore"):
+        if full:
+            shp = shape[:d] + [full, blk.size] + shape[d + 1 :]
+            st = strides[:d] + [strides[d], blk.inner] + strides[d + 1 :]
+            part = value[(*cut, slice(0, full * blk.size))].reshape(shp)
+            np.copyto(over(shp, st, view.offset), part, casting="unsafe")
+        if rest:
+            shp = shape[:d] + [rest] + shape[d + 1 :]
+            st = strides[:d] + [blk.inner] + strides[d + 1 :]
+            part = value[(*cut, slice(full * blk.size, None))]
+            np.copyto(over(shp, st, view.offset + full * strides[d]), part, casting="unsafe")
+    return True
+
+
+# Elements of the biggest node in one slab: its float64 temporaries (1 MiB) stay in the
+# core's L2 cache from the op that writes them to the op that reads them.
+SLAB_ELEMENTS = 1 << 17
+
+
+def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
+    """``tier_assign``'s evaluation: writes ``target`` (None: returns the root's value).
+    A big expression whose every computed node keeps the result's first dim (elementwise
+    ops, reductions over other dims, broadcasts) runs in slabs of that dim (``_slabs``):
+    every temporary is a slab's, and stays in cache (numpy's own temporaries go to memory
+    and back, a float64 one twice the bytes)."""
     order = walk(root)
+    found = _slabs(order, root)
+    if found is None:
+        return _run(order, {}, target, {})
+    dims, views, rows = found
+    full: dict[int, np.ndarray] = {}
+    with np.errstate(all="ignore"):
+        for node in order:
+            if id(node) in views:
+                full[id(node)] = EVAL[node.kind](node, *(full[id(c)] for c in node.children))
+    result = target if target is not None else np.empty(root.shape, root.dtype)
+    computed = [n for n in order if id(n) not in views]
+    n0 = root.shape[0]
+    for lo in range(0, n0, rows):
+        hi = min(n0, lo + rows)
+        vals = {}
+        for node in order:
+            v = full.get(id(node))
+            if v is not None:
+                d = dims.get(id(node))
+                vals[id(node)] = v if d is None else v[(slice(None),) * d + (slice(lo, hi),)]
+        shapes = {
+            id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
+            for n in computed
+        }
+        _run(computed, vals, result[lo:hi], shapes)
+    return None if target is not None else result
+
+
+def _slabs(order: list, root: Node):
+    """``(dims, views, rows)`` when ``root`` can run in slabs of ``rows`` along its first
+    dim: ``dims[id(node)]``, the dim of each node that follows the slab (None: the node
+    does not depend on it, then it is a view computed once), ``views``, the ids of nodes
+    computed once in full (leaves, constants, broadcasts of them); None otherwise (small
+    expressions, dots, pads, concatenations, reshapes, a value read along two dims)."""
+    if not root.shape or root.shape[0] < 2 or root.kind not in ("map", "cast", "reduce"):
+        return None
+    per_row = 0
+    dims: dict[int, int | None] = {id(root): 0}
+    for node in reversed(order):  # parents before children
+        d = dims.get(id(node), "unused")
+        if d == "unused":
+            return None  # not reached (cannot happen in a walk from root)
+        if node.kind in ("leaf", "const"):
+            continue
+        if d is None:
+            if node.kind != "remap":
+                return None  # a computed value the slab does not cut: not worth it here
+            kid_dims = [None]
+        elif node.kind in ("map", "cast"):
+            if any(tuple(c.shape) != tuple(node.shape) for c in node.children):
+                return None
+            kid_dims = [d] * len(node.children)
+        elif node.kind == "reduce":
+            child = node.children[0]
+            kept = [i for i in range(len(child.shape)) if i not in node.axes]
+            if len(kept) != len(node.shape):
+                return None
+            kid_dims = [kept[d]]
+        elif node.kind == "remap":
+            src = [s for s, m in enumerate(node.maps) if m[0] == d]
+            if not src:
+                kid_dims = [None]
+            else:
+                s = src[0]
+                child = node.children[0]
+                if node.maps[s][1:] != (0, 1) or child.shape[s] != node.shape[d]:
+                    return None
+                kid_dims = [s]
+        else:
+            return None
+        if d is not None:
+            n = math.prod(node.shape)
+            per_row = max(per_row, n // max(1, node.shape[d]))
+        for c, cd in zip(node.children, kid_dims, strict=True):
+            if dims.get(id(c), cd) != cd:
+                return None  # read along two dims
+            dims[id(c)] = cd
+    views = set()
+    for node in order:  # children first: a view reads views only
+        if node.kind in ("leaf", "const") or (
+            node.kind == "remap" and id(node.children[0]) in views
+        ):
+            views.add(id(node))
+    if any(dims[id(n)] is None and id(n) not in views for n in order):
+        return None
+    if per_row == 0:
+        return None
+    rows = max(1, SLAB_ELEMENTS // per_row)
+    if rows * 2 > root.shape[0]:
+        return None  # one or two slabs: nothing to gain
+    return dims, views, rows
+
+
+def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
+    """Evaluate ``order`` (its nodes not in ``vals``, in order; the last is the root) into
+    ``target`` (None: return the root's value); ``shapes``: a node's shape when it is not
+    ``node.shape`` (a slab's)."""
     last: dict[int, int] = {}
     for k, node in enumerate(order):
         for c in node.children:
             last[id(c)] = k
-    vals: dict[int, np.ndarray] = {}
     wide: dict[int, bool] = {}
     # the owned buffers each value is or views, and how many live values hold each
     backing: dict[int, list] = {}
@@ -319,25 +475,31 @@ def tier_assign(dst: Leaf, root: Node) -> None:
     end = len(order) - 1
     with np.errstate(all="ignore"):
         for k, node in enumerate(order):
+            if id(node) in vals:
+                continue
+            shape = shapes.get(id(node)) or tuple(node.shape)
             kids = [vals[id(c)] for c in node.children]
             is_wide = _is_wide(node, wide) if node.children else False
             wide[id(node)] = is_wide
             dtype = _F64 if is_wide else node.dtype
             out = None
             if node.kind in ("map", "cast"):
-                if k == end and target.dtype == node.dtype:
-                    out = target  # the last op writes the destination
-                elif k != end:
-                    out = _reuse(node, dtype, backing, holders, vals, last, k)
+                if k == end and target is not None:
+                    if target.dtype == node.dtype:
+                        out = target  # the last op writes the destination
+                else:
+                    out = _reuse(node, shape, dtype, backing, holders, vals, last, k)
                     if out is None:
-                        out = pool.take(tuple(node.shape), dtype)
-            value = _compute(node, kids, is_wide, wide, out)
+                        out = pool.take(shape, dtype)
+            value = _compute(node, kids, is_wide, wide, out, shape)
             if k == end:
+                if is_wide and value.dtype != node.dtype:
+                    value = value.astype(node.dtype)  # rounded once, as the kernels do
+                if target is None:
+                    return value
                 if value is not target:
-                    if is_wide and value.dtype != node.dtype:
-                        value = value.astype(node.dtype)  # rounded once, as the kernels do
                     np.copyto(target, value, casting="unsafe")
-                return
+                return None
             vals[id(node)] = value
             if value is out:
                 own = [out]
@@ -363,11 +525,10 @@ def tier_assign(dst: Leaf, root: Node) -> None:
                             pool.give(b)
 
 
-def _reuse(node, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
+def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
     """A buffer an operand read for the last time by ``node`` owns alone, of ``node``'s
     shape and loop dtype: the ufunc writes its result over it (numpy's own temporary
     elision, for chains numpy cannot see)."""
-    shape = tuple(node.shape)
     for c in node.children:
         bufs = backing.get(id(c))
         if not bufs or len(bufs) != 1 or last[id(c)] != k:
@@ -407,7 +568,7 @@ def _bound(node: Node):
 _CLIP = {"clip_lo": np.maximum, "clip_hi": np.minimum}
 
 
-def _map(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarray:
+def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
     row = OPS[node.op]
     kids = [
         np.asarray(c.value, c.dtype)  # a scalar operand: numpy's scalar loops and fast paths
@@ -434,15 +595,17 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarray:
         value = _stable_sigmoid(kids[0]).astype(dtype, copy=False)
     else:
         value = apply_map(node.op, kids, dtype)
-    if value.shape != tuple(node.shape):  # every operand a scalar
-        value = np.broadcast_to(value, node.shape)
+    if value.shape != shape:  # every operand a scalar
+        value = np.broadcast_to(value, shape)
     return value
 
 
-def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarray:
+def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
     kind = node.kind
     if kind == "map":
-        return _map(node, kids, is_wide, wide, out)
+        return _map(node, kids, is_wide, wide, out, shape)
+    if kind == "remap" and shape != tuple(node.shape):  # a slab of a broadcast
+        return remap_array(kids[0], shape, node.maps)
     if kind == "cast" and out is not None:
         np.copyto(out, kids[0], casting="unsafe")
         return out
@@ -452,6 +615,8 @@ def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out) -> np.ndarr
             for c, v in zip(node.children, kids, strict=True)
         )
         return _dot(node, a, b)
+    if kind == "reduce" and node.op == "logsumexp" and kids[0].dtype.kind == "f":
+        return _logsumexp(kids[0], node.axes, _F64 if is_wide else node.dtype)
     if kind == "reduce" and is_wide:
         return np.asarray(REDUCERS[node.op](kids[0], axis=node.axes), dtype=_F64)
     if not is_wide and node.children and kind not in _MOVES:
@@ -494,3 +659,16 @@ def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     else:
         value = np.ascontiguousarray(np.einsum(a, la, b, lb, lo, optimize=True))
     return np.asarray(value, dtype=node.dtype)
+
+
+def _logsumexp(x: np.ndarray, axes: tuple, dtype: np.dtype) -> np.ndarray:
+    """The reference's logsumexp (``reductions_table``: float64 from the max on) with two
+    full-size passes fewer: the max in ``x``'s own dtype (exact), the shifted values
+    written once in float64 and exponentiated in place."""
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
+    t = np.subtract(x, m, dtype=_F64)
+    np.exp(t, out=t)
+    s = np.sum(t, axis=axes, keepdims=True)
+    out = np.log(s, out=s)
+    out += m
+    return np.squeeze(out, axis=axes).astype(dtype, copy=False)
