@@ -262,9 +262,10 @@ def test_a_lost_compile_process_leaves_the_compile_here(tiered, tmp_path, monkey
 
 def test_worker_specs_type_like_the_arguments():
     """A dummy from an argument's spec has the numba type of the argument."""
+    import numba
+
     from axesarray.engine import worker
 
-    import numba
     base = np.zeros((4, 6), np.float32)
     readonly = np.zeros(5, np.int8)
     readonly.flags.writeable = False

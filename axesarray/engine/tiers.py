@@ -1,18 +1,20 @@
 """Tiered execution: a new expression is answered by numpy while its kernels compile.
 
 A schedule whose kernels are not compiled (or loaded) in this process yet, and whose numpy
-evaluation is cheap (at most ``NUMPY_MAX_BYTES`` of numpy temporaries), runs on the
-reference engine; its kernels compile on one background thread
-(importing numba there too, so the first result never waits for numba's start-up). Later
-calls find the schedule ready and run the kernels. Big expressions wait for their
-kernels: numpy's temporaries would cost memory, and take as long as a compile.
-``ax.set_options(tiered=False)`` always waits, for results identical run to run. The
-tier meets the kernels' accuracy: a float32 chain is computed in float64 from its first
-transcendental op on and rounded once (``reference.evaluate_array(wide=True)``); what still
-differs between the tiers is the last ulp of plain float32 arithmetic (numpy rounds each
-op, the kernels may contract a multiply and an add into one FMA) and float32 sums (numpy
-adds pairwise in float32, the kernels in float64). A process exits without waiting for
-compiles under way (``_Compiler``).
+evaluation is cheap (at most ``NUMPY_MAX_BYTES`` of numpy temporaries), is answered by
+``tier_assign``: the rewritten DAG evaluated with numpy, each shared node once, into reused
+buffers, in cache-sized slabs when it can (see its docstring). After the answer, the
+schedule's kernels compile in the background: one thread hands them to the compile
+process (``worker``: numba's compiles hold the GIL) and loads the machine code it leaves
+in the disk cache. Later calls find the schedule ready and run the kernels. Big
+expressions wait for their kernels: numpy's temporaries would cost memory, and take as
+long as a compile. ``ax.set_options(tiered=False)`` always waits, for results identical
+run to run. The tier meets the kernels' accuracy: a float32 chain is computed in float64
+from its first transcendental op on and rounded once (``WIDE_OPS``); what still differs
+between the tiers is the last ulp of plain float32 arithmetic (numpy rounds each op, the
+kernels may contract a multiply and an add into one FMA) and float32 sums (numpy adds
+pairwise in float32, the kernels in float64). A process exits without waiting for
+compiles under way (``_Compiler``, ``worker``).
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ from ..dag.nodes import Leaf, Node, walk
 from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
 from ..storage.memory import leaf_array, wrap_array
+from . import worker
 from .binder import binder
+from .dispatch import kernel_for, source_for, variant
 from .reference import EVAL, remap_array
 from .reference import assign as reference_assign
 from .rewrite import CPU_REWRITES, rewrite
-from . import worker
-from .dispatch import kernel_for, source_for, variant
 from .schedule import KernelStep, Schedule
 
 __all__ = [
@@ -336,7 +338,10 @@ def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
 
     def over(shp, st, offset):
         return np.ndarray(
-            tuple(shp), data.dtype, buffer=data, offset=offset * item,
+            tuple(shp),
+            data.dtype,
+            buffer=data,
+            offset=offset * item,
             strides=tuple(x * item for x in st),
         )
 

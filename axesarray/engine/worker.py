@@ -21,6 +21,7 @@ turns it off.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -31,7 +32,9 @@ import numpy as np
 
 __all__ = ["remote_compile", "spec", "dummy", "main"]
 
-_ENTRY = "from axesarray.engine.worker import main; main()"
+# At a lower priority (nice 10): compiles are background work; on a busy machine the
+# user's process, answering with the numpy tier meanwhile (or exiting), comes first.
+_ENTRY = "import os; os.nice(10); from axesarray.engine.worker import main; main()"
 
 
 def spec(arg):
@@ -99,8 +102,11 @@ class _Process:
         ]
         try:
             self.pid = os.posix_spawn(
-                sys.executable, [sys.executable, "-c", _ENTRY], env,
-                file_actions=actions, setsid=True,
+                sys.executable,
+                [sys.executable, "-c", _ENTRY],
+                env,
+                file_actions=actions,
+                setsid=True,
             )
         finally:
             os.close(to_child)
@@ -132,25 +138,19 @@ class _Process:
         self.broken = True
         for f in (self.send, self.recv):
             if f is not None:
-                try:
+                with contextlib.suppress(OSError):
                     f.close()
-                except OSError:
-                    pass
         if self.pid:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)  # reaped if it has exited
-            except ChildProcessError:
-                pass
 
     def close(self) -> None:
         """Close the pipe (the process exits after the compile under way, if any); never
         waits."""
         f = self.send
         if f is not None:
-            try:
+            with contextlib.suppress(OSError):
                 f.close()
-            except OSError:
-                pass
 
 
 PROCESS = _Process()
