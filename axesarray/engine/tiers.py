@@ -380,6 +380,10 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
         for node in order:
             if id(node) in views:
                 full[id(node)] = EVAL[node.kind](node, *(full[id(c)] for c in node.children))
+    if target is not None and any(
+        node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
+    ):
+        target = None  # a slab would overwrite what a later slab reads: a fresh result first
     result = target if target is not None else np.empty(root.shape, root.dtype)
     computed = [n for n in order if id(n) not in views]
     n0 = root.shape[0]
