@@ -66,7 +66,9 @@ class Reduction:
     init: str | None = None  # the accumulator's first value
     combine: tuple[str, ...] = ()  # lines folding {v} into {acc}
     combine_float: tuple[str, ...] | None = None  # the same for float values (NaN rules)
-    combine_reassoc: tuple[str, ...] | None = None  # CPU: with LLVM's reassoc (vectorizes)
+    # CPU, floats: a fold LLVM may reorder (reassoc adds, NaN-propagating max), which
+    # vectorizes; the loop then folds into one accumulator
+    combine_reassoc: tuple[str, ...] | None = None
     accumulator: str = "result"  # "float64" (floats accumulate in float64), "value", "result"
     convert: bool = False  # the input is cast to the result dtype (sum of int8 is int64)
     unroll: bool = True  # the inner loop folds into four accumulators
@@ -294,7 +296,8 @@ _ROWS = [
                             "array([3, 5])"),
         (np.max, np.amax), "extreme", ufunc="maximum", skipna="nanmax", empty=False,
         init="{t}({lo})", combine=("{acc} = max({acc}, {v})",),
-        combine_float=("{acc} = fmax_nan({acc}, {v})",), grad=_grad_extreme,
+        combine_float=("{acc} = fmax_nan({acc}, {v})",),
+        combine_reassoc=("{acc} = rmax({acc}, {v})",), grad=_grad_extreme,
     ),
     Reduction(
         "min", np.min, _doc(f"Minimum {_NAMES}; NaN wins, as ``np.min`` (``skipna=True``: "
@@ -302,7 +305,8 @@ _ROWS = [
                             "array([1, 4])"),
         (np.min, np.amin), "extreme", ufunc="minimum", skipna="nanmin", empty=False,
         init="{t}({hi})", combine=("{acc} = min({acc}, {v})",),
-        combine_float=("{acc} = fmin_nan({acc}, {v})",), grad=_grad_extreme,
+        combine_float=("{acc} = fmin_nan({acc}, {v})",),
+        combine_reassoc=("{acc} = rmin({acc}, {v})",), grad=_grad_extreme,
     ),
     Reduction(
         "any", np.any, _doc(f"Whether any element is true (non-zero) {_NAMES}.",
