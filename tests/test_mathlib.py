@@ -276,8 +276,9 @@ def test_kernels_ask_for_512_bit_vectors_exactly_where_the_cpu_has_avx512():
     x = ax.tensor(np.ones((300, 4), np.float32), "N K")
     for expr in (ax.exp(x), ax.exp(x).sum("K"), x.max()):
         for kind in ("serial", "parallel"):
-            head = _kernel_source(expr, kind).split("\ndef kernel(" if kind == "serial" else
-                                                    "\ndef part(", 1)[1]
+            head = _kernel_source(expr, kind).split(
+                "\ndef kernel(" if kind == "serial" else "\ndef part(", 1
+            )[1]
             assert head.split("\n")[1] == "    wide_vectors()", head
 
 
