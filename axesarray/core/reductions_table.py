@@ -151,6 +151,20 @@ def _logsumexp(x, axis=None):
     return np.squeeze(out, axis=axis if axis is not None else None).astype(dtype)
 
 
+def _logsumexp_guarded(x, axis=None):
+    """``s + log(sum(exp(x - s)))`` with ``s`` the max where it is finite, else 0 (the
+    formula of ``ax.logsumexp``: a slice of -inf gives -inf, one holding +inf gives +inf),
+    computed in float64 and returned with exp's dtype rule."""
+    x = np.asarray(x)
+    dtype = np.exp(np.zeros(1, x.dtype)).dtype
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        m = np.max(x64, axis=axis, keepdims=True, initial=-np.inf)
+        s = np.where(np.isfinite(m), m, 0.0)
+        out = np.log(np.sum(np.exp(x64 - s), axis=axis, keepdims=True)) + s
+    return np.squeeze(out, axis=axis if axis is not None else None).astype(dtype)
+
+
 def quiet(func):
     """numpy's function without its warnings (all-NaN slices, empty means): neither engine
     warns (docs/design.md, "No floating-point warnings")."""
@@ -338,6 +352,8 @@ _ROWS = [
     ),
     # made by the CPU rewrites of softmax and logsumexp only (no method; see engine.rewrite)
     Reduction("logsumexp", _logsumexp, generated=False, kernel="logsumexp"),
+    # ``ax.logsumexp``'s formula, its shift 0 where the max is not finite (engine.rewrite)
+    Reduction("logsumexp_guarded", _logsumexp_guarded, generated=False, kernel="logsumexp"),
     Reduction(
         "mean", np.mean, _doc("Arithmetic mean over the named axes, with numpy's result dtype.",
                               "[[1, 2], [3, 4]]", '"N").numpy()', "array([2., 3.])"),

@@ -474,6 +474,15 @@ def _sum_exp(result) -> str:
     return "exp_sum_f64" if np.dtype(result).itemsize <= 4 else "exp_f64"
 
 
+def _lse_value(op: str, am: str, acc: str) -> str:
+    """logsumexp from the max and the sum of ``exp(x - max)``. The guarded form (the
+    shift is 0 where the max is not finite) is the max itself there: ``log(sum(exp(x)))``
+    is +inf when some x is +inf, -inf when all are -inf, NaN with a NaN."""
+    if op == "logsumexp_guarded":
+        return f"({am} + log_f64({acc}) if abs({am}) < np.inf else {am})"
+    return f"{am} + log_f64({acc})"
+
+
 def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     """logsumexp reduced rows-first (see ``_rows_first``: a softmax over ``C`` of an NCHW
     tensor): a block of up to ``ROW_BLOCK`` outputs along the contiguous innermost output
@@ -518,7 +527,7 @@ def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     sweep("sx", lambda v: f"acc[k] += {ex}({v} - am[k])")
     src.add(2, "for k in range(m):")
     src.add(3, f"i{last} = j0 + k")
-    src.add(3, f"r = {type_name(red.dtype)}(am[k] + log_f64(acc[k]))")
+    src.add(3, f"r = {type_name(red.dtype)}({_lse_value(red.op, 'am[k]', 'acc[k]')})")
     body = _emit_body(low, base, range(last, last + 1), reduce_value="r", prefix="e")
     value = body.emit(low.tree, 3, {})
     src.lines.extend(body.lines)
@@ -597,7 +606,7 @@ def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> Non
         src.add(indent, "for ch in range(nch):")
         src.add(indent + 1, "if pm[ch] != -np.inf:")
         src.add(indent + 2, "acc += ps[ch] * exp_f64(pm[ch] - am)")
-    epilogue(low, src, indent, base, "am + log_f64(acc)")
+    epilogue(low, src, indent, base, _lse_value(red.op, "am", "acc"))
 
 
 def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None:
