@@ -242,11 +242,20 @@ class Program:
         Thread-safe: this run's storage travels by argument."""
         return self._run(bound)[0]
 
+    def run_storages(self, data: list) -> list:
+        """``run`` with the inputs' storage given in order (1-D arrays)."""
+        return self._call(data + [None] * (len(self._sources) - len(data)))[0]
+
     def _run(self, bound: dict | None) -> tuple[list, list]:
         bound = bound or {}
         storages: list = [None] * len(self._sources)
         for k, r in enumerate(self.inputs):
             storages[k] = bound[r]
+        return self._call(storages)
+
+    def _call(self, storages: list) -> tuple[list, list]:
+        """Every output over ``storages`` (the inputs' storage first, then room for each
+        computed slot's): the outputs and the storages as filled."""
         run = self._straight
         if run and run.threshold == OPTIONS["serial_threshold"] and run.engine == OPTIONS["engine"]:
             return run(storages), storages
