@@ -23,9 +23,9 @@ from .order import allocate_for
 from .planner import build_schedule
 from .rewrite import CPU_REWRITES, REWRITES, rewrite
 from .routes import try_copy
+from .runner import NoRunner, run_schedule
 from .runner import fast_runner as _fast_runner
 from .runner import into_runner as _into_runner
-from .runner import run_schedule
 from .schedule import Schedule
 from .tiers import describe_tier, use_numpy
 
@@ -141,7 +141,7 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     else:
         PLAN_STATS["hits"] += 1
         run = plan.fast
-        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+        if run and run.threshold == OPTIONS["serial_threshold"]:
             return run(root.params)
     if not plan.ready and tiered:
         out = numpy_tier(plan, root, None)
@@ -151,7 +151,8 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     temps = run_schedule(plan, params, None)
     res = plan.result
     out = Leaf(temps[res.src[1]], res.view)
-    plan.fast = _fast_runner(plan, params, out)
+    if _look_again(plan):
+        plan.fast = _fast_runner(plan, params, out) or _none(plan)
     return out
 
 
@@ -166,11 +167,24 @@ def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     else:
         PLAN_STATS["hits"] += 1
         run = plan.fast
-        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+        if run and run.threshold == OPTIONS["serial_threshold"]:
             run(root.params, dst)
             return
     if not plan.ready and tiered and numpy_tier(plan, root, dst) is not None:
         return
     params = root.params
     run_schedule(plan, params, dst)
-    plan.fast = _into_runner(plan, params, dst)
+    if _look_again(plan):
+        plan.fast = _into_runner(plan, params, dst) or _none(plan)
+
+
+def _look_again(plan: Schedule) -> bool:
+    """Whether to look for the plan's generated runner: none looked for yet under this
+    ``serial_threshold`` (a plan without one is marked, so it is looked for once)."""
+    run = plan.fast
+    return run is None or run.threshold != OPTIONS["serial_threshold"]
+
+
+def _none(plan: Schedule):
+    # Marked only once every kernel is compiled: a runner may exist from then on.
+    return NoRunner() if plan.ready else None

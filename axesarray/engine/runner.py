@@ -146,39 +146,93 @@ def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
 
 
 def fast_runner(plan: Schedule, params, out: Leaf):
-    """For a ready schedule of one CPU kernel writing a fresh result (the common small
-    evaluation): ``run(params) -> Leaf``, generated with its kernel, arguments, allocation
-    and result key fixed (``binder.fresh_runner``): the next evaluation of the same
-    structure skips the general path. None for other schedules. ``run.threshold`` records
-    the ``serial_threshold`` it chose its variant under."""
-    if len(plan.temps) != 1:
+    """For a ready schedule writing a fresh result: ``run(params) -> Leaf``, generated
+    with its kernels, arguments, allocation and result key fixed: the next evaluation of
+    the same structure skips the general path. One CPU kernel: ``binder.fresh_runner``;
+    several: a straight runner. None for other schedules. ``run.threshold`` records the
+    ``serial_threshold`` it chose its variants under."""
+    if len(plan.temps) == 1:
+        found = _single_kernel(plan, params, {0: out.data}, None)
+        if found is not None:
+            (shape, dtype, _), view = plan.temps[0], plan.result.view
+            n = math.prod(shape)
+            # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
+            alloc = np.empty if n * dtype.itemsize < SMALL else allocate
+            run = _fresh(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
+            run.threshold = OPTIONS["serial_threshold"]
+            return run
+    if not plan.ready or not plan.device.is_cpu:
         return None
-    found = _single_kernel(plan, params, {0: out.data}, None)
-    if found is None:
+    gen = Straight(_what(plan))
+    setup: list = []
+    got = gen.schedule(plan, _loader(gen, params, setup), None, True)
+    if got is None:
         return None
-    (shape, dtype, _), view = plan.temps[0], plan.result.view
-    n = math.prod(shape)
-    # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
-    alloc = np.empty if n * dtype.itemsize < SMALL else allocate
-    run = _fresh(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
+    view = plan.result.view
+    gen.ns["fresh"] = Leaf.fresh
+    returns = f"fresh({got}, {gen.bind(view, 'v')}, {Leaf(gen.sample[got], view).key})"
+    return gen.build("params", setup, returns, EAGER_POOL_MAX_BYTES)
 
 
 def into_runner(plan: Schedule, params, dst: Leaf):
-    """For a ready schedule of one CPU kernel writing the destination: ``run(params, dst)``
-    that checks aliasing (an overlap takes the general path, through a temporary) and
-    calls the kernel. None for other schedules."""
-    if plan.temps:
+    """For a ready schedule writing the destination: ``run(params, dst)`` that checks
+    aliasing of the last kernel (an overlap takes the general path, through a temporary)
+    and calls the kernels. None for other schedules."""
+    steps = plan.steps
+    if not steps or type(steps[-1]) is not KernelStep:
         return None
-    found = _single_kernel(plan, params, NO_TEMPS, dst)
-    if found is None:
-        return None
-    step, call = found
     general = partial(run_schedule, plan)
-    run = _into(step, call, overlap_test(step), general)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
+    if not plan.temps:
+        found = _single_kernel(plan, params, NO_TEMPS, dst)
+        if found is not None:
+            step, call = found
+            run = _into(step, call, overlap_test(step), general)
+            run.threshold = OPTIONS["serial_threshold"]
+            return run
+    if not plan.ready or not plan.device.is_cpu:
+        return None
+    gen = Straight(_what(plan))
+    # Earlier steps write temporaries; only the last one writes ``dst`` (the general path
+    # goes through a temporary when it would read what it writes).
+    setup = ["if overlaps(params, dst):", "    return general(params, dst)", "out = dst.data"]
+    gen.sample["out"] = dst.data
+    if gen.schedule(plan, _loader(gen, params, setup), "out", False) is None:
+        return None
+    gen.ns.update(overlaps=overlap_test(steps[-1]), general=general)
+    return gen.build("params, dst", setup, "None", EAGER_POOL_MAX_BYTES)
+
+
+def _what(plan: Schedule) -> str:
+    return f"{len(plan.steps)} steps: " + ", ".join(s.why for s in plan.steps[:3])
+
+
+def _loader(gen: Straight, params, setup: list):
+    """``operand`` for ``Straight.schedule`` over a parameter list given per call: each
+    parameter's storage (or value) read once at the top (``setup``)."""
+    names: dict = {}
+
+    def operand(j: int, attr: str) -> str:
+        name = names.get((j, attr))
+        if name is None:
+            name = names[(j, attr)] = gen.fresh_name("p")
+            setup.append(f"{name} = params[{j}].{attr}")
+            gen.sample[name] = getattr(params[j], attr)
+        return name
+
+    return operand
+
+
+class NoRunner:
+    """A schedule's ``fast`` when it has none under this ``serial_threshold`` (so the
+    general path does not look for one again on every call); false."""
+
+    __slots__ = ("threshold",)
+
+    def __init__(self) -> None:
+        self.threshold = OPTIONS["serial_threshold"]
+
+    def __bool__(self) -> bool:
+        return False
 
 
 class Bound:
@@ -291,6 +345,9 @@ def kernel_calls(bound: Bound, storages, dst: Leaf | None = None) -> list:
 # more on allocation than on its kernels. Above it the kernels take far longer than the
 # allocation, and holding the buffers between calls would only cost memory.
 POOL_MAX_BYTES = 16 << 20
+# An expression's plan is cached with the engine's (up to 512 of them), so each of its
+# runners keeps less.
+EAGER_POOL_MAX_BYTES = 64 << 10
 
 
 class Straight:
@@ -352,10 +409,12 @@ class Straight:
             self.pool.append((name, n, dtype))
         return name
 
-    def _kernel(self, step: KernelStep, device, names: list[str], literal: list):
+    def _kernel(self, step: KernelStep, device, names: list[str], literal: list, aligned: bool):
         """The callable for a step's kernel and this run's variant, or None."""
         small = step.size < OPTIONS["serial_threshold"]
-        kind = "serial" if small else variant(step, device)  # buffers here are aligned
+        kind = "serial" if small else variant(step, device)
+        if kind == "stream" and not aligned:  # the general path looks at the output
+            return None
         fn = step.compiled.kernels.get((device.type, kind))
         if fn is None or not getattr(fn, "ready", True):
             return None
@@ -368,14 +427,17 @@ class Straight:
         call = entry_point(target, args)
         return target if call is None else call
 
-    def schedule(self, plan: Schedule, operand, dst: str | None, fresh_dst: bool) -> str | None:
+    def schedule(self, plan: Schedule, operand, dst: str | None, own_dst: bool) -> str | None:
         """Emit ``plan``'s steps; ``operand(j, attr)`` names param ``j``'s ``.data`` (or
-        ``.value``), ``dst`` the destination's storage (None: a fresh result). Returns the
-        local holding the result's storage (``dst`` when given), or None when the plan
-        cannot run here (nothing emitted)."""
+        ``.value``), ``dst`` the destination's storage (None: a fresh result) that the
+        last step may write without a temporary (the caller checked: new storage, or an
+        overlap test before the call); ``own_dst``: storage of this runner's allocation
+        (so aligned: the streaming variant may write it). Returns the local holding the
+        result's storage (``dst`` when given), or None when the plan cannot run here
+        (nothing emitted)."""
         device = plan.device
-        if not device.is_cpu or not plan.ready or (dst is not None and not fresh_dst):
-            return None  # an assignment into a fixed destination checks aliasing: general
+        if not device.is_cpu or not plan.ready:
+            return None
         steps = plan.steps
         if not steps or any(type(s) is not KernelStep for s in steps):
             return None
@@ -419,7 +481,8 @@ class Straight:
                 names.append(name)
                 literal.append(None)
                 parts.append(name)
-            fn = self._kernel(step, device, names, literal)
+            aligned = own_dst or step is not steps[-1] or dst is None
+            fn = self._kernel(step, device, names, literal, aligned)
             if fn is None:
                 self.rollback(mark)
                 return None
@@ -438,7 +501,7 @@ class Straight:
             self.sample[new] = np.float32(value)
         return new
 
-    def build(self, signature: str, setup: list[str], returns: str):
+    def build(self, signature: str, setup: list[str], returns: str, pool_max=POOL_MAX_BYTES):
         """The function ``def run(<signature>)``: ``setup`` lines, the pooled
         buffer set, the body, ``return <returns>``."""
         lines = [f"def run({signature}):"] + ["    " + s for s in setup]
@@ -447,7 +510,7 @@ class Straight:
             total = sum(n * dtype.itemsize for _, n, dtype in pool)
             shapes = tuple((n, dtype) for _, n, dtype in pool)
             names = ", ".join(name for name, _, _ in pool)
-            if total <= POOL_MAX_BYTES:
+            if total <= pool_max:
                 free: list = []
                 self.ns.update(pop=free.pop, push=free.append, new=partial(_buffer_set, shapes))
                 lines += [
