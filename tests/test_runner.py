@@ -12,6 +12,7 @@ import pytest
 from conftest import assert_close
 
 import axesarray as ax
+from axesarray.engine import executor
 
 N, F, H, K = ax.Axis("N", 4), ax.Axis("F", 3), ax.Axis("H", 5), ax.Axis("K", 2)
 
@@ -231,3 +232,45 @@ def test_a_new_serial_threshold_builds_the_runner_again():
             assert_close(got, np.exp(a) * 2)
         assert f.program._straight is not first
         assert f.program._straight.threshold == 16
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_eager_multi_kernel_evaluation_runs_straight(dtype):
+    """A cached plan of several kernels (a reduction, then a map reading it) evaluates and
+    assigns through its generated runner: the same results as numpy, call after call,
+    with new constants and new storage each time; an assignment whose destination is
+    read at other indices still goes through a temporary."""
+    rng = np.random.default_rng(3)
+    tol = {"float16": 1e-2}.get(dtype)
+    for k in range(4):
+        a = rng.standard_normal((4, 6)).astype(dtype)
+        x = ax.tensor(a, "B F")
+        c = float(k + 1)
+        got = (x / x.sum("F") * c).numpy()
+        w = a.astype(np.float64)
+        want = w / w.sum(1, keepdims=True) * c
+        np.testing.assert_allclose(got, want, rtol=tol or 1e-6, atol=tol or 1e-6)
+        y = ax.tensor(np.zeros((4, 6), dtype), "B F")
+        y[...] = x / x.sum("F") * c
+        np.testing.assert_allclose(y.numpy(), want, rtol=tol or 1e-6, atol=tol or 1e-6)
+        # y from itself, transposed: every element reads others of y
+        sq = ax.tensor(rng.standard_normal((5, 5)).astype(dtype), "I J")
+        before = sq.numpy().astype(np.float64)
+        sq[...] = sq.transpose("J I").rename(J="I", I="J") / sq.sum("J")
+        want_sq = before.T / before.sum(1, keepdims=True)
+        np.testing.assert_allclose(sq.numpy(), want_sq, rtol=tol or 1e-6, atol=tol or 1e-6)
+    plan, _ = executor.schedule_for((x / x.sum("F") * 2.0).node, None)
+    assert len(plan.steps) == 2 and "straight runner" in plan.fast.__code__.co_filename
+
+
+def test_a_plan_without_a_runner_is_marked():
+    """A plan the straight runner cannot run (a BLAS step) is looked at once: later
+    evaluations take the general path without building anything."""
+    rng = np.random.default_rng(4)
+    a = ax.tensor(rng.standard_normal((8, 8)), "I K")
+    b = ax.tensor(rng.standard_normal((8, 8)), "K J")
+    for _ in range(3):
+        got = (ax.dot(a, b, over="K") + 1).numpy()
+        assert_close(got, a.numpy() @ b.numpy() + 1)
+    plan, _ = executor.schedule_for((ax.dot(a, b, over="K") + 1).node, None)
+    assert plan.fast is not None and not plan.fast
