@@ -368,6 +368,7 @@ class Straight:
         self.pool: list = []  # (n, dtype) of each pooled buffer
         self._bound: dict = {}  # id(obj) -> namespace name
         self._keep: list = []  # what the names are (ids stay theirs while it is alive)
+        self._entries: dict = {}  # (kernel, argument kinds) -> its entry point or None
         self.n = 0
 
     def mark(self) -> tuple:
@@ -424,7 +425,13 @@ class Straight:
         args = tuple(
             self.sample[a] if a is not None else v for a, v in zip(names, literal, strict=True)
         )
-        call = entry_point(target, args)
+        # Typing the arguments costs more than the rest of emitting a step: the entry
+        # point is looked up once per kernel and argument kinds (the steps of a long
+        # program repeat a handful of kernels).
+        kinds = (id(target), *(_kind(a) for a in args))
+        call = self._entries.get(kinds, self)
+        if call is self:
+            call = self._entries[kinds] = entry_point(target, args)
         return target if call is None else call
 
     def schedule(self, plan: Schedule, operand, dst: str | None, own_dst: bool) -> str | None:
@@ -531,6 +538,14 @@ class Straight:
         run.threshold = OPTIONS["serial_threshold"]
         run.source = code
         return run
+
+
+def _kind(arg):
+    """What numba's type of a kernel argument depends on (storage: dtype and flags)."""
+    if isinstance(arg, np.ndarray):
+        f = arg.flags
+        return (type(arg), arg.dtype, arg.ndim, f.writeable, f.aligned, f.c_contiguous)
+    return type(arg)
 
 
 def _buffer_set(shapes: tuple) -> tuple:
