@@ -152,7 +152,27 @@ def bench_function(steps: int, repeat: int) -> None:
     if torch is not None:
         t_t = median_time(torch_step(x_np, w_np, u_np), repeat)
         _row(case, "torch eager forward+backward", t_t, t_f, "(x axesarray call)")
-    print(f"{'':<22} {len(ax.explain(f).kernels)} kernels per call", flush=True)
+    print(
+        f"{'':<22} {len(ax.explain(f).kernels)} kernels per call; "
+        f"{_python_calls(f)} Python calls per later call (the generated runner)",
+        flush=True,
+    )
+
+
+def _python_calls(fn) -> int:
+    """Python function calls one ``fn()`` makes (a count of work: the kernels of a program
+    are called from one generated function, not one Python frame each)."""
+    count = [0]
+
+    def hook(frame, event, arg):
+        count[0] += event == "call"
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return count[0]
 
 
 def bench_backward(steps: int) -> None:
