@@ -231,6 +231,7 @@ class Program:
         self._run_groups: list | None = None
         # The straight runner once built (None: not yet; False: none for this program).
         self._straight = None
+        self._runs = 0  # runs the general way
 
     def _source_of(self, leaf: ex.Leaf) -> int | None:
         """Which source ``leaf`` is a view of (None: a leaf read as it is)."""
@@ -265,7 +266,12 @@ class Program:
             groups = self._run_groups = self._groups()
         for group in groups:
             self._stage(group, storages, values)
-        if run is None or (run and run.threshold != OPTIONS["serial_threshold"]):
+        # Built at the end of a second run: a program run once (a backward pass) never
+        # pays for it.
+        self._runs += 1
+        if self._runs > 1 and (
+            run is None or (run and run.threshold != OPTIONS["serial_threshold"])
+        ):
             self._straight = self._build_straight(storages, values)
         return [values[k] for k in self._results], storages
 
