@@ -247,7 +247,7 @@ def test_eager_multi_kernel_evaluation_runs_straight(dtype):
     for k in range(4):
         a = rng.standard_normal((4, 6)).astype(dtype)
         x = ax.tensor(a, "B F")
-        c = float(k + 1)
+        c = k + 1.25  # a new constant each time (not one of the special values: same plan)
         got = (x / x.sum("F") * c).numpy()
         w = a.astype(np.float64)
         want = w / w.sum(1, keepdims=True) * c
@@ -261,8 +261,10 @@ def test_eager_multi_kernel_evaluation_runs_straight(dtype):
         sq[...] = sq.transpose("J I").rename(J="I", I="J") / sq.sum("J")
         want_sq = before.T / before.sum(1, keepdims=True)
         np.testing.assert_allclose(sq.numpy(), want_sq, rtol=tol or 1e-6, atol=tol or 1e-6)
-    plan, _ = executor.schedule_for((x / x.sum("F") * 2.0).node, None)
+    plan, _ = executor.schedule_for((x / x.sum("F") * 9.25).node, None)
     assert len(plan.steps) == 2 and "straight runner" in plan.fast.__code__.co_filename
+    plan, _ = executor.schedule_for((x / x.sum("F") * 9.25).node, y.node)
+    assert "straight runner" in plan.fast.__code__.co_filename
 
 
 def test_a_plan_without_a_runner_is_marked():

@@ -152,7 +152,7 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     res = plan.result
     out = Leaf(temps[res.src[1]], res.view)
     if _look_again(plan):
-        plan.fast = _fast_runner(plan, params, out) or _none(plan)
+        plan.fast = _found(plan, _fast_runner(plan, params, out, True))
     return out
 
 
@@ -175,16 +175,22 @@ def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     params = root.params
     run_schedule(plan, params, dst)
     if _look_again(plan):
-        plan.fast = _into_runner(plan, params, dst) or _none(plan)
+        plan.fast = _found(plan, _into_runner(plan, params, dst, True))
 
 
 def _look_again(plan: Schedule) -> bool:
     """Whether to look for the plan's generated runner: none looked for yet under this
-    ``serial_threshold`` (a plan without one is marked, so it is looked for once)."""
+    ``serial_threshold``, or one to build on this run (a plan without one is marked, so
+    it is looked for once)."""
     run = plan.fast
-    return run is None or run.threshold != OPTIONS["serial_threshold"]
+    if run is None or run.threshold != OPTIONS["serial_threshold"]:
+        return True
+    return not run and run.later
 
 
-def _none(plan: Schedule):
-    # Marked only once every kernel is compiled: a runner may exist from then on.
+def _found(plan: Schedule, run):
+    """``plan.fast`` after looking: the runner, its marker, or (none found) a mark, made
+    only once every kernel is compiled: a runner may exist from then on."""
+    if run is not None:
+        return run
     return NoRunner() if plan.ready else None

@@ -145,12 +145,13 @@ def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
     return None if call is None else (step, call)
 
 
-def fast_runner(plan: Schedule, params, out: Leaf):
+def fast_runner(plan: Schedule, params, out: Leaf, many: bool = False):
     """For a ready schedule writing a fresh result: ``run(params) -> Leaf``, generated
     with its kernels, arguments, allocation and result key fixed: the next evaluation of
     the same structure skips the general path. One CPU kernel: ``binder.fresh_runner``;
-    several: a straight runner. None for other schedules. ``run.threshold`` records the
-    ``serial_threshold`` it chose its variants under."""
+    several (``many``: the executor's cached plans): a straight runner, from the plan's
+    second ready run on (``NoRunner(later=True)`` until then). None for other schedules.
+    ``run.threshold`` records the ``serial_threshold`` it chose its variants under."""
     if len(plan.temps) == 1:
         found = _single_kernel(plan, params, {0: out.data}, None)
         if found is not None:
@@ -161,8 +162,10 @@ def fast_runner(plan: Schedule, params, out: Leaf):
             run = _fresh(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
             run.threshold = OPTIONS["serial_threshold"]
             return run
-    if not plan.ready or not plan.device.is_cpu:
+    if not (many and plan.ready and plan.device.is_cpu):
         return None
+    if not _second(plan):
+        return NoRunner(later=True)
     gen = Straight(_what(plan))
     setup: list = []
     got = gen.schedule(plan, _loader(gen, params, setup), None, True)
@@ -174,10 +177,11 @@ def fast_runner(plan: Schedule, params, out: Leaf):
     return gen.build("params", setup, returns, EAGER_POOL_MAX_BYTES)
 
 
-def into_runner(plan: Schedule, params, dst: Leaf):
+def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
     """For a ready schedule writing the destination: ``run(params, dst)`` that checks
     aliasing of the last kernel (an overlap takes the general path, through a temporary)
-    and calls the kernels. None for other schedules."""
+    and calls the kernels (several only with ``many``, as ``fast_runner``). None for other
+    schedules."""
     steps = plan.steps
     if not steps or type(steps[-1]) is not KernelStep:
         return None
@@ -189,8 +193,10 @@ def into_runner(plan: Schedule, params, dst: Leaf):
             run = _into(step, call, overlap_test(step), general)
             run.threshold = OPTIONS["serial_threshold"]
             return run
-    if not plan.ready or not plan.device.is_cpu:
+    if not (many and plan.ready and plan.device.is_cpu):
         return None
+    if not _second(plan):
+        return NoRunner(later=True)
     gen = Straight(_what(plan))
     # Earlier steps write temporaries; only the last one writes ``dst`` (the general path
     # goes through a temporary when it would read what it writes).
@@ -200,6 +206,12 @@ def into_runner(plan: Schedule, params, dst: Leaf):
         return None
     gen.ns.update(overlaps=overlap_test(steps[-1]), general=general)
     return gen.build("params, dst", setup, "None", EAGER_POOL_MAX_BYTES)
+
+
+def _second(plan: Schedule) -> bool:
+    """Whether the plan ran ready before (its ``fast`` says so)."""
+    prev = plan.fast
+    return type(prev) is NoRunner and prev.later and prev.threshold == OPTIONS["serial_threshold"]
 
 
 def _what(plan: Schedule) -> str:
@@ -224,12 +236,15 @@ def _loader(gen: Straight, params, setup: list):
 
 class NoRunner:
     """A schedule's ``fast`` when it has none under this ``serial_threshold`` (so the
-    general path does not look for one again on every call); false."""
+    general path does not look for one again on every call); false. ``later``: none yet,
+    the next run builds it (a straight runner of several kernels is built on a plan's
+    second ready run: a plan run once, a lazy program's first evaluation, never pays)."""
 
-    __slots__ = ("threshold",)
+    __slots__ = ("threshold", "later")
 
-    def __init__(self) -> None:
+    def __init__(self, later: bool = False) -> None:
         self.threshold = OPTIONS["serial_threshold"]
+        self.later = later
 
     def __bool__(self) -> bool:
         return False
