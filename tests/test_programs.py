@@ -61,19 +61,21 @@ def _bptt(x, w, u):
 
 
 def _calls(fn) -> int:
-    """Python function calls made by ``fn()`` (a count of work, deterministic)."""
+    """Python lines, calls and returns executed by ``fn()`` (a count of work,
+    deterministic). Lines, not only calls: a pass that loops over the whole DAG inside one
+    function (a walk per step) makes few calls but many lines."""
     count = [0]
 
-    def hook(frame, event, arg):
-        if event == "call":
-            count[0] += 1
+    def trace(frame, event, arg):
+        count[0] += 1
+        return trace
 
-    old = sys.getprofile()
-    sys.setprofile(hook)
+    old = sys.gettrace()
+    sys.settrace(trace)
     try:
         fn()
     finally:
-        sys.setprofile(old)
+        sys.settrace(old)
     return count[0]
 
 
@@ -94,10 +96,13 @@ def _planning_work(steps: int) -> int:
 
 def test_planning_is_linear_in_the_program():
     """Doubling the steps of a recurrence doubles the planning work (a quadratic pass, such
-    as one walk of the whole subtree per temporary, would quadruple it)."""
+    as one walk of the whole subtree per temporary or per kernel, makes the ratio grow with
+    the size: the walk below each kernel that ``explain`` used to name its loops measured
+    2.26 from 24 to 48 steps and 2.52 from 48 to 96; linear planning measures 1.99, 2.01)."""
     _planning_work(6)  # one-time work (imports, tables) out of the count
-    small, big = _planning_work(24), _planning_work(48)
-    assert big / small <= 2.3, (small, big)
+    small, mid, big = _planning_work(24), _planning_work(48), _planning_work(96)
+    assert mid / small <= 2.15, (small, mid)
+    assert big / mid <= 2.15, (mid, big)
 
 
 def test_identical_steps_share_compiled_code():

@@ -186,11 +186,13 @@ class _Builder:
         self._kernels = 0
         self._kernel = 0  # id of the kernel being fused
         self._root = None  # canonical value of the node that kernel computes
-        self._reduce_free = True
+        self._reduction = None  # the reduction fused into that kernel (one at most)
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
-        self.step_nodes: dict = {}  # step index -> the node it computes (explain's names)
+        # step index -> (the node it computes, the reduction fused into it or None): what
+        # explain names its loops after, without walking the DAG below each step
+        self.step_nodes: dict = {}
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -233,21 +235,21 @@ class _Builder:
         with self._context(node):
             self._out = out
             tree = self.fuse(node, "epi")
-            self.step_nodes[len(self.steps)] = node
+            self.step_nodes[len(self.steps)] = (node, self._reduction)
             self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
 
     @contextmanager
     def _context(self, node: Node):
         """Fusion state of one kernel; kernels realized while fusing get their own."""
-        saved = (self._kernel, self._root, self._reduce_free, self._memo, self._same)
+        saved = (self._kernel, self._root, self._reduction, self._memo, self._same)
         saved_out = self._out
         self._kernels += 1
         self._kernel, self._root = self._kernels, self.canon[id(node)]
-        self._reduce_free, self._memo, self._same = True, {}, set()
+        self._reduction, self._memo, self._same = None, {}, set()
         try:
             yield
         finally:
-            self._kernel, self._root, self._reduce_free, self._memo, self._same = saved
+            self._kernel, self._root, self._reduction, self._memo, self._same = saved
             self._out = saved_out
 
     def fuse(self, node: Node, ctx: str):
@@ -314,7 +316,7 @@ class _Builder:
                 node.dtype,
                 ("param", self.param_index[id(node)]),
             )
-            self.step_nodes[len(self.steps)] = node
+            self.step_nodes[len(self.steps)] = (node, None)
             self.steps.append(make_step(temp, src, frozenset(), "staged broadcast input"))
             strides = tuple(
                 0 if s == 0 else t for s, t in zip(view.strides, temp.view.strides, strict=True)
@@ -334,9 +336,9 @@ class _Builder:
         return KCast(self.fuse(node.arg, ctx), node.dtype)
 
     def _fuse_reduce(self, node, ctx):
-        if ctx != "epi" or not self._reduce_free:
+        if ctx != "epi" or self._reduction is not None:
             return self._leaf_of(self.realize(node))
-        self._reduce_free = False
+        self._reduction = node
         n = node.arg.ndim
         kept = [d for d in range(n) if d not in node.axes]
         perm = tuple(kept) + tuple(node.axes)  # new dim p reads old dim perm[p]
@@ -429,7 +431,7 @@ class _Builder:
             tree = KReduce(
                 "any" if boolean else "sum", prod, len(OUT), node.dtype, shape[len(OUT) :]
             )
-            self.step_nodes[len(self.steps)] = node
+            self.step_nodes[len(self.steps)] = (node, None)
             self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
         return temp
 
@@ -445,7 +447,7 @@ class _Builder:
         size.update(zip(B, node.b.shape, strict=True))
         layout = batch + free_a + free_b
         temp = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
-        self.step_nodes[len(self.steps)] = node
+        self.step_nodes[len(self.steps)] = (node, None)
         self.steps.append(
             DotStep(
                 a,
@@ -474,7 +476,7 @@ class _Builder:
             else:
                 args.append(self.realize(c))
         temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
-        self.step_nodes[len(self.steps)] = node
+        self.step_nodes[len(self.steps)] = (node, None)
         self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
         return temp
 
@@ -543,7 +545,8 @@ def build_schedule(
     original root's, before rewrites). Runs the builder twice: the first pass finds the
     subexpressions fused into more than one kernel; the second materializes those that
     the cost model says are cheaper written once than recomputed (``cost``).
-    ``record`` (explain) receives step index -> the node that step computes.
+    ``record`` (explain) receives step index -> (the node that step computes, the
+    reduction node fused into it or None).
     """
     canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
     cuts = _size_cuts(dag, canon)
