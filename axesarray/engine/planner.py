@@ -46,7 +46,7 @@ _STAGE_MIN_OUTPUT = 1 << 16
 _STAGE_MAX_INPUT = 1 << 18
 
 
-def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
+def _canonical(order: list, param_index: dict[int, int]) -> dict[int, int]:
     """``id(node)`` -> an int equal for nodes computing the same thing: the structural key
     plus which parameters they read (so two ``x.max("C")`` built separately merge, and two
     constants or leaves never do unless they are the same object).
@@ -56,7 +56,7 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
     where each step reads a new view of the input."""
     canon: dict[int, int] = {}
     table: dict[tuple, int] = {}
-    for node in walk(dag):
+    for node in order:
         if not node.children:  # a leaf or constant: which parameter it is
             value = (node.key, param_index.get(id(node), -1))
         elif node.kind == "pad":  # its fill value is a parameter of its own
@@ -68,14 +68,13 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
     return canon
 
 
-def _shared_candidates(root: Node, canon: dict) -> dict:
+def _shared_candidates(order: list, canon: dict) -> dict:
     """Canonical value -> ``(work, elements, itemsize)`` of the elementwise nodes that could
     be worth materializing when several kernels read them (``cost.worth_materializing``
     decides, once the first pass knows how many). A reduction, a dot, or a computed value
     read through a view is computed once into a temp anyway (or is its kernel's own
     accumulator): reading it again costs a load, so the cost model counts it as a leaf
     (batch norm's ``x - x.mean(r)`` is recomputed where needed, never written out)."""
-    order = walk(root)
     work = cost.dag_work(order)
     by_id = {id(n): n for n in order}
     found = {}
@@ -97,15 +96,16 @@ def _worth(candidate: tuple, uses: int) -> bool:
 _HEAVY_LEAVES = 4
 
 
-def heavy_nodes(root: Node) -> set[int]:
+def heavy_nodes(root: Node, order: list | None = None) -> set[int]:
     """Ids of computed nodes that are expensive to recompute (``autograd.program``'s rule
     for values shared by several outputs; the planner itself asks ``engine.cost``). A
     reduction, a dot, or a computed value read through a view is computed once into a temp
-    anyway: reading it again costs a load, so it counts as a leaf."""
+    anyway: reading it again costs a load, so it counts as a leaf. ``order``: ``walk(root)``
+    when the caller has it."""
     leaves: dict[int, int] = {}
     costly: dict[int, bool] = {}
     heavy: set[int] = set()
-    for node in walk(root):
+    for node in walk(root) if order is None else order:
         kind = node.kind
         if kind in ("leaf", "remap", "reduce", "dot", "call"):
             leaves[id(node)], costly[id(node)] = 1, False
@@ -497,19 +497,20 @@ def _body_of(node_id: int, kept: list, body: dict, own: dict) -> tuple[int, froz
     return sum(own[i] for i in ids), ids
 
 
-def _size_cuts(dag: Node, canon: dict) -> dict:
+def _size_cuts(order: list, canon: dict, stored: frozenset | set = frozenset()) -> dict:
     """``id(node) -> canonical value`` of the elementwise nodes to materialize so that no
     kernel body exceeds ``KERNEL_BUDGET``: bottom-up, a node whose fused children would
     take it past the budget cuts its biggest child, then the next. A body's size counts
     each distinct node once (it is one local in the generated source: a ``where`` chain
-    that repeats its argument does not grow with the repeats)."""
+    that repeats its argument does not grow with the repeats). Values in ``stored``
+    (canonical) are materialized anyway: bodies stop there, as at a leaf."""
     size: dict[int, int] = {}
     body: dict[int, frozenset] = {}
     own: dict[int, int] = {}
     cuts: dict[int, tuple] = {}
-    for node in walk(dag):
+    for node in order:
         kind = node.kind
-        if kind not in ("map", "cast", "pad", "concat"):
+        if kind not in ("map", "cast", "pad", "concat") or canon[id(node)] in stored:
             size[id(node)] = 0  # a boundary: a leaf, or computed by a kernel of its own
             body[id(node)] = frozenset()
             continue
@@ -528,8 +529,35 @@ def _size_cuts(dag: Node, canon: dict) -> dict:
     return cuts
 
 
-def cuts_in_order(dag: Node, cuts: dict) -> list:
-    return [n for n in walk(dag) if id(n) in cuts]
+_ATTEMPTS = 4  # builder passes at most (each linear in the DAG)
+
+
+def _fan_out(order: list, canon: dict) -> dict:
+    """Canonical value -> how many distinct canonical nodes read it (each node once)."""
+    count: dict = {}
+    done: set = set()
+    for node in order:
+        cid = canon[id(node)]
+        if cid in done:
+            continue
+        done.add(cid)
+        for k in {canon[id(c)] for c in node.children}:
+            count[k] = count.get(k, 0) + 1
+    return count
+
+
+def stored_in_order(order: list, canon: dict, force: set) -> list:
+    """The nodes to store (canonical values in ``force``), children first, the root left
+    out: realized in this order, each kernel stops at the last stored value below it, so
+    fusing never recurses down a long chain (a recurrence of 800 steps)."""
+    root = canon[id(order[-1])]
+    out, seen = [], set()
+    for n in order:
+        cid = canon[id(n)]
+        if cid in force and cid != root and cid not in seen and n.kind not in ("leaf", "const"):
+            seen.add(cid)
+            out.append(n)
+    return out
 
 
 def build_schedule(
@@ -542,20 +570,25 @@ def build_schedule(
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
     ``params`` are the run-time parameters in the order kernels will receive them (the
-    original root's, before rewrites). Runs the builder twice: the first pass finds the
-    subexpressions fused into more than one kernel; the second materializes those that
-    the cost model says are cheaper written once than recomputed (``cost``).
+    original root's, before rewrites). Runs the builder two or three times: the first
+    pass finds the subexpressions fused into more than one kernel; the second
+    materializes those that the cost model says are cheaper written once than recomputed
+    (``cost``). In a long chain (the structural rule) the second stores only values read
+    by several nodes (a value read by one node is computed where that node is), and a
+    third pass stores what the second still computed in several kernels.
     ``record`` (explain) receives step index -> (the node that step computes, the
     reduction node fused into it or None).
     """
-    canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
-    cuts = _size_cuts(dag, canon)
-    heavy = _shared_candidates(dag, canon)
-    structural = {canon[k] for k in heavy_nodes(dag)}
+    nodes = walk(dag)  # every pass below visits each node once, in this order
+    canon = _canonical(nodes, {id(p): i for i, p in enumerate(params)})
+    cuts = _size_cuts(nodes, canon)
+    heavy = _shared_candidates(nodes, canon)
+    structural = {canon[k] for k in heavy_nodes(dag, nodes)}
     force: set = set(cuts.values())
-    for attempt in range(2):
+    by_structure = False
+    for attempt in range(_ATTEMPTS):
         b = _Builder(dag, params, canon, force, blas, heavy)
-        for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
+        for node in stored_in_order(nodes, canon, force):
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
             result = b.realize(dag)  # the BLAS or numpy output is the result: no copy
@@ -567,17 +600,44 @@ def build_schedule(
             view, dtype = dst
             result = KLeaf(view, dtype, ("dst",))
             b.kernel(result, dag, "assignment")
-        shared = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
-        # A value whose work passes a kernel's budget sits in a long chain without a
-        # boundary (gradients summed over an unrolled loop): its estimate grows with the
-        # chain, so the cost model would store a different node per loop length. There the
-        # structural rule decides, and identical steps plan identical kernels.
-        if any(heavy[n][0] > KERNEL_BUDGET for n in shared):
-            shared = {n for n in shared if heavy[n][0] <= KERNEL_BUDGET} | {
-                n for n, ks in b.kernel_of.items() if len(ks) > 1 and n in structural
+        more: set = set()
+        if attempt == 0:
+            more = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
+            # A value whose work passes a kernel's budget sits in a long chain without a
+            # boundary (gradients summed over an unrolled loop): its estimate grows with
+            # the chain, so the cost model would store a different node per loop length.
+            # There the structural rule decides, and identical steps plan identical kernels.
+            if any(heavy[n][0] > KERNEL_BUDGET for n in more):
+                by_structure = True
+                fan_out = _fan_out(nodes, canon)
+                more = {n for n in more if heavy[n][0] <= KERNEL_BUDGET} | {
+                    n for n, ks in b.kernel_of.items() if len(ks) > 1 and n in structural
+                }
+                # This pass fused everything, so values deep in the chain sit in many
+                # kernels; once the values read by several nodes are stored, a value
+                # read by one node is computed once, where that node is.
+                more = {n for n in more if fan_out.get(n, 0) > 1}
+        elif by_structure and attempt < _ATTEMPTS - 1:
+            # Still computed by several kernels: values read by several nodes that the
+            # first pass saw in one kernel are stored first, then (their readers being
+            # recomputed, as a pad read twice) values read by one node.
+            more = {
+                n
+                for n, ks in b.kernel_of.items()
+                if len(ks) > 1 and (n in structural or _worth(heavy[n], len(ks)))
             }
-        if attempt == 0 and shared:
+            more -= force
+            more = {n for n in more if fan_out.get(n, 0) > 1} or more
+        if more and by_structure:
+            # The chain is cut where values are stored anyway; the budget's cuts are
+            # made again around them (cutting first would split the chain at other
+            # nodes and store those too).
+            shared = (force - set(cuts.values())) | more
+            cuts = _size_cuts(nodes, canon, shared)
             force = shared | set(cuts.values())
+            continue
+        if more:
+            force = force | more
             continue
         if record is not None:
             record.update(b.step_nodes)
