@@ -180,6 +180,8 @@ class _Builder:
         self.heavy = heavy  # canonical value -> (work, elements, itemsize, input bytes)
         self.orders: dict = {}  # result_order's per-node memo, shared by every temp
         self.temps: list = []
+        # kernel steps as make_step's arguments: their loop nests are built only for the
+        # pass that is kept (``finished``)
         self.steps: list = []
         self.realized: dict = {}
         self.kernel_of: dict = {}  # candidate node -> kernels it was fused into
@@ -193,6 +195,10 @@ class _Builder:
         # step index -> (the node it computes, the reduction fused into it or None): what
         # explain names its loops after, without walking the DAG below each step
         self.step_nodes: dict = {}
+
+    def finished(self) -> list:
+        """The steps, kernel steps made (their loop nests) now that this pass is kept."""
+        return [make_step(*s) if type(s) is tuple else s for s in self.steps]
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -236,7 +242,7 @@ class _Builder:
             self._out = out
             tree = self.fuse(node, "epi")
             self.step_nodes[len(self.steps)] = (node, self._reduction)
-            self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
+            self.steps.append((out, tree, frozenset(self._same), why, order_from))
 
     @contextmanager
     def _context(self, node: Node):
@@ -317,7 +323,7 @@ class _Builder:
                 ("param", self.param_index[id(node)]),
             )
             self.step_nodes[len(self.steps)] = (node, None)
-            self.steps.append(make_step(temp, src, frozenset(), "staged broadcast input"))
+            self.steps.append((temp, src, frozenset(), "staged broadcast input", None))
             strides = tuple(
                 0 if s == 0 else t for s, t in zip(view.strides, temp.view.strides, strict=True)
             )
@@ -432,7 +438,7 @@ class _Builder:
                 "any" if boolean else "sum", prod, len(OUT), node.dtype, shape[len(OUT) :]
             )
             self.step_nodes[len(self.steps)] = (node, None)
-            self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
+            self.steps.append((temp, tree, frozenset(), "dot (sum of products)", None))
         return temp
 
     def _dot(self, node) -> KLeaf:
@@ -570,12 +576,12 @@ def build_schedule(
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
     ``params`` are the run-time parameters in the order kernels will receive them (the
-    original root's, before rewrites). Runs the builder two or three times: the first
-    pass finds the subexpressions fused into more than one kernel; the second
-    materializes those that the cost model says are cheaper written once than recomputed
-    (``cost``). In a long chain (the structural rule) the second stores only values read
-    by several nodes (a value read by one node is computed where that node is), and a
-    third pass stores what the second still computed in several kernels.
+    original root's, before rewrites). Runs the builder twice: the first pass finds the
+    subexpressions fused into more than one kernel; the second materializes those that
+    the cost model says are cheaper written once than recomputed (``cost``). In a long
+    chain (the structural rule) the second stores the costly values read by several
+    nodes (a value read by one node is computed where that node is), and a later pass,
+    at most ``_ATTEMPTS`` in all, stores what is still computed by several kernels.
     ``record`` (explain) receives step index -> (the node that step computes, the
     reduction node fused into it or None).
     """
@@ -610,17 +616,18 @@ def build_schedule(
             if any(heavy[n][0] > KERNEL_BUDGET for n in more):
                 by_structure = True
                 fan_out = _fan_out(nodes, canon)
-                more = {n for n in more if heavy[n][0] <= KERNEL_BUDGET} | {
-                    n for n, ks in b.kernel_of.items() if len(ks) > 1 and n in structural
-                }
                 # This pass fused everything, so values deep in the chain sit in many
-                # kernels; once the values read by several nodes are stored, a value
-                # read by one node is computed once, where that node is.
+                # kernels, and values a later kernel will read may sit in one. The rule:
+                # a costly value read by several nodes is stored; a value read by one
+                # node is computed once, where that node is.
+                more = {n for n in more if heavy[n][0] <= KERNEL_BUDGET} | {
+                    n for n in b.kernel_of if n in structural
+                }
                 more = {n for n in more if fan_out.get(n, 0) > 1}
         elif by_structure and attempt < _ATTEMPTS - 1:
-            # Still computed by several kernels: values read by several nodes that the
-            # first pass saw in one kernel are stored first, then (their readers being
-            # recomputed, as a pad read twice) values read by one node.
+            # Still computed by several kernels (rare): values read by several nodes are
+            # stored first, then values read by one node that is itself recomputed (a
+            # pad read twice).
             more = {
                 n
                 for n, ks in b.kernel_of.items()
@@ -641,5 +648,5 @@ def build_schedule(
             continue
         if record is not None:
             record.update(b.step_nodes)
-        return Schedule(b.temps, b.steps, result)
+        return Schedule(b.temps, b.finished(), result)
     raise AssertionError("unreachable")  # pragma: no cover
