@@ -290,3 +290,26 @@ def test_a_long_lazy_gradient_plans_without_recursion():
     plan = ax.explain(gw)
     assert len(plan.kernels) <= 3 * steps + 8
     assert_close(gw, _bptt(x.numpy(), w.numpy(), u.numpy())[1])
+
+
+def test_explain_plans_a_new_expression_once(monkeypatch):
+    """``explain`` of an expression not planned yet plans it once, recording which node
+    each step computes as it goes (it used to plan it twice); a cached plan is planned
+    again only to name its loops. The loop names are the same either way."""
+    calls = []
+    real = executor.build_schedule
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("record") is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "build_schedule", counting)
+    x = ax.tensor(np.arange(24.0).reshape(2, 3, 4), "N C W")
+    e = ax.exp(x - x.max("C")).sum("W") * 3.0
+    first = ax.explain(e)
+    assert calls == [True] and not first.cached
+    again = ax.explain(e)
+    assert calls == [True, True] and again.cached
+    assert [k.loops for k in first.kernels] == [k.loops for k in again.kernels]
+    assert {n for k in first.kernels for _, lb in k.loops for n in lb.split()} == {"N", "C", "W"}
+    assert_close(e, np.exp(x.numpy() - x.numpy().max(1, keepdims=True)).sum(2) * 3.0)
