@@ -489,11 +489,17 @@ class _Builder:
 
 # Compile time grows with a kernel's body (numba's passes, then LLVM): about 3 ms per
 # arithmetic op and 10 ms per transcendental on the 2-core machine (benchmarks/
-# bench_compile.py), plus ~0.15 s per kernel. A body past this budget is cut: the cut
+# bench_compile.py), plus ~0.15 s per kernel, and more per operand (``_READ_COST``). A
+# body past this budget is cut: the cut
 # subexpression is materialized (a temporary written once, read once), so compile time
 # stays linear and each kernel compiles in about 0.3 s at most.
 KERNEL_BUDGET = 48
 _EXPENSIVE_COST = 4  # an exp/log/division counts as four additions
+# An operand (a distinct array read) costs two additions: numba types and addresses each
+# array argument. A sum of 40 arrays compiled in 2.2-3.3 s against 0.6 s for a sum of 8 (one
+# kernel each, load 12): ~50 ms per operand, ~15 ms per op. Without it the recurrent
+# gradient's sum over its steps made kernels of 48 additions over 50 operands.
+_READ_COST = 2
 
 
 def _body_of(node_id: int, kept: list, body: dict, own: dict) -> tuple[int, frozenset]:
@@ -508,8 +514,9 @@ def _size_cuts(order: list, canon: dict, stored: frozenset | set = frozenset()) 
     kernel body exceeds ``KERNEL_BUDGET``: bottom-up, a node whose fused children would
     take it past the budget cuts its biggest child, then the next. A body's size counts
     each distinct node once (it is one local in the generated source: a ``where`` chain
-    that repeats its argument does not grow with the repeats). Values in ``stored``
-    (canonical) are materialized anyway: bodies stop there, as at a leaf."""
+    that repeats its argument does not grow with the repeats); each distinct operand it
+    reads (a leaf, a temporary) counts ``_READ_COST``. Values in ``stored`` (canonical)
+    are materialized anyway: bodies stop there, as at a leaf."""
     size: dict[int, int] = {}
     body: dict[int, frozenset] = {}
     own: dict[int, int] = {}
@@ -517,8 +524,13 @@ def _size_cuts(order: list, canon: dict, stored: frozenset | set = frozenset()) 
     for node in order:
         kind = node.kind
         if kind not in ("map", "cast", "pad", "concat") or canon[id(node)] in stored:
-            size[id(node)] = 0  # a boundary: a leaf, or computed by a kernel of its own
-            body[id(node)] = frozenset()
+            # a boundary: a leaf, or computed by a kernel of its own. Reading it is an
+            # operand of the kernel (an array, its offset and strides to type and address)
+            if kind == "const":
+                size[id(node)], body[id(node)] = 0, frozenset()
+            else:
+                own[id(node)] = size[id(node)] = _READ_COST
+                body[id(node)] = frozenset((id(node),))
             continue
         own[id(node)] = _EXPENSIVE_COST if kind == "map" and OPS[node.op].expensive else 1
         kids = sorted(node.children, key=lambda c: -size[id(c)])
@@ -527,10 +539,11 @@ def _size_cuts(order: list, canon: dict, stored: frozenset | set = frozenset()) 
         for c in kids:
             if total <= KERNEL_BUDGET:
                 break
-            if size[id(c)]:
+            if id(c) in own and len(body[id(c)]) > 1:  # an elementwise child: cut it
                 kept.remove(c)
                 cuts[id(c)] = canon[id(c)]
                 total, ids = _body_of(id(node), kept, body, own)
+                total += _READ_COST  # the kernel reads the cut value back
         size[id(node)], body[id(node)] = total, ids
     return cuts
 
