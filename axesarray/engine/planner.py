@@ -540,10 +540,11 @@ def _size_cuts(order: list, canon: dict, stored: frozenset | set = frozenset()) 
             if total <= KERNEL_BUDGET:
                 break
             if id(c) in own and len(body[id(c)]) > 1:  # an elementwise child: cut it
-                kept.remove(c)
                 cuts[id(c)] = canon[id(c)]
+                # from now on every kernel reads it from its temporary: an operand
+                own[id(c)] = size[id(c)] = _READ_COST
+                body[id(c)] = frozenset((id(c),))
                 total, ids = _body_of(id(node), kept, body, own)
-                total += _READ_COST  # the kernel reads the cut value back
         size[id(node)], body[id(node)] = total, ids
     return cuts
 
