@@ -69,7 +69,9 @@ def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
     return _new_plan(root, dst, key), False
 
 
-def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
+def _new_plan(root: Node, dst: Leaf | None, key, seen: list | None = None) -> Schedule:
+    """Plan ``dst[...] = root`` and cache it; ``seen`` (explain) receives the rewritten
+    DAG and which node each step computes (``build_schedule``'s ``record``)."""
     params = root.params
     found = {device_of(p.data) for p in params if type(p) is Leaf}
     if dst is not None:
@@ -79,7 +81,11 @@ def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
     device = _device(params, dst)
     target = None if dst is None else (dst.view, dst.dtype)
     rules = CPU_REWRITES if device.is_cpu else REWRITES
-    plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
+    dag = rewrite(root, rules)
+    record = None if seen is None else {}
+    plan = build_schedule(dag, params, target, device.has_blas, record=record)
+    if seen is not None:
+        seen.append((dag, record))
     plan.device = device
     if debug_level() > 0:
         debug_print(plan)
@@ -96,15 +102,20 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     label the result's dims."""
     if dst is None and type(root) is Leaf:
         return make_plan(None, True, tier="none")  # already an l-tensor: nothing runs
-    plan, cached = schedule_for(root, dst)
-    return make_plan(
-        plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names)
-    )
+    seen: list = []
+    key = root.key if dst is None else (root.key, dst.key)
+    if key in _PLANS:
+        plan, cached = schedule_for(root, dst)
+    else:  # planned here, recording which node each step computes (planned once)
+        plan, cached = _new_plan(root, dst, key, seen), False
+    dims = step_names(*seen[0], names) if seen else _step_dims(plan, root, dst, names)
+    return make_plan(plan, cached, names, describe_tier(plan, root), dims)
 
 
 def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | None:
-    """Names of every step's dims: the schedule planned again (uncached, as ``_new_plan``
-    does) recording which node each step computes; a cached plan holds no nodes."""
+    """Names of every step's dims of a cached plan: the schedule planned again (uncached,
+    as ``_new_plan`` does) recording which node each step computes; a cached plan holds no
+    nodes."""
     device = plan.device
     rules = CPU_REWRITES if device.is_cpu else REWRITES
     dag = rewrite(root, rules)
