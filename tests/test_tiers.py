@@ -179,9 +179,10 @@ def test_a_script_exits_without_waiting_for_background_compiles(tmp_path):
         body.format(work="import axesarray as ax\n        r = np.tanh(x * 1.75 + 0.5) / 3")
     )
     env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
-    base = min(_exit_delay(plain, env) for _ in range(2))
+    # the best of three: on a loaded 2-core machine one exit can wait for the core
+    base = min(_exit_delay(plain, env) for _ in range(3))
     delay = min(
-        _exit_delay(tier, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))) for k in range(2)
+        _exit_delay(tier, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))) for k in range(3)
     )
     assert delay < base + 0.3, f"exit {delay:.3f} s after the last result (numpy: {base:.3f})"
 
