@@ -14,13 +14,13 @@ import weakref
 
 import numpy as np
 
-from ..dag.chunked_leaf import has_chunked
+from ..dag.chunked_leaf import _CHUNKED_SEEN, has_chunked
 from ..dag.nodes import Leaf, Node
 from ..errors import fmt_axes, message
 from ..options import OPTIONS
 from ..storage.devices import host_array
 from ..storage.memory import wrap_array
-from . import executor, multi, reference, runner, tiers
+from . import direct, executor, multi, reference, runner, tiers
 from .order import allocate_for, result_order
 
 __all__ = [
@@ -74,15 +74,36 @@ def check_bound(root: Node, op: str = "evaluate") -> None:
 def evaluate(root: Node) -> Node:
     """Compute ``root`` into newly allocated storage (a ``Leaf``); for an expression over
     chunked arrays, the lazy dask result (a ``Chunked`` node)."""
-    if UNBOUND:
+    # The hot path of small evaluations: C-level tests first (``UNBOUND.data`` is the
+    # WeakSet's own set: its ``len`` is a Python frame), one lookup for the direct path.
+    if UNBOUND.data:
         check_bound(root)
-    if has_chunked(root):
+    if _CHUNKED_SEEN[0] and has_chunked(root):
         return chunked_engine().evaluate(root)
+    run = _DIRECT.get(root.key, _UNSEEN)
+    if run is _UNSEEN:
+        run = _direct_for(root)
+    if run is not None and direct.ENABLED[0]:
+        out = run(root)
+        if out is not None:
+            return out
     if OPTIONS["engine"] == "numba":
         return executor.evaluate(root)
     out = allocate_for(root)
     reference.assign(out, root)
     return out
+
+
+# Root key -> ``direct.runner_for``'s answer (None: the general path). Bounded.
+_DIRECT: dict = {}
+_UNSEEN = object()
+
+
+def _direct_for(root: Node):
+    if len(_DIRECT) >= 4096:
+        _DIRECT.clear()
+    run = _DIRECT[root.key] = direct.runner_for(root)
+    return run
 
 
 def assign(dst: Leaf, root: Node) -> None:
