@@ -97,7 +97,7 @@ def _whole(view, strides: tuple) -> bool:
     if view.offset or view.blocks is not None:
         return False
     shape = view.shape
-    return 0 in shape or all(n == 1 or s == c for n, s, c in zip(shape, view.strides, strides))
+    return 0 in shape or all(n == 1 or s == c for n, s, c in zip(shape, view.strides, strides, strict=True))
 
 
 def _eligible(root: Node) -> bool:
@@ -165,7 +165,7 @@ def runner_for(root: Node):
 
     def run(root):
         args = []
-        for c, is_leaf in zip(root.children, kinds):
+        for c, is_leaf in zip(root.children, kinds, strict=True):
             if is_leaf:
                 d = c.data
                 if d.size != n:
