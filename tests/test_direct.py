@@ -122,8 +122,18 @@ def test_negation_and_division_of_floats_are_direct():
 
 @pytest.mark.parametrize(
     "case",
-    ["transposed", "strided", "prefix", "float16", "bool", "int division", "maximum", "exp",
-     "two ops", "cast"],
+    [
+        "transposed",
+        "strided",
+        "prefix",
+        "float16",
+        "bool",
+        "int division",
+        "maximum",
+        "exp",
+        "two ops",
+        "cast",
+    ],
 )
 def test_the_direct_path_is_not_taken(case):
     """Views other than a whole C-contiguous storage, dtypes whose kernels differ from numpy's

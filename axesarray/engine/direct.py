@@ -96,8 +96,8 @@ def _whole(view, strides: tuple) -> bool:
     length-1 dims do not matter, nor any when a length is 0)."""
     if view.offset or view.blocks is not None:
         return False
-    shape = view.shape
-    return 0 in shape or all(n == 1 or s == c for n, s, c in zip(shape, view.strides, strides, strict=True))
+    pairs = zip(view.shape, view.strides, strides, strict=True)
+    return 0 in view.shape or all(n == 1 or s == c for n, s, c in pairs)
 
 
 def _eligible(root: Node) -> bool:
