@@ -37,7 +37,7 @@ from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
 from .reducing import ReductionMethods
 
-__all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
+__all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align", "unary_function"]
 
 
 def operand_node(value, axes: Axes, op: str):
@@ -406,22 +406,50 @@ def _loaded(cls, axes: Axes, node, layout) -> Tensor:
     return t
 
 
+# The operators below inline ``expr_ops``'s remembered-structure hit (``map1``, ``map2``,
+# ``map_scalar``: see ``dag.build``): an operator is then one Python frame plus the
+# Tensor's. A miss, or anything unusual, calls the builder, which does the same lookup.
+_BUILT_GET = expr_ops.BUILT.get
+_key_of = expr_ops.key_of
+_new = object.__new__
+_Map = ex.Map
+
+
+def unary_function(op: str):
+    """``x -> op(x)`` for an ``ops.OPS`` row of arity 1 (its operator and ``ax.<name>``):
+    a plain tensor goes straight to its node, anything else through ``elementwise``."""
+    map1 = expr_ops.map1
+
+    def fn(x):
+        if type(x) is Tensor and x._layout is None:  # the common case, without detours
+            a = x._node
+            try:
+                hit = _BUILT_GET((op, _key_of(a)))
+            except AttributeError:  # a lazy operand: the builder decides
+                hit = None
+            if hit is None:
+                return Tensor(x._axes, map1(op, a))
+            node = _new(_Map)  # map1's hit, inline
+            node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
+            node.key, node.params = hit[1], (a,) if hit[2] else a.params
+            return Tensor(x._axes, node)
+        return elementwise(op, x)
+
+    return fn
+
+
 def _operators(cls) -> None:
     """Give ``Tensor`` one operator per ``ops.OPS`` row with a ``dunder``: binary ops get
-    ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``."""
+    ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``.
+    The builders are bound as closure variables: no module lookup per operator."""
+    map2 = expr_ops.map2
     for row in OPS.values():
         if row.dunder is None:
             continue
         op, name = row.name, row.dunder
 
         if row.arity == 1:
-
-            def unary(self, op=op):
-                if self._layout is None:
-                    return Tensor(self._axes, expr_ops.map1(op, self._node))
-                return elementwise(op, self)
-
-            setattr(cls, f"__{name}__", unary)
+            setattr(cls, f"__{name}__", unary_function(op))
             continue
 
         def forward(self, o, op=op):
@@ -431,9 +459,20 @@ def _operators(cls) -> None:
                 and self._layout is None
                 and o._layout is None
             ):
-                return Tensor(self._axes, expr_ops.map2(op, self._node, o._node))
+                a, b = self._node, o._node
+                try:
+                    hit = _BUILT_GET((op, _key_of(a), _key_of(b)))
+                except AttributeError:  # a lazy operand: the builder decides
+                    hit = None
+                # map2's hit for two distinct leaves, inline; other hits check sharing there
+                if hit is not None and hit[2] and a is not b:
+                    node = _new(_Map)
+                    node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+                    node.key, node.params = hit[1], (a, b)
+                    return Tensor(self._axes, node)
+                return Tensor(self._axes, map2(op, a, b))
             if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, False))
+                return Tensor(self._axes, _scalar(op, self._node, o, False))
             return self._binary(o, op)
 
         setattr(cls, f"__{name}__", forward)
@@ -442,7 +481,7 @@ def _operators(cls) -> None:
 
         def reflected(self, o, op=op):
             if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, True))
+                return Tensor(self._axes, _scalar(op, self._node, o, True))
             return self._binary(o, op, True)
 
         def inplace(self, o, op=op):
@@ -450,6 +489,33 @@ def _operators(cls) -> None:
 
         setattr(cls, f"__r{name}__", reflected)
         setattr(cls, f"__i{name}__", inplace)
+
+
+_map_scalar = expr_ops.map_scalar
+
+
+def _scalar(op: str, a, value, reflected: bool):
+    """``map_scalar(op, a, value, reflected)`` with its remembered hit inline."""
+    try:
+        hit = _BUILT_GET((op, _key_of(a), type(value), reflected, value if value else repr(value)))
+    except AttributeError:
+        hit = None
+    if hit is not None:
+        c, out, keys, own = hit
+        pa = (a,) if own else a.params
+        if c not in pa:
+            key = keys.get(-1)
+            params = (c,) + pa if reflected else pa + (c,)
+        else:  # ``1 / (1 + x)``: the Const is already a param; the key says where
+            pos = pa.index(c)
+            key = keys.get(pos)
+            params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
+        if key is not None:
+            node = _new(_Map)
+            node.op, node.children = op, (c, a) if reflected else (a, c)
+            node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
+            return node
+    return _map_scalar(op, a, value, reflected)
 
 
 _operators(Tensor)
