@@ -438,84 +438,77 @@ def unary_function(op: str):
     return fn
 
 
+def _binary_operator(op: str, reflected: bool):
+    """``self (op) o`` (``o (op) self`` when ``reflected``): tensor op tensor with the same
+    axes and tensor op Python scalar straight to the node, the rest through ``_binary``."""
+    map2, map_scalar = expr_ops.map2, expr_ops.map_scalar
+
+    def operator(self, o):
+        if (  # tensor op tensor with the same axes: the hot path, straight to the node
+            not reflected
+            and type(o) is Tensor
+            and (self._axes is o._axes or self._axes == o._axes)
+            and self._layout is None
+            and o._layout is None
+        ):
+            a, b = self._node, o._node
+            try:
+                hit = _BUILT_GET((op, _key_of(a), _key_of(b)))
+            except AttributeError:  # a lazy operand: the builder decides
+                hit = None
+            # map2's hit for two distinct leaves, inline; other hits check sharing there
+            if hit is not None and hit[2] and a is not b:
+                node = _new(_Map)
+                node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+                node.key, node.params = hit[1], (a, b)
+                return Tensor(self._axes, node)
+            return Tensor(self._axes, map2(op, a, b))
+        if type(o) in _WEAK_TYPES and self._layout is None:
+            a = self._node
+            try:  # map_scalar's memo key (zeros by repr: -0.0 is not 0.0)
+                hit = _BUILT_GET((op, _key_of(a), type(o), reflected, o if o else repr(o)))
+            except AttributeError:
+                hit = None
+            if hit is not None:  # map_scalar's hit, inline
+                c, out, keys, own = hit
+                pa = (a,) if own else a.params
+                if c not in pa:
+                    key = keys.get(-1)
+                    params = (c,) + pa if reflected else pa + (c,)
+                else:  # ``1 / (1 + x)``: the Const is already a param; the key says where
+                    pos = pa.index(c)
+                    key = keys.get(pos)
+                    params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
+                if key is not None:
+                    node = _new(_Map)
+                    node.op, node.children = op, (c, a) if reflected else (a, c)
+                    node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
+                    return Tensor(self._axes, node)
+            return Tensor(self._axes, map_scalar(op, a, o, reflected))
+        return self._binary(o, op, reflected)
+
+    return operator
+
+
 def _operators(cls) -> None:
     """Give ``Tensor`` one operator per ``ops.OPS`` row with a ``dunder``: binary ops get
-    ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``.
-    The builders are bound as closure variables: no module lookup per operator."""
-    map2 = expr_ops.map2
+    ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``."""
     for row in OPS.values():
         if row.dunder is None:
             continue
         op, name = row.name, row.dunder
-
         if row.arity == 1:
             setattr(cls, f"__{name}__", unary_function(op))
             continue
-
-        def forward(self, o, op=op):
-            if (  # tensor op tensor with the same axes: the hot path, straight to the node
-                type(o) is Tensor
-                and (self._axes is o._axes or self._axes == o._axes)
-                and self._layout is None
-                and o._layout is None
-            ):
-                a, b = self._node, o._node
-                try:
-                    hit = _BUILT_GET((op, _key_of(a), _key_of(b)))
-                except AttributeError:  # a lazy operand: the builder decides
-                    hit = None
-                # map2's hit for two distinct leaves, inline; other hits check sharing there
-                if hit is not None and hit[2] and a is not b:
-                    node = _new(_Map)
-                    node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
-                    node.key, node.params = hit[1], (a, b)
-                    return Tensor(self._axes, node)
-                return Tensor(self._axes, map2(op, a, b))
-            if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, _scalar(op, self._node, o, False))
-            return self._binary(o, op)
-
-        setattr(cls, f"__{name}__", forward)
+        setattr(cls, f"__{name}__", _binary_operator(op, False))
         if row.symbol in ("==", "!=", "<", "<=", ">", ">="):
             continue
-
-        def reflected(self, o, op=op):
-            if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, _scalar(op, self._node, o, True))
-            return self._binary(o, op, True)
 
         def inplace(self, o, op=op):
             return self._inplace(o, op)
 
-        setattr(cls, f"__r{name}__", reflected)
+        setattr(cls, f"__r{name}__", _binary_operator(op, True))
         setattr(cls, f"__i{name}__", inplace)
-
-
-_map_scalar = expr_ops.map_scalar
-
-
-def _scalar(op: str, a, value, reflected: bool):
-    """``map_scalar(op, a, value, reflected)`` with its remembered hit inline."""
-    try:
-        hit = _BUILT_GET((op, _key_of(a), type(value), reflected, value if value else repr(value)))
-    except AttributeError:
-        hit = None
-    if hit is not None:
-        c, out, keys, own = hit
-        pa = (a,) if own else a.params
-        if c not in pa:
-            key = keys.get(-1)
-            params = (c,) + pa if reflected else pa + (c,)
-        else:  # ``1 / (1 + x)``: the Const is already a param; the key says where
-            pos = pa.index(c)
-            key = keys.get(pos)
-            params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
-        if key is not None:
-            node = _new(_Map)
-            node.op, node.children = op, (c, a) if reflected else (a, c)
-            node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
-            return node
-    return _map_scalar(op, a, value, reflected)
 
 
 _operators(Tensor)
