@@ -36,6 +36,7 @@ __all__ = [
     "warmup",
     "UNBOUND",
     "check_bound",
+    "DIRECT",
 ]
 
 
@@ -80,10 +81,10 @@ def evaluate(root: Node) -> Node:
         check_bound(root)
     if _CHUNKED_SEEN[0] and has_chunked(root):
         return chunked_engine().evaluate(root)
-    run = _DIRECT.get(root.key, _UNSEEN)
+    run = DIRECT.get(root.key, _UNSEEN)
     if run is _UNSEEN:
         run = _direct_for(root)
-    if run is not None and direct.ENABLED[0]:
+    if run is not None:
         out = run(root)
         if out is not None:
             return out
@@ -103,15 +104,17 @@ def evaluate(root: Node) -> Node:
 
 _PLANS, _STATS = executor._PLANS, executor.PLAN_STATS
 
-# Root key -> ``direct.runner_for``'s answer (None: the general path). Bounded.
-_DIRECT: dict = {}
+# Root key -> ``direct.runner_for``'s answer (None: the general path). Bounded. A runner
+# checks the unbound placeholders itself, so ``Tensor.eval`` may call one found here
+# without this function's frame.
+DIRECT: dict = {}
 _UNSEEN = object()
 
 
 def _direct_for(root: Node):
-    if len(_DIRECT) >= 4096:
-        _DIRECT.clear()
-    run = _DIRECT[root.key] = direct.runner_for(root)
+    if len(DIRECT) >= 4096:
+        DIRECT.clear()
+    run = DIRECT[root.key] = direct.runner_for(root, UNBOUND.data)
     return run
 
 

@@ -119,9 +119,11 @@ def _eligible(root: Node) -> bool:
     return leaves > 0 and len(root.children) == ufunc.nin
 
 
-def runner_for(root: Node):
-    """``run(root) -> Leaf | None`` for a root the direct path answers (None from ``run``:
-    this call's storage is not the whole buffer, take the general path), else None."""
+def runner_for(root: Node, unbound: set):
+    """``run(root) -> Leaf | None`` for a root the direct path answers, else None. ``run``
+    answers None (take the general path) while the path is off (``ENABLED``), while
+    ``unbound`` (the set of unbound placeholders' tags) is not empty (the general path
+    checks them), or when this call's storage is not a whole buffer."""
     if not _eligible(root):
         return None
     out = allocate_for(root)  # the general path's layout and key for this result
@@ -131,7 +133,7 @@ def runner_for(root: Node):
     view, key, n, shape = out.view, out.key, out.view.size, out.view.shape
     floats = root.children[0].dtype.kind == "f"
     kinds = tuple(type(c) is Leaf for c in root.children)
-    stats = STATS
+    stats, enabled = STATS, ENABLED
 
     def wrap(data) -> Leaf:
         leaf = _new(Leaf)
@@ -143,6 +145,8 @@ def runner_for(root: Node):
     if kinds == (True, True):
 
         def run(root):
+            if unbound or not enabled[0]:
+                return None
             a, b = root.children
             da, db = a.data, b.data
             if da.size != n or db.size != n:
@@ -164,6 +168,8 @@ def runner_for(root: Node):
         return run
 
     def run(root):
+        if unbound or not enabled[0]:
+            return None
         args = []
         for c, is_leaf in zip(root.children, kinds, strict=True):
             if is_leaf:

@@ -62,6 +62,7 @@ def operand_node(value, axes: Axes, op: str):
 
 
 _NO_AXES = Axes()
+_DIRECT_GET = engine.DIRECT.get  # engine.evaluate's direct runners (see engine.direct)
 
 
 def _preferred_layout(operands):
@@ -216,10 +217,17 @@ class Tensor(
         (True, array([0., 2., 4.]))
         """
         node = self._node
+        if self._layout is None:  # the common case, without detours (it is a hot path)
+            run = _DIRECT_GET(node.key)  # one op on plain leaves: numpy's ufunc
+            if run is not None:
+                out = run(node)
+                if out is not None:
+                    return Tensor(self._axes, out)
+            if type(node) is ex.Leaf or type(node) is Chunked:
+                return self
+            return Tensor(self._axes, engine.evaluate(node))
         if type(node) is ex.Leaf or type(node) is Chunked:
             return self
-        if self._layout is None:  # the common case, without detours (it is a hot path)
-            return Tensor(self._axes, engine.evaluate(node))
         return self.copy()
 
     def copy(self) -> Tensor:
