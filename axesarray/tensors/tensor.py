@@ -222,10 +222,14 @@ class Tensor(
             if run is not None:
                 out = run(node)
                 if out is not None:
-                    return Tensor(self._axes, out)
+                    t = _new(Tensor)  # Tensor(axes, out) without its __init__ frame
+                    t._axes, t._node, t._layout = self._axes, out, None
+                    return t
             if type(node) is ex.Leaf or type(node) is Chunked:
                 return self
-            return Tensor(self._axes, engine.evaluate(node))
+            t = _new(Tensor)
+            t._axes, t._node, t._layout = self._axes, engine.evaluate(node), None
+            return t
         if type(node) is ex.Leaf or type(node) is Chunked:
             return self
         return self.copy()
@@ -415,8 +419,9 @@ def _loaded(cls, axes: Axes, node, layout) -> Tensor:
 
 
 # The operators below inline ``expr_ops``'s remembered-structure hit (``map1``, ``map2``,
-# ``map_scalar``: see ``dag.build``): an operator is then one Python frame plus the
-# Tensor's. A miss, or anything unusual, calls the builder, which does the same lookup.
+# ``map_scalar``: see ``dag.build``) and make their Tensor without ``TensorBase.__init__``
+# (its three slots set in place): an operator is then one Python frame. A miss, or
+# anything unusual, calls the builder, which does the same lookup.
 _BUILT_GET = expr_ops.BUILT.get
 _key_of = expr_ops.key_of
 _new = object.__new__
@@ -436,11 +441,15 @@ def unary_function(op: str):
             except AttributeError:  # a lazy operand: the builder decides
                 hit = None
             if hit is None:
-                return Tensor(x._axes, map1(op, a))
+                t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+                t._axes, t._node, t._layout = x._axes, map1(op, a), None
+                return t
             node = _new(_Map)  # map1's hit, inline
             node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
             node.key, node.params = hit[1], (a,) if hit[2] else a.params
-            return Tensor(x._axes, node)
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._node, t._layout = x._axes, node, None
+            return t
         return elementwise(op, x)
 
     return fn
@@ -469,8 +478,12 @@ def _binary_operator(op: str, reflected: bool):
                 node = _new(_Map)
                 node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
                 node.key, node.params = hit[1], (a, b)
-                return Tensor(self._axes, node)
-            return Tensor(self._axes, map2(op, a, b))
+                t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+                t._axes, t._node, t._layout = self._axes, node, None
+                return t
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._node, t._layout = self._axes, map2(op, a, b), None
+            return t
         if type(o) in _WEAK_TYPES and self._layout is None:
             a = self._node
             try:  # map_scalar's memo key (zeros by repr: -0.0 is not 0.0)
@@ -491,8 +504,12 @@ def _binary_operator(op: str, reflected: bool):
                     node = _new(_Map)
                     node.op, node.children = op, (c, a) if reflected else (a, c)
                     node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
-                    return Tensor(self._axes, node)
-            return Tensor(self._axes, map_scalar(op, a, o, reflected))
+                    t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+                    t._axes, t._node, t._layout = self._axes, node, None
+                    return t
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._node, t._layout = self._axes, map_scalar(op, a, o, reflected), None
+            return t
         return self._binary(o, op, reflected)
 
     return operator
