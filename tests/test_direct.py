@@ -112,6 +112,17 @@ def test_the_direct_path_is_taken_on_plain_leaves(op, dtype, n):
     assert taken
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint16", "int64", "float32", "float64"])
+def test_negation_wraps_as_the_kernels_do(dtype):
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else np.finfo(dtype)
+    x = ax.tensor(np.array([0, 1, info.max, info.min], dtype), "N")
+    fast, general, taken = _both(lambda: -x)
+    assert taken
+    _same(fast, general)
+    with np.errstate(all="ignore"):
+        assert_close(fast, -np.array([0, 1, info.max, info.min], dtype))
+
+
 def test_negation_and_division_of_floats_are_direct():
     x = ax.tensor(np.array([1.5, -0.0, 3.0], "float32"), "N")
     for fn in (operator.neg, lambda t: t / x, lambda t: 1 / t):
