@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from strategies import DTYPES, axes, numpy_tensors
 
 import axesarray as ax
-from axesarray.engine import direct
+from axesarray import engine
+from axesarray.engine import direct, executor, reference
 
 OPS = {
     "add": operator.add,
@@ -211,3 +212,38 @@ def test_reading_an_unbound_placeholder_is_still_refused():
     msg = r"evaluate: placeholder 'x' has no value outside a call of its function \(K=3\)"
     with pytest.raises(ValueError, match=msg):
         (x + x).eval()
+
+
+def test_the_kernel_runner_of_eval_follows_the_options():
+    """``Tensor.eval`` calls a ready one-kernel plan's runner itself (``engine.DIRECT``); it
+    steps aside when the engine or the serial threshold changes, or a placeholder is
+    unbound."""
+    x = ax.tensor(np.linspace(-1, 1, 9).astype("float32"), "N")
+    expected = np.tanh(np.linspace(-1, 1, 9).astype("float32") * 2) + 1
+    for _ in range(3):
+        assert_close((ax.tanh(x * 2) + 1).eval(), expected)
+    assert engine.DIRECT.get((ax.tanh(x * 2) + 1).node.key) is not None
+    hits = executor.PLAN_STATS["hits"]
+    assert_close((ax.tanh(x * 2) + 1).eval(), expected)
+    assert executor.PLAN_STATS["hits"] == hits + 1  # counted as a plan-cache hit
+    calls = []
+    real = reference.assign
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    reference.assign, saved = spy, reference.assign
+    try:
+        with ax.set_options(engine="numpy"):
+            assert_close((ax.tanh(x * 2) + 1).eval(), expected)
+    finally:
+        reference.assign = saved
+    assert calls  # the reference engine answered
+    with ax.set_options(serial_threshold=1):
+        assert_close((ax.tanh(x * 2) + 1).eval(), expected)
+    p = ax.placeholder((x.axes[0],), "float32", name="p")
+    assert (ax.tanh(p * 2) + 1).node.key == (ax.tanh(x * 2) + 1).node.key  # the same runner
+    msg = r"evaluate: placeholder 'p' has no value outside a call of its function"
+    with pytest.raises(ValueError, match=msg):
+        (ax.tanh(p * 2) + 1).eval()

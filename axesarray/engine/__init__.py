@@ -96,7 +96,11 @@ def evaluate(root: Node) -> Node:
             if run is not None and run.threshold == OPTIONS["serial_threshold"]:
                 _STATS["hits"] += 1
                 return run(root.params)
-        return executor.evaluate(root)
+        out = executor.evaluate(root)
+        plan = _PLANS.get(root.key)
+        if plan is not None and plan.fast is not None and DIRECT.get(root.key) is None:
+            DIRECT[root.key] = _kernel_runner(plan.fast, UNBOUND.data)
+        return out
     out = allocate_for(root)
     reference.assign(out, root)
     return out
@@ -109,6 +113,21 @@ _PLANS, _STATS = executor._PLANS, executor.PLAN_STATS
 # without this function's frame.
 DIRECT: dict = {}
 _UNSEEN = object()
+
+
+def _kernel_runner(fast, unbound: set):
+    """``run(root) -> Leaf | None`` for ``Tensor.eval``: the ready one-kernel plan's
+    runner while the options it was made under hold and no placeholder is unbound (else
+    None: ``evaluate`` decides)."""
+    threshold, options, stats = fast.threshold, OPTIONS, _STATS
+
+    def run(root):
+        if unbound or options["engine"] != "numba" or options["serial_threshold"] != threshold:
+            return None
+        stats["hits"] += 1
+        return fast(root.params)
+
+    return run
 
 
 def _direct_for(root: Node):
