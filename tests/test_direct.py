@@ -170,6 +170,18 @@ def test_the_direct_path_is_not_taken(case):
     _same(fast, general)
 
 
+def test_big_results_go_to_the_parallel_kernels():
+    """From ``serial_threshold`` elements on the kernels run on every core: the direct
+    path steps aside."""
+    a = ax.tensor(np.arange(64.0), "N")
+    fast, general, taken = _both(lambda: a + a)
+    assert taken
+    with ax.set_options(serial_threshold=64):
+        fast, general, taken = _both(lambda: a + a)
+    assert not taken
+    _same(fast, general)
+
+
 def test_the_prefix_view_shares_its_key_and_still_gets_the_general_path():
     """A view over the first elements of a longer storage has the key of a whole storage of
     that size: the per-call size check sends it to the general path."""

@@ -11,9 +11,10 @@ and the library's agree: no cast runs), float16/bfloat16 excluded. Floating-poin
 warnings are ignored, as the kernels raise none. The result is laid out as the general path
 lays it out (``order.allocate_for``), and gets the same leaf key.
 
-The decision is made once per root key (the key fixes the op, dtypes, views and storage
-kinds of every leaf); per call only the storage sizes are checked (a view over a prefix of
-a longer storage has the same key). ``ENABLED`` turns the path off (the kernel tests);
+Only below ``serial_threshold`` elements: from there the kernels run on every core, numpy's
+ufunc on one. The decision is made once per root key (the key fixes the op, dtypes, views
+and storage kinds of every leaf); per call only the storage sizes are checked (a view over
+a prefix of a longer storage has the same key). ``ENABLED`` turns the path off (the kernel tests);
 ``STATS["direct"]`` counts the evaluations it answered.
 """
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..core.strided import contiguous
 from ..dag.nodes import Const, Leaf, Map, Node
+from ..options import OPTIONS
 from .order import allocate_for
 
 __all__ = ["runner_for", "disabled", "ENABLED", "STATS", "UFUNCS"]
@@ -123,7 +125,8 @@ def runner_for(root: Node, unbound: set):
     """``run(root) -> Leaf | None`` for a root the direct path answers, else None. ``run``
     answers None (take the general path) while the path is off (``ENABLED``), while
     ``unbound`` (the set of unbound placeholders' tags) is not empty (the general path
-    checks them), or when this call's storage is not a whole buffer."""
+    checks them), when the result is as big as ``serial_threshold`` (there the kernels run
+    on every core, numpy on one) or when this call's storage is not a whole buffer."""
     if not _eligible(root):
         return None
     out = allocate_for(root)  # the general path's layout and key for this result
@@ -133,7 +136,7 @@ def runner_for(root: Node, unbound: set):
     view, key, n, shape = out.view, out.key, out.view.size, out.view.shape
     floats = root.children[0].dtype.kind == "f"
     kinds = tuple(type(c) is Leaf for c in root.children)
-    stats, enabled = STATS, ENABLED
+    stats, enabled, options = STATS, ENABLED, OPTIONS
 
     def wrap(data) -> Leaf:
         leaf = _new(Leaf)
@@ -145,7 +148,7 @@ def runner_for(root: Node, unbound: set):
     if kinds == (True, True):
 
         def run(root):
-            if unbound or not enabled[0]:
+            if unbound or not enabled[0] or n >= options["serial_threshold"]:
                 return None
             a, b = root.children
             da, db = a.data, b.data
@@ -168,7 +171,7 @@ def runner_for(root: Node, unbound: set):
         return run
 
     def run(root):
-        if unbound or not enabled[0]:
+        if unbound or not enabled[0] or n >= options["serial_threshold"]:
             return None
         args = []
         for c, is_leaf in zip(root.children, kinds, strict=True):
