@@ -259,3 +259,14 @@ def test_the_kernel_runner_of_eval_follows_the_options():
     msg = r"evaluate: placeholder 'p' has no value outside a call of its function"
     with pytest.raises(ValueError, match=msg):
         (ax.tanh(p * 2) + 1).eval()
+
+
+def test_a_live_placeholder_elsewhere_leaves_the_direct_path_on():
+    """An unbound placeholder anywhere in the process (an ``ax.function`` kept around) does
+    not turn the direct path off for expressions that do not read it."""
+    p = ax.placeholder((ax.Axis("K", 3),), "float64", name="p")
+    x = ax.tensor(np.arange(3.0), "K")
+    _, _, taken = _both(lambda: x + 1.0)
+    assert taken
+    with pytest.raises(ValueError, match="placeholder 'p' has no value"):
+        (p + 1.0).eval()

@@ -123,10 +123,11 @@ def _eligible(root: Node) -> bool:
 
 def runner_for(root: Node, unbound: set):
     """``run(root) -> Leaf | None`` for a root the direct path answers, else None. ``run``
-    answers None (take the general path) while the path is off (``ENABLED``), while
-    ``unbound`` (the set of unbound placeholders' tags) is not empty (the general path
-    checks them), when the result is as big as ``serial_threshold`` (there the kernels run
-    on every core, numpy on one) or when this call's storage is not a whole buffer."""
+    answers None (take the general path) while the path is off (``ENABLED``), for a leaf
+    with a declared kind (a tag) while ``unbound`` (the set of unbound placeholders' tags)
+    is not empty (the general path checks them), when the result is as big as
+    ``serial_threshold`` (there the kernels run on every core, numpy on one) or when this
+    call's storage is not a whole buffer."""
     if not _eligible(root):
         return None
     out = allocate_for(root)  # the general path's layout and key for this result
@@ -148,9 +149,11 @@ def runner_for(root: Node, unbound: set):
     if kinds == (True, True):
 
         def run(root):
-            if unbound or not enabled[0] or n >= options["serial_threshold"]:
+            if not enabled[0] or n >= options["serial_threshold"]:
                 return None
             a, b = root.children
+            if unbound and (a.tag is not None or b.tag is not None):
+                return None  # maybe a placeholder with no value: evaluate checks
             da, db = a.data, b.data
             if da.size != n or db.size != n:
                 return None
@@ -171,13 +174,13 @@ def runner_for(root: Node, unbound: set):
         return run
 
     def run(root):
-        if unbound or not enabled[0] or n >= options["serial_threshold"]:
+        if not enabled[0] or n >= options["serial_threshold"]:
             return None
         args = []
         for c, is_leaf in zip(root.children, kinds, strict=True):
             if is_leaf:
                 d = c.data
-                if d.size != n:
+                if d.size != n or (unbound and c.tag is not None):
                     return None
                 args.append(d)
             else:
