@@ -5,12 +5,15 @@
     python benchmarks/bench_programs.py --only planning,function --sizes 20,40,80
 
 The program: ``h = tanh(h * w + x.isel(T=k) * u)`` for ``k < T`` (B=4, H=8, float64),
-``loss = (h * h).sum()``, gradients of ``w`` and ``u``; kernels only (``tiered=False``).
+``loss = (h * h).sum()``, gradients of ``w`` and ``u``; kernels only (``tiered=False``),
+except the first "lazy" row (default options).
 Rows:
 
 - planning: ``ax.explain`` of the lazy gradient per T, and the ratio between sizes
   (linear planning: doubling T at most 2.5x the time);
-- lazy: the first ``gw.numpy()`` (the README's own way), kernels compiled or loaded;
+- lazy: the first ``gw.numpy()`` (the README's own way) in a new process: empty kernel
+  cache and default options (what a user gets), then ``tiered=False`` with the empty
+  cache (compiles) and warm (kernels loaded from disk);
 - function: ``ax.function([loss, gw, gu])`` build + first call, then each later call,
   against a hand-written numpy BPTT (and torch eager when installed), same run;
 - backward: ``loss.backward()``;
@@ -23,7 +26,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -120,16 +125,58 @@ def bench_planning(sizes: list[int]) -> None:
         prev = t
 
 
-def bench_lazy(steps: int) -> None:
+def lazy_child(steps: int, tiered: bool) -> None:
+    """In a new process (``--lazy-child``): build the recurrence, take the gradient and time
+    its first ``gw.numpy()``; print the time, the error against numpy BPTT and the seconds
+    the imports took (not part of the first call)."""
+    t0 = time.perf_counter()
+    ax.set_options(tiered=tiered)
     x_np, w_np, u_np = _data(steps)
     _, w, u, loss = build(steps)
     gw, _ = ax.grad(loss, [w, u])
-    t0 = time.perf_counter()
+    t1 = time.perf_counter()
     value = gw.numpy()
-    t = time.perf_counter() - t0
+    first = time.perf_counter() - t1
     err = np.abs(value - numpy_bptt(x_np, w_np, u_np)[1]).max()
-    kernels = len(ax.explain(gw).kernels)
-    _row("lazy", f"first gw.numpy() T={steps}", t, None, f"{kernels} kernels; |err| {err:.1e}")
+    print(f"{first} {err} {t1 - t0}")
+
+
+def _lazy_in_new_process(steps: int, tiered: bool, cache: str) -> tuple[float, float, float]:
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
+    t0 = time.perf_counter()
+    mode = "tiered" if tiered else "untiered"
+    out = subprocess.run(
+        [sys.executable, __file__, "--lazy-child", mode, "--lazy-steps", str(steps)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    process = time.perf_counter() - t0
+    first, err, _ = (float(v) for v in out.stdout.split()[-3:])
+    return first, err, process
+
+
+def bench_lazy(steps: int) -> None:
+    """The first ``gw.numpy()`` as a user meets it: a new process with an empty kernel
+    cache and default options (the numpy tier answers while kernels compile in the
+    background), then ``tiered=False`` with that empty cache (every distinct kernel
+    compiles before the answer) and with the cache those compiles left (kernels loaded)."""
+    _, w, u, loss = build(steps)
+    gw, _ = ax.grad(loss, [w, u])
+    plan = ax.explain(gw)
+    kernels = f"{len(plan.kernels)} kernels"
+    with tempfile.TemporaryDirectory() as cache:
+        what = f"first gw.numpy() T={steps}"
+        first, err, process = _lazy_in_new_process(steps, True, cache)
+        note = f"empty cache, default options; |err| {err:.1e}; process {process:.1f} s"
+        _row("lazy", what, first, None, note)
+        first, err, process = _lazy_in_new_process(steps, False, cache)
+        _row("lazy", what, first, None, f"empty cache, tiered=False (compiles); {kernels}")
+        first, err, process = _lazy_in_new_process(steps, False, cache)
+        note = f"warm cache, tiered=False; |err| {err:.1e}; process {process:.1f} s"
+        _row("lazy", what, first, None, note)
+    print(f"{'':<22} (each lazy row: a new process, imports not counted)")
 
 
 def bench_function(steps: int, repeat: int) -> None:
@@ -152,7 +199,27 @@ def bench_function(steps: int, repeat: int) -> None:
     if torch is not None:
         t_t = median_time(torch_step(x_np, w_np, u_np), repeat)
         _row(case, "torch eager forward+backward", t_t, t_f, "(x axesarray call)")
-    print(f"{'':<22} {len(ax.explain(f).kernels)} kernels per call", flush=True)
+    print(
+        f"{'':<22} {len(ax.explain(f).kernels)} kernels per call; "
+        f"{_python_calls(f)} Python calls per later call (the generated runner)",
+        flush=True,
+    )
+
+
+def _python_calls(fn) -> int:
+    """Python function calls one ``fn()`` makes (a count of work: the kernels of a program
+    are called from one generated function, not one Python frame each)."""
+    count = [0]
+
+    def hook(frame, event, arg):
+        count[0] += event == "call"
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return count[0]
 
 
 def bench_backward(steps: int) -> None:
@@ -240,7 +307,11 @@ def main(argv=None) -> None:
     p.add_argument("--lazy-steps", type=int, default=None)
     p.add_argument("--function-steps", default=None, help="e.g. 200,800")
     p.add_argument("--backward-steps", type=int, default=None)
+    p.add_argument("--lazy-child", choices=("tiered", "untiered"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.lazy_child:  # one measurement of the "lazy" rows, in its own process
+        lazy_child(args.lazy_steps or 200, args.lazy_child == "tiered")
+        return
     only = set(args.only.split(","))
     repeat = 3 if args.quick else 7
     sizes = args.sizes or ("10,20,40" if args.quick else "20,40,80,160")

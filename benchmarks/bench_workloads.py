@@ -592,6 +592,66 @@ class SoftmaxByName(Workload):
         _close(self.out_np, self.numpy())
 
 
+class MaxOverK(Workload):
+    """A plain max reduction: a NaN-propagating fold that vectorizes (``rmax``)."""
+
+    name = "x.max over K"
+
+    def __init__(self, n, k):
+        self.x_np = np.random.default_rng(13).standard_normal((n, k)).astype(F32)
+        self.out_np = np.empty(n, F32)
+        self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N")
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.amax(tx, 1)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return self.x_np.nbytes + self.out_np.nbytes
+
+    def ax_program(self):
+        yield self.out, self.x.max("K")
+
+    def numpy(self):
+        return self.x_np.max(axis=1)
+
+    def check(self):
+        self.run_ax()
+        np.testing.assert_array_equal(self.out_np, self.numpy())
+
+
+class LogSoftmaxByName(Workload):
+    name = "ax.log_softmax over K (rows)"
+    transcendental_reduction = True
+
+    def __init__(self, n, k):
+        self.x_np = np.random.default_rng(14).standard_normal((n, k)).astype(F32)
+        self.out_np = np.empty_like(self.x_np)
+        self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N K")
+        if torch is not None:
+            tx = _t(self.x_np)
+            self.torch_fn = lambda: torch.log_softmax(tx, 1)
+
+    def elements(self):
+        return self.x_np.size
+
+    def min_bytes(self):
+        return 2 * self.x_np.nbytes
+
+    def ax_program(self):
+        yield self.out, ax.log_softmax(self.x, "K")
+
+    def numpy(self):
+        d = self.x_np - self.x_np.max(axis=1, keepdims=True)
+        return d - np.log(np.exp(d).sum(axis=1, keepdims=True))
+
+    def check(self):
+        self.run_ax()
+        _close(self.out_np, self.numpy())
+
+
 def workloads(quick: bool) -> list[Workload]:
     if quick:
         return [
@@ -609,6 +669,8 @@ def workloads(quick: bool) -> list[Workload]:
             ExpSum(8, 16),
             ImagePipeline(1, 8, 8),
             SoftmaxByName(8, 16),
+            LogSoftmaxByName(8, 16),
+            MaxOverK(8, 16),
         ]
     return [
         SoftmaxByHand((8, 32, 64, 64)),
@@ -625,6 +687,8 @@ def workloads(quick: bool) -> list[Workload]:
         ExpSum(4096, 1024),
         ImagePipeline(16, 224, 224),
         SoftmaxByName(4096, 1024),
+        LogSoftmaxByName(4096, 1024),
+        MaxOverK(4096, 1024),
     ]
 
 

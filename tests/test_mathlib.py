@@ -242,3 +242,116 @@ def test_the_numpy_tier_meets_the_bounds_in_float32(name):
     assert got.dtype == np.float32
     dist, at = ulp_distance(name, x, got, np.float32)
     assert dist <= BOUND[name, np.float32], f"tier {name}: {dist} ulp at {at!r}"
+
+
+# --- what the kernels call: vector width, reductions, logsumexp's exp ---------------------
+
+
+def _kernel_source(expr, kind="serial") -> str:
+    from axesarray.engine import executor
+    from axesarray.engine.dispatch import source_for
+
+    plan, _ = executor.schedule_for(expr._node, None)
+    assert len(plan.steps) == 1
+    return source_for(plan.steps[0], plan.device, kind)[0]
+
+
+def test_kernels_ask_for_512_bit_vectors_exactly_where_the_cpu_has_avx512():
+    from numba.core.registry import cpu_target
+
+    from axesarray.storage.numba_private import target_features
+
+    @njit(error_model="numpy")
+    def double(a):
+        mathlib.wide_vectors()
+        for i in range(a.size):
+            a[i] *= 2.0
+
+    a = np.ones(5)
+    double(a)
+    np.testing.assert_array_equal(a, 2.0)
+    llvm = next(iter(double.inspect_llvm().values()))
+    avx512 = "+avx512f" in target_features(cpu_target.target_context).split(",")
+    assert ('"prefer-vector-width"="512"' in llvm) == avx512
+    x = ax.tensor(np.ones((300, 4), np.float32), "N K")
+    for expr in (ax.exp(x), ax.exp(x).sum("K"), x.max()):
+        for kind in ("serial", "parallel"):
+            head = _kernel_source(expr, kind).split(
+                "\ndef kernel(" if kind == "serial" else "\ndef part(", 1
+            )[1]
+            assert head.split("\n")[1] == "    wide_vectors()", head
+
+
+def _floats_with_specials(dtype):
+    width = 32 if dtype == np.float32 else 64
+    special = st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0])
+    return st.lists(st.one_of(st.floats(width=width), special), min_size=1, max_size=300)
+
+
+@given(st.sampled_from(FLOATS), st.data())
+def test_max_and_min_reductions_vectorize_and_match_numpy(dtype, data):
+    """max/min fold with LLVM's NaN-propagating maximum/minimum in one accumulator (the
+    loop vectorizes); the result is numpy's, NaN anywhere in a row included."""
+    rows = data.draw(st.integers(1, 3))
+    values = [data.draw(_floats_with_specials(dtype)) for _ in range(rows)]
+    n = min(len(v) for v in values)
+    a = np.array([v[:n] for v in values], dtype)
+    x = ax.tensor(a, "N K")
+    with ax.set_options(tiered=False):
+        for op in ("max", "min"):
+            got = getattr(x, op)("K").numpy()
+            np.testing.assert_array_equal(got, getattr(np, op)(a, axis=1))
+            full = getattr(x, op)().numpy()
+            np.testing.assert_array_equal(full, getattr(np, op)(a))
+
+
+def test_max_and_min_order_signed_zeros_and_keep_integers_exact():
+    with ax.set_options(tiered=False):
+        for a in ([0.0, -0.0], [-0.0, 0.0]):
+            x = ax.tensor(np.array(a * 40, np.float32), "K")
+            assert not np.signbit(x.max("K").numpy())  # +0.0 either way round
+            assert np.signbit(x.min("K").numpy())  # -0.0
+        f = ax.tensor(np.ones((4, 8), np.float32), "N K")
+        i = ax.tensor(np.arange(32, dtype=np.int16).reshape(4, 8), "N K")
+        assert "rmax(" in _kernel_source(f.max("K")) and "rmin(" in _kernel_source(f.min("K"))
+        assert "rmax(" not in _kernel_source(i.max("K"))
+        np.testing.assert_array_equal(i.max("K").numpy(), np.arange(32).reshape(4, 8).max(1))
+
+
+def test_exp_sum_f64_is_within_its_stated_error():
+    """``exp_sum_f64`` (logsumexp's terms for float32 results): 3e-13 relative on the whole
+    finite range, numpy's special values; subnormal results within that or 1 ulp."""
+    fi = np.finfo(np.float64)
+    x = np.concatenate([np.linspace(-708.0, 709.7, 2_000_001), np.linspace(-1, 1, 200_001)])
+    got = _apply(mathlib.exp_sum_f64, x)
+    want = np.exp(x.astype(np.longdouble))
+    rel = np.abs((got - want) / want).max()
+    assert rel < 3e-13, rel
+    sub = np.linspace(-745.1, -708.5, 100_001)
+    got = _apply(mathlib.exp_sum_f64, sub)
+    want = np.exp(sub.astype(np.longdouble)).astype(np.float64)
+    assert (np.abs(got - want) <= 3e-13 * want + float(fi.smallest_subnormal)).all()
+    special = np.array([np.nan, np.inf, -np.inf, 710.0, -746.0, 0.0, -0.0])
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(_apply(mathlib.exp_sum_f64, special), np.exp(special))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=["f32", "f64"])
+def test_logsumexp_kernels_by_dtype_and_their_accuracy(dtype):
+    """float32 logsumexp adds ``exp_sum_f64`` terms (float32 max, 16 lanes); float64 keeps
+    the 1-ulp ``exp_f64``. Either way the result is within 1 ulp of the exact value."""
+    a = (np.random.default_rng(5).standard_normal((64, 257)) * 20).astype(dtype)
+    x = ax.tensor(a, "N K")
+    m = x.max("K")
+    expr = m + ax.log(ax.exp(x - m).sum("K"))
+    src = _kernel_source(expr)
+    small = dtype == np.float32
+    assert ("exp_sum_f64(" in src) == small and ("exp_f64(" in src) != small
+    assert "am_ = rmax(am_" in src and f"am_ = np.{np.dtype(dtype).name}(-np.inf)" in src
+    wide = a.astype(np.longdouble)
+    mx = wide.max(1, keepdims=True)
+    want = (mx + np.log(np.exp(wide - mx).sum(1, keepdims=True)))[:, 0]
+    with ax.set_options(tiered=False):
+        got = expr.numpy()
+    assert got.dtype == dtype
+    np.testing.assert_array_less(np.abs(_ordered(got) - _ordered(want.astype(dtype))), 2)

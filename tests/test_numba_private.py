@@ -169,3 +169,26 @@ def test_call_inlined_links_a_compiled_function_and_inlines_it():
     assert caller(3.0) == 20.0
     llvm = next(iter(caller.inspect_llvm().values()))
     assert cres.fndesc.mangled_name not in llvm  # inlined: no call, no copy left
+
+
+def test_target_features_and_a_function_attribute():
+    seen = []
+
+    @intrinsic
+    def mark(typingctx):
+        def codegen(context, builder, sig, args):
+            seen.append(npriv.target_features(context))
+            npriv.add_function_attribute(builder, '"axesarray-test"="1"')
+            return context.get_dummy_value()
+
+        return types.none(), codegen
+
+    @njit
+    def marked():
+        mark()
+        return 1
+
+    assert marked() == 1
+    assert seen and all(f[0] in "+-" for f in seen[0].split(","))  # "+avx2,-avx512f,..."
+    llvm = next(iter(marked.inspect_llvm().values()))
+    assert '"axesarray-test"="1"' in llvm

@@ -373,6 +373,19 @@ def test_temporaries_and_dot_are_named():
     assert "over=K" in repr(ax.sigmoid(d).sum("M")) and "over=M" in repr(ax.sigmoid(d).sum("M"))
 
 
+def test_each_reduction_kernel_names_its_own_reduced_axis():
+    """A reduction reading another reduction's temporary names its loops by the axis it
+    reduces itself, not by the one reduced below it (explain names a kernel's loops from
+    the reduction fused into that kernel)."""
+    x = ax.tensor(np.arange(60.0).reshape(3, 4, 5) / 60, "N C W")
+    e = ax.exp(x).sum("W").max("C")
+    plan = ax.explain(e)
+    assert len(plan.kernels) == 2
+    inner, outer = ({n for _, lb in k.loops for n in lb.split()} for k in plan.kernels)
+    assert inner == {"N", "C", "W"} and outer == {"N", "C"}
+    assert_close(e, np.exp(x.numpy()).sum(2).max(1))
+
+
 def test_two_names_for_one_dim_show_the_position_and_both():
     """The same node reduced under two names: the display says d0[N|A], not one of them."""
     e = ax.tensor(np.ones((2, 3)), "N C") + 1

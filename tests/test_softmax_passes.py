@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import assert_close
+from hypothesis import given
+from hypothesis import strategies as st
 
 import axesarray as ax
 
@@ -135,3 +137,95 @@ def test_sums_of_transcendental_values_in_buffered_blocks(engine, k):
     x = ax.tensor(a, "R K")
     assert_close(ax.exp(x).sum("K"), np.exp(a.astype(np.float64)).sum(1).astype(np.float32))
     assert_close(ax.log1p(x * x).sum(), np.float32(np.log1p(a.astype(np.float64) ** 2).sum()))
+
+
+# --- ax.softmax, ax.log_softmax, ax.logsumexp: the guarded shift in one reduction ----------
+
+
+def _np_guarded(a, axis):
+    """numpy's values of ``ax.softmax``, ``log_softmax``, ``logsumexp`` (nn/functional.py):
+    the shift is the max where it is finite, else 0."""
+    with np.errstate(all="ignore"):
+        m = a.max(axis, keepdims=True)
+        shift = np.where(np.isfinite(m), m, 0).astype(a.dtype)
+        e = np.exp(a - shift)
+        s = e.sum(axis, keepdims=True)
+        lse = shift + np.log(s)
+        return e / s, a - lse, np.squeeze(lse, axis)
+
+
+def _special_rows(dtype):
+    rng = np.random.default_rng(8)
+    a = (rng.standard_normal((8, K.length)) * 30).astype(dtype)
+    a[1] = -np.inf  # softmax nan, logsumexp -inf
+    a[2, 3] = np.nan
+    a[3, 4] = np.inf  # softmax 0 and nan, logsumexp +inf
+    a[4, 4] = np.inf
+    a[4, 5] = 100.0 if dtype == "float32" else 800.0  # exp overflows beside +inf: nan
+    a[5] = np.inf
+    a[6, :5] = -np.inf
+    a[7, 0] = np.nan
+    a[7, 1] = np.inf
+    return a
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ax_softmax_and_friends_are_one_reduction_with_their_special_values(engine, dtype):
+    """``ax.softmax`` is 2 kernels (was 3), ``log_softmax`` 2, ``logsumexp`` 1, through the
+    ``logsumexp_guarded`` reduction; every row of +-inf and NaN keeps its value."""
+    a = _special_rows(dtype)
+    x = ax.tensor(a, ("R", K))
+    p, ls, lse = _np_guarded(a, 1)
+    assert_close(ax.softmax(x, "K"), p)
+    assert_close(ax.log_softmax(x, "K"), ls)
+    assert_close(ax.logsumexp(x, "K"), lse)
+    if engine == "numba":
+        plan = ax.explain(ax.softmax(x, "K"))
+        assert [k.kind for k in plan.kernels] == ["reduction", "elementwise"]
+        assert plan.temporary_bytes == 8 * a.itemsize  # one value per row
+        assert len(ax.explain(ax.log_softmax(x, "K")).kernels) == 2
+        assert len(ax.explain(ax.logsumexp(x, "K")).kernels) == 1
+    # over an outer axis (rows-first) and over everything (parallel chunks)
+    t = ax.tensor(np.ascontiguousarray(a.T), (K, "R"))
+    assert_close(ax.softmax(t, "K"), p.T)
+    assert_close(ax.logsumexp(t, "K"), lse)
+    if engine == "numba":
+        assert len(ax.explain(ax.softmax(t, "K")).kernels) == 2
+
+
+@pytest.mark.parametrize("fill", [-np.inf, np.inf, np.nan, 1.0])
+def test_ax_logsumexp_over_parallel_chunks_keeps_its_special_values(fill):
+    n = 250_001
+    a = np.random.default_rng(2).standard_normal(n).astype(np.float32)
+    a[: n // 2] = -np.inf
+    a[-1] = fill
+    if fill == -np.inf:
+        a[:] = fill  # every chunk -inf: -inf (the formula written by hand gives nan)
+    x = ax.tensor(a, "L")
+    with ax.set_options(tiered=False):
+        assert_close(ax.logsumexp(x, "L"), _np_guarded(a.astype(np.float64), 0)[2].astype(a.dtype))
+
+
+@given(
+    st.sampled_from(["float32", "float64"]),
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.floats(-1e3, 1e3, width=32),
+                st.sampled_from([np.inf, -np.inf, np.nan]),
+            ),
+            min_size=3,
+            max_size=3,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_ax_softmax_matches_numpy_on_drawn_rows(dtype, rows):
+    a = np.array(rows, dtype)
+    x = ax.tensor(a, "R K")
+    p, ls, lse = _np_guarded(a, 1)
+    with ax.set_options(tiered=False):
+        assert_close(ax.softmax(x, "K"), p)
+        assert_close(ax.log_softmax(x, "K"), ls)
+        assert_close(ax.logsumexp(x, "K"), lse)

@@ -30,7 +30,7 @@ from ..dag.text import dim_names, formula, inputs, is_position
 from ..display.planviews import program_html
 from ..engine import executor
 from ..engine.planner import heavy_nodes
-from ..engine.runner import Bound, kernel_calls
+from ..engine.runner import Bound, Straight, kernel_calls
 from ..options import OPTIONS
 from ..storage.memory import allocate
 
@@ -229,6 +229,9 @@ class Program:
         # an output listed twice is computed once
         self._results = [results[index[id(node)]] for node in outputs]
         self._run_groups: list | None = None
+        # The straight runner once built (None: not yet; False: none for this program).
+        self._straight = None
+        self._runs = 0  # runs the general way
 
     def _source_of(self, leaf: ex.Leaf) -> int | None:
         """Which source ``leaf`` is a view of (None: a leaf read as it is)."""
@@ -240,54 +243,146 @@ class Program:
         Thread-safe: this run's storage travels by argument."""
         return self._run(bound)[0]
 
+    def run_storages(self, data: list) -> list:
+        """``run`` with the inputs' storage given in order (1-D arrays)."""
+        return self._call(data + [None] * (len(self._sources) - len(data)))[0]
+
     def _run(self, bound: dict | None) -> tuple[list, list]:
         bound = bound or {}
         storages: list = [None] * len(self._sources)
         for k, r in enumerate(self.inputs):
             storages[k] = bound[r]
+        return self._call(storages)
+
+    def _call(self, storages: list) -> tuple[list, list]:
+        """Every output over ``storages`` (the inputs' storage first, then room for each
+        computed slot's): the outputs and the storages as filled."""
+        run = self._straight
+        if run and run.threshold == OPTIONS["serial_threshold"] and run.engine == OPTIONS["engine"]:
+            return run(storages), storages
         values: list = [None] * len(self.stages)
         groups = self._run_groups
         if groups is None:  # the stages are fixed: grouped once
             groups = self._run_groups = self._groups()
         for group in groups:
-            if len(group) > 1:
-                engine.assign_many(
-                    [(self.stages[k].slot, self._node(self.stages[k], storages)) for k in group]
-                )
-                for k in group:
-                    values[k] = self.stages[k].slot
-                continue
-            (k,) = group
+            self._stage(group, storages, values)
+        # Built at the end of a second run: a program run once (a backward pass) never
+        # pays for it.
+        self._runs += 1
+        if self._runs > 1 and (
+            run is None or (run and run.threshold != OPTIONS["serial_threshold"])
+        ):
+            self._straight = self._build_straight(storages, values)
+        return [values[k] for k in self._results], storages
+
+    def _stage(self, group: list, storages: list, values: list) -> None:
+        """Run one group of stages the general way (the engine's tiers, plans, runners)."""
+        if len(group) > 1:
+            engine.assign_many(
+                [(self.stages[k].slot, self._node(self.stages[k], storages)) for k in group]
+            )
+            for k in group:
+                values[k] = self.stages[k].slot
+            return
+        (k,) = group
+        st = self.stages[k]
+        b = st.bound
+        if b is not None and b.plan.ready and st.slot is None is st.make:  # hot path
+            values[k] = b.evaluate(storages)
+            return
+        node = st.node
+        if st.make is not None:
+            dst = st.make()
+            if st.source is not None:
+                storages[st.source] = dst.data
+        else:
+            dst = st.slot  # a fixed destination, or None: a fresh result
+        if dst is None:
+            if type(node) is ex.Leaf:
+                # An input, a variable or a slot (or a view of one): returned as a
+                # copy, so refilling the caller's buffer, an optimizer step or the next
+                # run leaves results already returned unchanged.
+                k_src = self._source_of(node)
+                data = node.data if k_src is None else storages[k_src]
+                values[k] = engine.allocate_for(node)
+                engine.assign(values[k], ex.Leaf(data, node.view, node.writeable))
+            else:
+                values[k] = self._evaluate(st, storages)
+            return
+        if b is not None and b.plan.ready:
+            b.assign(storages, dst)
+        else:
+            self._assign(st, storages, dst)
+        values[k] = ex.Leaf(dst.data, dst.view) if st.make is not None else dst
+
+    def _build_straight(self, storages: list, values: list):
+        """The program as one generated function (``runner.Straight``), built from a run
+        that just finished (``storages``, ``values``: its objects): each stage's kernels
+        called in line, its shared values in buffers reused from call to call, the stages
+        the straight runner cannot run (a BLAS step, an assignment into a fixed
+        destination, a fused optimizer group) called through ``_stage``. None while a
+        stage still compiles (the next run tries again); False when nothing would be won."""
+        if OPTIONS["engine"] != "numba":
+            return False
+        for st in self.stages:
+            if st.bound is not None and not st.bound.plan.ready:
+                return None
+        out = Straight(f"a program of {len(self.stages)} stages")
+        sources: dict = {}
+        setup = []
+        for k in range(len(self.inputs)):
+            sources[k] = name = f"s{k}"
+            setup.append(f"{name} = storages[{k}]")
+            out.sample[name] = storages[k]
+        value: dict = {}  # stage -> expression of its value
+        straight = 0
+        for group in self._run_groups:
+            k = group[0]
             st = self.stages[k]
             b = st.bound
-            if b is not None and b.plan.ready and st.slot is None is st.make:  # hot path
-                values[k] = b.evaluate(storages)
-                continue
-            node = st.node
-            if st.make is not None:
-                dst = st.make()
-                if st.source is not None:
-                    storages[st.source] = dst.data
+            mark = out.mark()
+            got = None
+            if len(group) == 1 and b is not None and type(st.node) is not ex.Leaf:
+                if st.slot is None and st.make is None:  # a fresh result
+                    got = b.emit(out, sources, None)
+                    if got is not None:
+                        res = b.plan.result.view
+                        key = ex.Leaf(out.sample[got], res).key
+                        value[k] = f"fresh({got}, {out.bind(res, 'v')}, {key})"
+                elif st.make is not None and st.output is None:  # a shared value
+                    buf = out.buffer(st.slot.data.size, st.slot.dtype, fresh=False)
+                    got = b.emit(out, sources, buf)
+                elif st.make is not None:  # an output with storage of its own per call
+                    leaf, buf = out.fresh_name("m"), out.fresh_name("b")
+                    out.body.append(f"{leaf} = {out.bind(st.make, 'make')}()")
+                    out.body.append(f"{buf} = {leaf}.data")
+                    out.sample[buf] = st.make().data
+                    got = b.emit(out, sources, buf)
+                    value[k] = f"Leaf({buf}, {leaf}.view)"
+                if got is not None and st.source is not None:
+                    sources[st.source] = got
+                    out.body.append(f"storages[{st.source}] = {got}")
+            if got is None:  # the general way
+                out.rollback(mark)
+                out.body.append(f"stage({group!r}, storages, values)")
+                for j in group:
+                    value[j] = f"values[{j}]"
+                    src = self.stages[j].source
+                    if src is not None:
+                        sources[src] = name = out.fresh_name("s")
+                        out.body.append(f"{name} = storages[{src}]")
+                        out.sample[name] = storages[src]
             else:
-                dst = st.slot  # a fixed destination, or None: a fresh result
-            if dst is None:
-                if type(node) is ex.Leaf:
-                    # An input, a variable or a slot (or a view of one): returned as a
-                    # copy, so refilling the caller's buffer, an optimizer step or the next
-                    # run leaves results already returned unchanged.
-                    k_src = self._source_of(node)
-                    data = node.data if k_src is None else storages[k_src]
-                    values[k] = engine.allocate_for(node)
-                    engine.assign(values[k], ex.Leaf(data, node.view, node.writeable))
-                else:
-                    values[k] = self._evaluate(st, storages)
-                continue
-            if b is not None and b.plan.ready:
-                b.assign(storages, dst)
-            else:
-                self._assign(st, storages, dst)
-            values[k] = ex.Leaf(dst.data, dst.view) if st.make is not None else dst
-        return [values[k] for k in self._results], storages
+                straight += 1
+        if not straight:
+            return False
+        if straight != len(self._run_groups):  # some stages run through ``_stage``
+            setup.append(f"values = [None] * {len(self.stages)}")
+        out.ns.update(stage=self._stage, fresh=ex.Leaf.fresh, Leaf=ex.Leaf)
+        returns = "[" + ", ".join(value[k] for k in self._results) + "]"
+        run = out.build("storages", setup, returns)
+        run.engine = OPTIONS["engine"]
+        return run
 
     def kernel_calls(self, bound: dict | None = None) -> list:
         """Zero-argument calls of every kernel of every stage, arguments bound once to the

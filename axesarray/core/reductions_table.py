@@ -66,7 +66,9 @@ class Reduction:
     init: str | None = None  # the accumulator's first value
     combine: tuple[str, ...] = ()  # lines folding {v} into {acc}
     combine_float: tuple[str, ...] | None = None  # the same for float values (NaN rules)
-    combine_reassoc: tuple[str, ...] | None = None  # CPU: with LLVM's reassoc (vectorizes)
+    # CPU, floats: a fold LLVM may reorder (reassoc adds, NaN-propagating max), which
+    # vectorizes; the loop then folds into one accumulator
+    combine_reassoc: tuple[str, ...] | None = None
     accumulator: str = "result"  # "float64" (floats accumulate in float64), "value", "result"
     convert: bool = False  # the input is cast to the result dtype (sum of int8 is int64)
     unroll: bool = True  # the inner loop folds into four accumulators
@@ -146,6 +148,20 @@ def _logsumexp(x, axis=None):
         m = np.max(x64, axis=axis, keepdims=True, initial=-np.inf)
         s = np.sum(np.exp(x64 - m), axis=axis, keepdims=True)
         out = np.log(s) + m
+    return np.squeeze(out, axis=axis if axis is not None else None).astype(dtype)
+
+
+def _logsumexp_guarded(x, axis=None):
+    """``s + log(sum(exp(x - s)))`` with ``s`` the max where it is finite, else 0 (the
+    formula of ``ax.logsumexp``: a slice of -inf gives -inf, one holding +inf gives +inf),
+    computed in float64 and returned with exp's dtype rule."""
+    x = np.asarray(x)
+    dtype = np.exp(np.zeros(1, x.dtype)).dtype
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        m = np.max(x64, axis=axis, keepdims=True, initial=-np.inf)
+        s = np.where(np.isfinite(m), m, 0.0)
+        out = np.log(np.sum(np.exp(x64 - s), axis=axis, keepdims=True)) + s
     return np.squeeze(out, axis=axis if axis is not None else None).astype(dtype)
 
 
@@ -294,7 +310,8 @@ _ROWS = [
                             "array([3, 5])"),
         (np.max, np.amax), "extreme", ufunc="maximum", skipna="nanmax", empty=False,
         init="{t}({lo})", combine=("{acc} = max({acc}, {v})",),
-        combine_float=("{acc} = fmax_nan({acc}, {v})",), grad=_grad_extreme,
+        combine_float=("{acc} = fmax_nan({acc}, {v})",),
+        combine_reassoc=("{acc} = rmax({acc}, {v})",), grad=_grad_extreme,
     ),
     Reduction(
         "min", np.min, _doc(f"Minimum {_NAMES}; NaN wins, as ``np.min`` (``skipna=True``: "
@@ -302,7 +319,8 @@ _ROWS = [
                             "array([1, 4])"),
         (np.min, np.amin), "extreme", ufunc="minimum", skipna="nanmin", empty=False,
         init="{t}({hi})", combine=("{acc} = min({acc}, {v})",),
-        combine_float=("{acc} = fmin_nan({acc}, {v})",), grad=_grad_extreme,
+        combine_float=("{acc} = fmin_nan({acc}, {v})",),
+        combine_reassoc=("{acc} = rmin({acc}, {v})",), grad=_grad_extreme,
     ),
     Reduction(
         "any", np.any, _doc(f"Whether any element is true (non-zero) {_NAMES}.",
@@ -334,6 +352,8 @@ _ROWS = [
     ),
     # made by the CPU rewrites of softmax and logsumexp only (no method; see engine.rewrite)
     Reduction("logsumexp", _logsumexp, generated=False, kernel="logsumexp"),
+    # ``ax.logsumexp``'s formula, its shift 0 where the max is not finite (engine.rewrite)
+    Reduction("logsumexp_guarded", _logsumexp_guarded, generated=False, kernel="logsumexp"),
     Reduction(
         "mean", np.mean, _doc("Arithmetic mean over the named axes, with numpy's result dtype.",
                               "[[1, 2], [3, 4]]", '"N").numpy()', "array([2., 3.])"),

@@ -92,13 +92,13 @@ def evaluate(root: Node) -> Node:
         # executor.evaluate's cache hit, inline (one frame less on the hot path)
         plan = _PLANS.get(root.key)
         if plan is not None:
-            run = plan.fast
-            if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+            run = plan.fast  # a runner, or a false marker (``runner.NoRunner``), or None
+            if run and run.threshold == OPTIONS["serial_threshold"]:
                 _STATS["hits"] += 1
                 return run(root.params)
         out = executor.evaluate(root)
         plan = _PLANS.get(root.key)
-        if plan is not None and plan.fast is not None and DIRECT.get(root.key) is None:
+        if plan is not None and plan.fast and DIRECT.get(root.key) is None:
             DIRECT[root.key] = _kernel_runner(plan.fast, UNBOUND.data)
         return out
     out = allocate_for(root)
@@ -116,8 +116,8 @@ _UNSEEN = object()
 
 
 def _kernel_runner(fast, unbound: set):
-    """``run(root) -> Leaf | None`` for ``Tensor.eval``: the ready one-kernel plan's
-    runner while the options it was made under hold and no placeholder is unbound (else
+    """``run(root) -> Leaf | None`` for ``Tensor.eval``: a ready plan's generated runner
+    (one kernel, or a straight runner of several) while the options it was made under hold and no placeholder is unbound (else
     None: ``evaluate`` decides)."""
     threshold, options, stats = fast.threshold, OPTIONS, _STATS
 

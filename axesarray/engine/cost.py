@@ -152,7 +152,7 @@ def step_estimate(step) -> tuple[int, int]:
 
 def _reduce_work(op: str) -> int:
     """Work per element folded: logsumexp finds the max, then adds ``exp(x - max)``."""
-    return 2 + TRANSCENDENTAL if op == "logsumexp" else 1
+    return 2 + TRANSCENDENTAL if op in ("logsumexp", "logsumexp_guarded") else 1
 
 
 def _under_reduce(tree) -> set[int]:

@@ -23,9 +23,9 @@ from .order import allocate_for
 from .planner import build_schedule
 from .rewrite import CPU_REWRITES, REWRITES, rewrite
 from .routes import try_copy
+from .runner import NoRunner, run_schedule
 from .runner import fast_runner as _fast_runner
 from .runner import into_runner as _into_runner
-from .runner import run_schedule
 from .schedule import Schedule
 from .tiers import describe_tier, use_numpy
 
@@ -69,7 +69,9 @@ def schedule_for(root: Node, dst: Leaf | None) -> tuple[Schedule, bool]:
     return _new_plan(root, dst, key), False
 
 
-def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
+def _new_plan(root: Node, dst: Leaf | None, key, seen: list | None = None) -> Schedule:
+    """Plan ``dst[...] = root`` and cache it; ``seen`` (explain) receives the rewritten
+    DAG and which node each step computes (``build_schedule``'s ``record``)."""
     params = root.params
     found = {device_of(p.data) for p in params if type(p) is Leaf}
     if dst is not None:
@@ -79,7 +81,11 @@ def _new_plan(root: Node, dst: Leaf | None, key) -> Schedule:
     device = _device(params, dst)
     target = None if dst is None else (dst.view, dst.dtype)
     rules = CPU_REWRITES if device.is_cpu else REWRITES
-    plan = build_schedule(rewrite(root, rules), params, target, device.has_blas)
+    dag = rewrite(root, rules)
+    record = None if seen is None else {}
+    plan = build_schedule(dag, params, target, device.has_blas, record=record)
+    if seen is not None:
+        seen.append((dag, record))
     plan.device = device
     if debug_level() > 0:
         debug_print(plan)
@@ -96,15 +102,20 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
     label the result's dims."""
     if dst is None and type(root) is Leaf:
         return make_plan(None, True, tier="none")  # already an l-tensor: nothing runs
-    plan, cached = schedule_for(root, dst)
-    return make_plan(
-        plan, cached, names, describe_tier(plan, root), _step_dims(plan, root, dst, names)
-    )
+    seen: list = []
+    key = root.key if dst is None else (root.key, dst.key)
+    if key in _PLANS:
+        plan, cached = schedule_for(root, dst)
+    else:  # planned here, recording which node each step computes (planned once)
+        plan, cached = _new_plan(root, dst, key, seen), False
+    dims = step_names(*seen[0], names) if seen else _step_dims(plan, root, dst, names)
+    return make_plan(plan, cached, names, describe_tier(plan, root), dims)
 
 
 def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | None:
-    """Names of every step's dims: the schedule planned again (uncached, as ``_new_plan``
-    does) recording which node each step computes; a cached plan holds no nodes."""
+    """Names of every step's dims of a cached plan: the schedule planned again (uncached,
+    as ``_new_plan`` does) recording which node each step computes; a cached plan holds no
+    nodes."""
     device = plan.device
     rules = CPU_REWRITES if device.is_cpu else REWRITES
     dag = rewrite(root, rules)
@@ -141,7 +152,7 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     else:
         PLAN_STATS["hits"] += 1
         run = plan.fast
-        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+        if run and run.threshold == OPTIONS["serial_threshold"]:
             return run(root.params)
     if not plan.ready and tiered:
         out = numpy_tier(plan, root, None)
@@ -151,7 +162,8 @@ def evaluate(root: Node, tiered: bool = True) -> Leaf:
     temps = run_schedule(plan, params, None)
     res = plan.result
     out = Leaf(temps[res.src[1]], res.view)
-    plan.fast = _fast_runner(plan, params, out)
+    if _look_again(plan):
+        plan.fast = _found(plan, _fast_runner(plan, params, out, True))
     return out
 
 
@@ -166,11 +178,30 @@ def assign(dst: Leaf, root: Node, tiered: bool = True) -> None:
     else:
         PLAN_STATS["hits"] += 1
         run = plan.fast
-        if run is not None and run.threshold == OPTIONS["serial_threshold"]:
+        if run and run.threshold == OPTIONS["serial_threshold"]:
             run(root.params, dst)
             return
     if not plan.ready and tiered and numpy_tier(plan, root, dst) is not None:
         return
     params = root.params
     run_schedule(plan, params, dst)
-    plan.fast = _into_runner(plan, params, dst)
+    if _look_again(plan):
+        plan.fast = _found(plan, _into_runner(plan, params, dst, True))
+
+
+def _look_again(plan: Schedule) -> bool:
+    """Whether to look for the plan's generated runner: none looked for yet under this
+    ``serial_threshold``, or one to build on this run (a plan without one is marked, so
+    it is looked for once)."""
+    run = plan.fast
+    if run is None or run.threshold != OPTIONS["serial_threshold"]:
+        return True
+    return not run and run.later
+
+
+def _found(plan: Schedule, run):
+    """``plan.fast`` after looking: the runner, its marker, or (none found) a mark, made
+    only once every kernel is compiled: a runner may exist from then on."""
+    if run is not None:
+        return run
+    return NoRunner() if plan.ready else None

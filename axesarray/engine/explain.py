@@ -13,7 +13,6 @@ import sys
 import attrs
 import numpy as np
 
-from ..dag import nodes as ex
 from ..dag.text import dim_names
 from ..display.htmlparts import nbytes_text
 from ..display.planviews import estimated_bytes, estimated_work, loops_text, plan_html
@@ -230,23 +229,24 @@ def make_plan(
 
 def step_names(dag, record: dict, names) -> dict:
     """Step index -> (output dim names, reduced dim names, a BLAS call's (batch, M, N, K)
-    names or None) of the schedule planned for
-    ``dag`` (``record``: step index -> the node it computes), named from the DAG's name
-    map (the result's ``names``, and what reductions and dots remembered)."""
+    names or None) of the schedule planned for ``dag`` (``record``: step index -> (the
+    node it computes, the reduction fused into it or None), as ``build_schedule`` records
+    it), named from the DAG's name map (the result's ``names``, and what reductions and
+    dots remembered). One naming pass over the DAG, then constant work per step."""
     dims = dim_names(dag, tuple(names) if names is not None else None)
     out = {}
-    for i, node in record.items():
+    for i, (node, reduction) in record.items():
         mine = dims.get(id(node))
         if mine is None:
             continue
         if node.kind == "dot":
             out[i] = (mine, _contracted(node, dims), _dot_labels(node, dims))
             continue
-        reduced: list = []
-        for n in reversed(ex.walk(node)):  # the kernel's own reductions, outermost first
-            if n.kind == "reduce" and id(n.arg) in dims:
-                reduced += [dims[id(n.arg)][d] for d in n.axes]
-        out[i] = (mine, tuple(reduced), None)
+        reduced: tuple = ()
+        if reduction is not None and id(reduction.arg) in dims:
+            below = dims[id(reduction.arg)]
+            reduced = tuple(below[d] for d in reduction.axes)
+        out[i] = (mine, reduced, None)
     return out
 
 

@@ -46,7 +46,7 @@ _STAGE_MIN_OUTPUT = 1 << 16
 _STAGE_MAX_INPUT = 1 << 18
 
 
-def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
+def _canonical(order: list, param_index: dict[int, int]) -> dict[int, int]:
     """``id(node)`` -> an int equal for nodes computing the same thing: the structural key
     plus which parameters they read (so two ``x.max("C")`` built separately merge, and two
     constants or leaves never do unless they are the same object).
@@ -56,7 +56,7 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
     where each step reads a new view of the input."""
     canon: dict[int, int] = {}
     table: dict[tuple, int] = {}
-    for node in walk(dag):
+    for node in order:
         if not node.children:  # a leaf or constant: which parameter it is
             value = (node.key, param_index.get(id(node), -1))
         elif node.kind == "pad":  # its fill value is a parameter of its own
@@ -68,14 +68,13 @@ def _canonical(dag: Node, param_index: dict[int, int]) -> dict[int, int]:
     return canon
 
 
-def _shared_candidates(root: Node, canon: dict) -> dict:
+def _shared_candidates(order: list, canon: dict) -> dict:
     """Canonical value -> ``(work, elements, itemsize)`` of the elementwise nodes that could
     be worth materializing when several kernels read them (``cost.worth_materializing``
     decides, once the first pass knows how many). A reduction, a dot, or a computed value
     read through a view is computed once into a temp anyway (or is its kernel's own
     accumulator): reading it again costs a load, so the cost model counts it as a leaf
     (batch norm's ``x - x.mean(r)`` is recomputed where needed, never written out)."""
-    order = walk(root)
     work = cost.dag_work(order)
     by_id = {id(n): n for n in order}
     found = {}
@@ -97,15 +96,16 @@ def _worth(candidate: tuple, uses: int) -> bool:
 _HEAVY_LEAVES = 4
 
 
-def heavy_nodes(root: Node) -> set[int]:
+def heavy_nodes(root: Node, order: list | None = None) -> set[int]:
     """Ids of computed nodes that are expensive to recompute (``autograd.program``'s rule
     for values shared by several outputs; the planner itself asks ``engine.cost``). A
     reduction, a dot, or a computed value read through a view is computed once into a temp
-    anyway: reading it again costs a load, so it counts as a leaf."""
+    anyway: reading it again costs a load, so it counts as a leaf. ``order``: ``walk(root)``
+    when the caller has it."""
     leaves: dict[int, int] = {}
     costly: dict[int, bool] = {}
     heavy: set[int] = set()
-    for node in walk(root):
+    for node in walk(root) if order is None else order:
         kind = node.kind
         if kind in ("leaf", "remap", "reduce", "dot", "call"):
             leaves[id(node)], costly[id(node)] = 1, False
@@ -180,17 +180,25 @@ class _Builder:
         self.heavy = heavy  # canonical value -> (work, elements, itemsize, input bytes)
         self.orders: dict = {}  # result_order's per-node memo, shared by every temp
         self.temps: list = []
+        # kernel steps as make_step's arguments: their loop nests are built only for the
+        # pass that is kept (``finished``)
         self.steps: list = []
         self.realized: dict = {}
         self.kernel_of: dict = {}  # candidate node -> kernels it was fused into
         self._kernels = 0
         self._kernel = 0  # id of the kernel being fused
         self._root = None  # canonical value of the node that kernel computes
-        self._reduce_free = True
+        self._reduction = None  # the reduction fused into that kernel (one at most)
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
-        self.step_nodes: dict = {}  # step index -> the node it computes (explain's names)
+        # step index -> (the node it computes, the reduction fused into it or None): what
+        # explain names its loops after, without walking the DAG below each step
+        self.step_nodes: dict = {}
+
+    def finished(self) -> list:
+        """The steps, kernel steps made (their loop nests) now that this pass is kept."""
+        return [make_step(*s) if type(s) is tuple else s for s in self.steps]
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -233,21 +241,21 @@ class _Builder:
         with self._context(node):
             self._out = out
             tree = self.fuse(node, "epi")
-            self.step_nodes[len(self.steps)] = node
-            self.steps.append(make_step(out, tree, frozenset(self._same), why, order_from))
+            self.step_nodes[len(self.steps)] = (node, self._reduction)
+            self.steps.append((out, tree, frozenset(self._same), why, order_from))
 
     @contextmanager
     def _context(self, node: Node):
         """Fusion state of one kernel; kernels realized while fusing get their own."""
-        saved = (self._kernel, self._root, self._reduce_free, self._memo, self._same)
+        saved = (self._kernel, self._root, self._reduction, self._memo, self._same)
         saved_out = self._out
         self._kernels += 1
         self._kernel, self._root = self._kernels, self.canon[id(node)]
-        self._reduce_free, self._memo, self._same = True, {}, set()
+        self._reduction, self._memo, self._same = None, {}, set()
         try:
             yield
         finally:
-            self._kernel, self._root, self._reduce_free, self._memo, self._same = saved
+            self._kernel, self._root, self._reduction, self._memo, self._same = saved
             self._out = saved_out
 
     def fuse(self, node: Node, ctx: str):
@@ -314,8 +322,8 @@ class _Builder:
                 node.dtype,
                 ("param", self.param_index[id(node)]),
             )
-            self.step_nodes[len(self.steps)] = node
-            self.steps.append(make_step(temp, src, frozenset(), "staged broadcast input"))
+            self.step_nodes[len(self.steps)] = (node, None)
+            self.steps.append((temp, src, frozenset(), "staged broadcast input", None))
             strides = tuple(
                 0 if s == 0 else t for s, t in zip(view.strides, temp.view.strides, strict=True)
             )
@@ -334,9 +342,9 @@ class _Builder:
         return KCast(self.fuse(node.arg, ctx), node.dtype)
 
     def _fuse_reduce(self, node, ctx):
-        if ctx != "epi" or not self._reduce_free:
+        if ctx != "epi" or self._reduction is not None:
             return self._leaf_of(self.realize(node))
-        self._reduce_free = False
+        self._reduction = node
         n = node.arg.ndim
         kept = [d for d in range(n) if d not in node.axes]
         perm = tuple(kept) + tuple(node.axes)  # new dim p reads old dim perm[p]
@@ -429,8 +437,8 @@ class _Builder:
             tree = KReduce(
                 "any" if boolean else "sum", prod, len(OUT), node.dtype, shape[len(OUT) :]
             )
-            self.step_nodes[len(self.steps)] = node
-            self.steps.append(make_step(temp, tree, frozenset(), "dot (sum of products)"))
+            self.step_nodes[len(self.steps)] = (node, None)
+            self.steps.append((temp, tree, frozenset(), "dot (sum of products)", None))
         return temp
 
     def _dot(self, node) -> KLeaf:
@@ -445,7 +453,7 @@ class _Builder:
         size.update(zip(B, node.b.shape, strict=True))
         layout = batch + free_a + free_b
         temp = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
-        self.step_nodes[len(self.steps)] = node
+        self.step_nodes[len(self.steps)] = (node, None)
         self.steps.append(
             DotStep(
                 a,
@@ -474,18 +482,24 @@ class _Builder:
             else:
                 args.append(self.realize(c))
         temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
-        self.step_nodes[len(self.steps)] = node
+        self.step_nodes[len(self.steps)] = (node, None)
         self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
         return temp
 
 
 # Compile time grows with a kernel's body (numba's passes, then LLVM): about 3 ms per
 # arithmetic op and 10 ms per transcendental on the 2-core machine (benchmarks/
-# bench_compile.py), plus ~0.15 s per kernel. A body past this budget is cut: the cut
+# bench_compile.py), plus ~0.15 s per kernel, and more per operand (``_READ_COST``). A
+# body past this budget is cut: the cut
 # subexpression is materialized (a temporary written once, read once), so compile time
 # stays linear and each kernel compiles in about 0.3 s at most.
 KERNEL_BUDGET = 48
 _EXPENSIVE_COST = 4  # an exp/log/division counts as four additions
+# An operand (a distinct array read) costs two additions: numba types and addresses each
+# array argument. A sum of 40 arrays compiled in 2.2-3.3 s against 0.6 s for a sum of 8 (one
+# kernel each, load 12): ~50 ms per operand, ~15 ms per op. Without it the recurrent
+# gradient's sum over its steps made kernels of 48 additions over 50 operands.
+_READ_COST = 2
 
 
 def _body_of(node_id: int, kept: list, body: dict, own: dict) -> tuple[int, frozenset]:
@@ -495,21 +509,28 @@ def _body_of(node_id: int, kept: list, body: dict, own: dict) -> tuple[int, froz
     return sum(own[i] for i in ids), ids
 
 
-def _size_cuts(dag: Node, canon: dict) -> dict:
+def _size_cuts(order: list, canon: dict, stored: frozenset | set = frozenset()) -> dict:
     """``id(node) -> canonical value`` of the elementwise nodes to materialize so that no
     kernel body exceeds ``KERNEL_BUDGET``: bottom-up, a node whose fused children would
     take it past the budget cuts its biggest child, then the next. A body's size counts
     each distinct node once (it is one local in the generated source: a ``where`` chain
-    that repeats its argument does not grow with the repeats)."""
+    that repeats its argument does not grow with the repeats); each distinct operand it
+    reads (a leaf, a temporary) counts ``_READ_COST``. Values in ``stored`` (canonical)
+    are materialized anyway: bodies stop there, as at a leaf."""
     size: dict[int, int] = {}
     body: dict[int, frozenset] = {}
     own: dict[int, int] = {}
     cuts: dict[int, tuple] = {}
-    for node in walk(dag):
+    for node in order:
         kind = node.kind
-        if kind not in ("map", "cast", "pad", "concat"):
-            size[id(node)] = 0  # a boundary: a leaf, or computed by a kernel of its own
-            body[id(node)] = frozenset()
+        if kind not in ("map", "cast", "pad", "concat") or canon[id(node)] in stored:
+            # a boundary: a leaf, or computed by a kernel of its own. Reading it is an
+            # operand of the kernel (an array, its offset and strides to type and address)
+            if kind == "const":
+                size[id(node)], body[id(node)] = 0, frozenset()
+            else:
+                own[id(node)] = size[id(node)] = _READ_COST
+                body[id(node)] = frozenset((id(node),))
             continue
         own[id(node)] = _EXPENSIVE_COST if kind == "map" and OPS[node.op].expensive else 1
         kids = sorted(node.children, key=lambda c: -size[id(c)])
@@ -518,16 +539,45 @@ def _size_cuts(dag: Node, canon: dict) -> dict:
         for c in kids:
             if total <= KERNEL_BUDGET:
                 break
-            if size[id(c)]:
-                kept.remove(c)
+            if id(c) in own and len(body[id(c)]) > 1:  # an elementwise child: cut it
                 cuts[id(c)] = canon[id(c)]
+                # from now on every kernel reads it from its temporary: an operand
+                own[id(c)] = size[id(c)] = _READ_COST
+                body[id(c)] = frozenset((id(c),))
                 total, ids = _body_of(id(node), kept, body, own)
         size[id(node)], body[id(node)] = total, ids
     return cuts
 
 
-def cuts_in_order(dag: Node, cuts: dict) -> list:
-    return [n for n in walk(dag) if id(n) in cuts]
+_ATTEMPTS = 4  # builder passes at most (each linear in the DAG)
+
+
+def _fan_out(order: list, canon: dict) -> dict:
+    """Canonical value -> how many distinct canonical nodes read it (each node once)."""
+    count: dict = {}
+    done: set = set()
+    for node in order:
+        cid = canon[id(node)]
+        if cid in done:
+            continue
+        done.add(cid)
+        for k in {canon[id(c)] for c in node.children}:
+            count[k] = count.get(k, 0) + 1
+    return count
+
+
+def stored_in_order(order: list, canon: dict, force: set) -> list:
+    """The nodes to store (canonical values in ``force``), children first, the root left
+    out: realized in this order, each kernel stops at the last stored value below it, so
+    fusing never recurses down a long chain (a recurrence of 800 steps)."""
+    root = canon[id(order[-1])]
+    out, seen = [], set()
+    for n in order:
+        cid = canon[id(n)]
+        if cid in force and cid != root and cid not in seen and n.kind not in ("leaf", "const"):
+            seen.add(cid)
+            out.append(n)
+    return out
 
 
 def build_schedule(
@@ -542,17 +592,23 @@ def build_schedule(
     ``params`` are the run-time parameters in the order kernels will receive them (the
     original root's, before rewrites). Runs the builder twice: the first pass finds the
     subexpressions fused into more than one kernel; the second materializes those that
-    the cost model says are cheaper written once than recomputed (``cost``).
-    ``record`` (explain) receives step index -> the node that step computes.
+    the cost model says are cheaper written once than recomputed (``cost``). In a long
+    chain (the structural rule) the second stores the costly values read by several
+    nodes (a value read by one node is computed where that node is), and a later pass,
+    at most ``_ATTEMPTS`` in all, stores what is still computed by several kernels.
+    ``record`` (explain) receives step index -> (the node that step computes, the
+    reduction node fused into it or None).
     """
-    canon = _canonical(dag, {id(p): i for i, p in enumerate(params)})
-    cuts = _size_cuts(dag, canon)
-    heavy = _shared_candidates(dag, canon)
-    structural = {canon[k] for k in heavy_nodes(dag)}
+    nodes = walk(dag)  # every pass below visits each node once, in this order
+    canon = _canonical(nodes, {id(p): i for i, p in enumerate(params)})
+    cuts = _size_cuts(nodes, canon)
+    heavy = _shared_candidates(nodes, canon)
+    structural = {canon[k] for k in heavy_nodes(dag, nodes)}
     force: set = set(cuts.values())
-    for attempt in range(2):
+    by_structure = False
+    for attempt in range(_ATTEMPTS):
         b = _Builder(dag, params, canon, force, blas, heavy)
-        for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
+        for node in stored_in_order(nodes, canon, force):
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
             result = b.realize(dag)  # the BLAS or numpy output is the result: no copy
@@ -564,19 +620,47 @@ def build_schedule(
             view, dtype = dst
             result = KLeaf(view, dtype, ("dst",))
             b.kernel(result, dag, "assignment")
-        shared = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
-        # A value whose work passes a kernel's budget sits in a long chain without a
-        # boundary (gradients summed over an unrolled loop): its estimate grows with the
-        # chain, so the cost model would store a different node per loop length. There the
-        # structural rule decides, and identical steps plan identical kernels.
-        if any(heavy[n][0] > KERNEL_BUDGET for n in shared):
-            shared = {n for n in shared if heavy[n][0] <= KERNEL_BUDGET} | {
-                n for n, ks in b.kernel_of.items() if len(ks) > 1 and n in structural
+        more: set = set()
+        if attempt == 0:
+            more = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
+            # A value whose work passes a kernel's budget sits in a long chain without a
+            # boundary (gradients summed over an unrolled loop): its estimate grows with
+            # the chain, so the cost model would store a different node per loop length.
+            # There the structural rule decides, and identical steps plan identical kernels.
+            if any(heavy[n][0] > KERNEL_BUDGET for n in more):
+                by_structure = True
+                fan_out = _fan_out(nodes, canon)
+                # This pass fused everything, so values deep in the chain sit in many
+                # kernels, and values a later kernel will read may sit in one. The rule:
+                # a costly value read by several nodes is stored; a value read by one
+                # node is computed once, where that node is.
+                more = {n for n in more if heavy[n][0] <= KERNEL_BUDGET} | {
+                    n for n in b.kernel_of if n in structural
+                }
+                more = {n for n in more if fan_out.get(n, 0) > 1}
+        elif by_structure and attempt < _ATTEMPTS - 1:
+            # Still computed by several kernels (rare): values read by several nodes are
+            # stored first, then values read by one node that is itself recomputed (a
+            # pad read twice).
+            more = {
+                n
+                for n, ks in b.kernel_of.items()
+                if len(ks) > 1 and (n in structural or _worth(heavy[n], len(ks)))
             }
-        if attempt == 0 and shared:
+            more -= force
+            more = {n for n in more if fan_out.get(n, 0) > 1} or more
+        if more and by_structure:
+            # The chain is cut where values are stored anyway; the budget's cuts are
+            # made again around them (cutting first would split the chain at other
+            # nodes and store those too).
+            shared = (force - set(cuts.values())) | more
+            cuts = _size_cuts(nodes, canon, shared)
             force = shared | set(cuts.values())
+            continue
+        if more:
+            force = force | more
             continue
         if record is not None:
             record.update(b.step_nodes)
-        return Schedule(b.temps, b.steps, result)
+        return Schedule(b.temps, b.finished(), result)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -21,6 +21,8 @@ writes them as literals, they are not run-time parameters.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..dag.nodes import Const, Dot, Map, Node, Reduce, Remap, lazy, rebuild_dag
 
 __all__ = ["rewrite", "REWRITES", "CPU_REWRITES"]
@@ -95,12 +97,29 @@ def _broadcast_back(node: Node, reduced: Node) -> bool:
     return node.shape == reduced.arg.shape and node.maps == tuple((d, 0, 1) for d in kept)
 
 
-def _shifted(node: Node):
-    """``(x, max node)`` when ``node`` is ``x - x.max(axes)`` broadcast back."""
+def _unguard(node: Node):
+    """``m`` when ``node`` is ``where(isfinite(m), m, 0.0)``, in ``stop_gradient`` or not:
+    the shift of ``ax.softmax``, ``log_softmax`` and ``logsumexp`` (a max that is not
+    finite is replaced by 0); else None."""
+    if _is(node, "map", "stop_gradient"):
+        node = node.children[0]
+    if not _is(node, "map", "where"):
+        return None
+    cond, m, zero = node.children
+    if _special(zero) != 0.0 or not _is(cond, "map", "isfinite"):
+        return None
+    return m if _same(cond.children[0], m) else None
+
+
+def _shifted(node: Node, guarded: bool = False):
+    """``(x, max node)`` when ``node`` is ``x - x.max(axes)`` broadcast back (``guarded``:
+    ``x - where(isfinite(m), m, 0)`` with ``m`` that max broadcast back)."""
     if not _is(node, "map", "sub"):
         return None
     x, back = node.children
-    if not _is(back, "remap"):
+    if guarded:
+        back = _unguard(back)
+    if back is None or not _is(back, "remap"):
         return None
     found = _max_of(back.arg)
     if found is None or not _same(found[0], x) or not _broadcast_back(back, back.arg):
@@ -108,25 +127,26 @@ def _shifted(node: Node):
     return x, back.arg
 
 
-def _sum_exp_shifted(node: Node):
-    """``(x, max node, shifted node)`` when ``node`` is ``sum(exp(x - x.max(A)), A)``."""
+def _sum_exp_shifted(node: Node, guarded: bool = False):
+    """``(x, max node, shifted node)`` when ``node`` is ``sum(exp(x - x.max(A)), A)``
+    (``guarded``: the max replaced by 0 where it is not finite)."""
     if not (_is(node, "reduce") and node.op == "sum" and _is(node.arg, "map", "exp")):
         return None
     shifted = node.arg.children[0]
-    found = _shifted(shifted)
+    found = _shifted(shifted, guarded)
     if found is None or found[1].axes != node.axes:
         return None
     return found[0], found[1], shifted
 
 
-def _lse(x: Node, axes: tuple, dtype) -> Node:
-    return Reduce("logsumexp", x, axes, dtype)
+def _lse(x: Node, axes: tuple, dtype, op: str = "logsumexp") -> Node:
+    return Reduce(op, x, axes, dtype)
 
 
-def _lse_back(x: Node, mx: Node) -> Node:
+def _lse_back(x: Node, mx: Node, op: str = "logsumexp") -> Node:
     """logsumexp over ``mx``'s axes, broadcast back like ``mx`` was."""
     kept = [d for d in range(x.ndim) if d not in mx.axes]
-    return Remap(_lse(x, mx.axes, mx.dtype), x.shape, tuple((d, 0, 1) for d in kept))
+    return Remap(_lse(x, mx.axes, mx.dtype, op), x.shape, tuple((d, 0, 1) for d in kept))
 
 
 def softmax(node: Node, kids: tuple) -> Node | None:
@@ -176,6 +196,78 @@ def logsumexp(node: Node, kids: tuple) -> Node | None:
         if inner is not None and _same(inner[1], m) and m.dtype == node.dtype:
             return _lse(inner[0], m.axes, node.dtype)
     return None
+
+
+# ``ax.softmax``, ``ax.log_softmax`` and ``ax.logsumexp`` shift by ``where(isfinite(m), m,
+# 0)``: a row of -inf gives logsumexp -inf (not NaN), a row holding +inf gives +inf. The
+# ``logsumexp_guarded`` reduction computes that formula in one kernel: ``L = m + log(sum(
+# exp(x - m)))`` where ``m`` is finite, else ``m`` itself, which equals ``0 + log(sum(exp(
+# x)))`` there (+inf, -inf or NaN).
+
+
+def _guarded_lse(node: Node):
+    """``(x, max node)`` when ``node`` is ``g + log(sum(exp(x - G), A))`` (either order)
+    with ``g`` the guarded max and ``G`` the same broadcast back (``ax.logsumexp``)."""
+    if not _is(node, "map", "add"):
+        return None
+    for g, lg in (node.children, node.children[::-1]):
+        m = _unguard(g)
+        if m is None or _max_of(m) is None or not _is(lg, "map", "log"):
+            continue
+        inner = _sum_exp_shifted(lg.children[0], guarded=True)
+        if inner is not None and _same(inner[1], m) and m.dtype == node.dtype:
+            return inner[0], m
+    return None
+
+
+def logsumexp_guarded(node: Node, kids: tuple) -> Node | None:
+    """``ax.logsumexp``'s formula is one ``logsumexp_guarded`` reduction."""
+    found = _guarded_lse(node)
+    return None if found is None else _lse(found[0], found[1].axes, node.dtype, _GUARDED)
+
+
+def log_softmax_guarded(node: Node, kids: tuple) -> Node | None:
+    """``ax.log_softmax``: ``x - L`` broadcast back, ``L`` as in ``logsumexp_guarded``."""
+    if node.op != "sub" or not _is(kids[1], "remap"):
+        return None
+    x, back = kids
+    found = _guarded_lse(back.arg)
+    if found is None or not _same(found[0], x) or found[1].dtype != node.dtype:
+        return None
+    kept = [d for d in range(x.ndim) if d not in found[1].axes]
+    if back.shape != x.shape or back.maps != tuple((d, 0, 1) for d in kept):
+        return None
+    return Map("sub", (x, _lse_back(x, found[1], _GUARDED)), node.dtype)
+
+
+def softmax_guarded(node: Node, kids: tuple) -> Node | None:
+    """``ax.softmax``: ``e / e.sum(A)`` with ``e = exp(x - where(isfinite(m), m, 0))`` is
+    ``exp(x - where(isfinite(L), L, 0)) * where(isfinite(L), 1, where(L > 0, 0, -L))``:
+    ``exp(x - L)`` where L is finite; where it is not, the values ``e / s`` has (``s`` is
+    ``exp(L)``: +inf gives 0, or NaN where ``exp(x)`` overflows; -inf and NaN give NaN)."""
+    if node.op != "truediv":
+        return None
+    e, back = kids
+    if not (_is(e, "map", "exp") and _is(back, "remap")):
+        return None
+    found = _sum_exp_shifted(back.arg, guarded=True)
+    if found is None or not _same(back.arg.arg, e) or not _broadcast_back(back, back.arg):
+        return None
+    x, mx, _ = found
+    dt = node.dtype
+    if mx.dtype != dt:
+        return None
+    lse = _lse_back(x, mx, _GUARDED)
+    shape = x.shape
+    finite = Map("isfinite", (lse,), np.dtype(bool))
+    zero, one = Const(0.0, dt, shape), Const(1.0, dt, shape)
+    shift = Map("where", (finite, lse, zero), dt)
+    pos = Map("gt", (lse, zero), np.dtype(bool))
+    scale = Map("where", (finite, one, Map("where", (pos, zero, Map("neg", (lse,), dt)), dt)), dt)
+    return Map("mul", (Map("exp", (Map("sub", (x, shift), dt),), dt), scale), dt)
+
+
+_GUARDED = "logsumexp_guarded"
 
 
 # --- contractions --------------------------------------------------------------------------
@@ -244,7 +336,14 @@ def contraction(node: Node, kids: tuple) -> Node | None:
 
 
 REWRITES = (sigmoid, fast_power, contraction)
-CPU_REWRITES = REWRITES + (softmax, log_softmax, logsumexp)
+CPU_REWRITES = REWRITES + (
+    softmax,
+    log_softmax,
+    logsumexp,
+    softmax_guarded,
+    log_softmax_guarded,
+    logsumexp_guarded,
+)
 
 
 def rewrite(root: Node, rules: tuple = REWRITES) -> Node:

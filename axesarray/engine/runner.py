@@ -25,13 +25,24 @@ from .alias import overlap_test, overlaps, via_temp
 from .binder import binder
 from .binder import fresh_runner as _fresh
 from .binder import into_runner as _into
+from .binder import lowered as binder_lowered
 from .dispatch import kernel_for, run_kernel, variant
 from .routes import ROUTES
 from .schedule import KernelStep, Schedule
 
-__all__ = ["run_schedule", "time_steps", "Bound", "NO_TEMPS", "kernel_calls"]
+__all__ = [
+    "run_schedule",
+    "time_steps",
+    "Bound",
+    "NO_TEMPS",
+    "kernel_calls",
+    "Straight",
+    "POOL_MAX_BYTES",
+]
 
 NO_TEMPS: dict = {}
+_F16 = np.dtype(np.float16)
+_U16 = np.dtype(np.uint16)
 
 
 def run_schedule(
@@ -134,40 +145,109 @@ def _single_kernel(plan: Schedule, params, temps: dict, dst: Leaf | None):
     return None if call is None else (step, call)
 
 
-def fast_runner(plan: Schedule, params, out: Leaf):
-    """For a ready schedule of one CPU kernel writing a fresh result (the common small
-    evaluation): ``run(params) -> Leaf``, generated with its kernel, arguments, allocation
-    and result key fixed (``binder.fresh_runner``): the next evaluation of the same
-    structure skips the general path. None for other schedules. ``run.threshold`` records
-    the ``serial_threshold`` it chose its variant under."""
-    if len(plan.temps) != 1:
+def fast_runner(plan: Schedule, params, out: Leaf, many: bool = False):
+    """For a ready schedule writing a fresh result: ``run(params) -> Leaf``, generated
+    with its kernels, arguments, allocation and result key fixed: the next evaluation of
+    the same structure skips the general path. One CPU kernel: ``binder.fresh_runner``;
+    several (``many``: the executor's cached plans): a straight runner, from the plan's
+    second ready run on (``NoRunner(later=True)`` until then). None for other schedules.
+    ``run.threshold`` records the ``serial_threshold`` it chose its variants under."""
+    if len(plan.temps) == 1:
+        found = _single_kernel(plan, params, {0: out.data}, None)
+        if found is not None:
+            (shape, dtype, _), view = plan.temps[0], plan.result.view
+            n = math.prod(shape)
+            # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
+            alloc = np.empty if n * dtype.itemsize < SMALL else allocate
+            run = _fresh(found[0], found[1], alloc, n, dtype, Leaf, view, out.key)
+            run.threshold = OPTIONS["serial_threshold"]
+            return run
+    if not (many and plan.ready and plan.device.is_cpu):
         return None
-    found = _single_kernel(plan, params, {0: out.data}, None)
-    if found is None:
+    if not _second(plan):
+        return NoRunner(later=True)
+    gen = Straight(_what(plan))
+    setup: list = []
+    got = gen.schedule(plan, _loader(gen, params, setup), None, True)
+    if got is None:
         return None
-    (shape, dtype, _), view = plan.temps[0], plan.result.view
-    n = math.prod(shape)
-    # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
-    alloc = np.empty if n * dtype.itemsize < SMALL else allocate
-    run = _fresh(found[0], found[1], alloc, n, dtype, Leaf, view, out.key)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
+    view = plan.result.view
+    gen.ns["fresh"] = Leaf.fresh
+    returns = f"fresh({got}, {gen.bind(view, 'v')}, {Leaf(gen.sample[got], view).key})"
+    return gen.build("params", setup, returns, EAGER_POOL_MAX_BYTES)
 
 
-def into_runner(plan: Schedule, params, dst: Leaf):
-    """For a ready schedule of one CPU kernel writing the destination: ``run(params, dst)``
-    that checks aliasing (an overlap takes the general path, through a temporary) and
-    calls the kernel. None for other schedules."""
-    if plan.temps:
+def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
+    """For a ready schedule writing the destination: ``run(params, dst)`` that checks
+    aliasing of the last kernel (an overlap takes the general path, through a temporary)
+    and calls the kernels (several only with ``many``, as ``fast_runner``). None for other
+    schedules."""
+    steps = plan.steps
+    if not steps or type(steps[-1]) is not KernelStep:
         return None
-    found = _single_kernel(plan, params, NO_TEMPS, dst)
-    if found is None:
-        return None
-    step, call = found
     general = partial(run_schedule, plan)
-    run = _into(step, call, overlap_test(step), general)
-    run.threshold = OPTIONS["serial_threshold"]
-    return run
+    if not plan.temps:
+        found = _single_kernel(plan, params, NO_TEMPS, dst)
+        if found is not None:
+            step, call = found
+            run = _into(step, call, overlap_test(step), general)
+            run.threshold = OPTIONS["serial_threshold"]
+            return run
+    if not (many and plan.ready and plan.device.is_cpu):
+        return None
+    if not _second(plan):
+        return NoRunner(later=True)
+    gen = Straight(_what(plan))
+    # Earlier steps write temporaries; only the last one writes ``dst`` (the general path
+    # goes through a temporary when it would read what it writes).
+    setup = ["if overlaps(params, dst):", "    return general(params, dst)", "out = dst.data"]
+    gen.sample["out"] = dst.data
+    if gen.schedule(plan, _loader(gen, params, setup), "out", False) is None:
+        return None
+    gen.ns.update(overlaps=overlap_test(steps[-1]), general=general)
+    return gen.build("params, dst", setup, "None", EAGER_POOL_MAX_BYTES)
+
+
+def _second(plan: Schedule) -> bool:
+    """Whether the plan ran ready before (its ``fast`` says so)."""
+    prev = plan.fast
+    return type(prev) is NoRunner and prev.later and prev.threshold == OPTIONS["serial_threshold"]
+
+
+def _what(plan: Schedule) -> str:
+    return f"{len(plan.steps)} steps: " + ", ".join(s.why for s in plan.steps[:3])
+
+
+def _loader(gen: Straight, params, setup: list):
+    """``operand`` for ``Straight.schedule`` over a parameter list given per call: each
+    parameter's storage (or value) read once at the top (``setup``)."""
+    names: dict = {}
+
+    def operand(j: int, attr: str) -> str:
+        name = names.get((j, attr))
+        if name is None:
+            name = names[(j, attr)] = gen.fresh_name("p")
+            setup.append(f"{name} = params[{j}].{attr}")
+            gen.sample[name] = getattr(params[j], attr)
+        return name
+
+    return operand
+
+
+class NoRunner:
+    """A schedule's ``fast`` when it has none under this ``serial_threshold`` (so the
+    general path does not look for one again on every call); false. ``later``: none yet,
+    the next run builds it (a straight runner of several kernels is built on a plan's
+    second ready run: a plan run once, a lazy program's first evaluation, never pays)."""
+
+    __slots__ = ("threshold", "later")
+
+    def __init__(self, later: bool = False) -> None:
+        self.threshold = OPTIONS["serial_threshold"]
+        self.later = later
+
+    def __bool__(self) -> bool:
+        return False
 
 
 class Bound:
@@ -238,6 +318,21 @@ class Bound:
             self.tried = True
             self.fast = into_runner(self.plan, params, dst)
 
+    def emit(self, out: Straight, sources: dict, dst: str | None) -> str | None:
+        """Emit this schedule into a straight runner (``Straight.schedule``): ``sources[k]``
+        is the local holding source ``k``'s storage, ``dst`` fresh storage to write (None:
+        a fresh result)."""
+        per_call = {i: k for i, k, _, _ in self.slots}
+        fixed = self.fixed
+
+        def operand(j: int, attr: str) -> str | None:
+            k = per_call.get(j)
+            if k is None:
+                return out.load(fixed[j], attr)
+            return sources.get(k) if attr == "data" else None
+
+        return out.schedule(self.plan, operand, dst, True)
+
 
 def kernel_calls(bound: Bound, storages, dst: Leaf | None = None) -> list:
     """Zero-argument calls of each compiled kernel of a ready bound schedule, arguments
@@ -256,3 +351,217 @@ def kernel_calls(bound: Bound, storages, dst: Leaf | None = None) -> list:
             args = binder(step)(params, temps, dst)
             calls.append(lambda fn=fn, args=args: fn(*args))
     return calls
+
+
+# --- straight-line runners: bound schedules as one generated function ----------------------
+
+# Per-call temporaries of a straight runner come from a free list of buffer sets while the
+# set is at most this big: a call of a long program of tiny kernels would otherwise spend
+# more on allocation than on its kernels. Above it the kernels take far longer than the
+# allocation, and holding the buffers between calls would only cost memory.
+POOL_MAX_BYTES = 16 << 20
+# An expression's plan is cached with the engine's (up to 512 of them), so each of its
+# runners keeps less.
+EAGER_POOL_MAX_BYTES = 64 << 10
+
+
+class Straight:
+    """Builds one generated function running bound schedules back to back: every kernel
+    called with positional arguments (shapes, strides and offsets are literals, storage
+    is a local), the temporaries carved once, nothing looked up per step. Built from the
+    objects of a finished run (``sample``: each local's value then), which type the
+    kernels' direct entry points (``_single_kernel``'s reasoning: plan keys fix every
+    argument's numba type). A schedule it cannot run (a BLAS or numpy step, a kernel not
+    compiled, another device) makes ``schedule`` return None: the caller runs it the
+    general way."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.body: list[str] = []
+        self.ns: dict = {"alloc": allocate, "U16": np.dtype(np.uint16), "f32": np.float32}
+        self.sample: dict = {}  # local name -> its value in the run it is built from
+        self.pool: list = []  # (n, dtype) of each pooled buffer
+        self._bound: dict = {}  # id(obj) -> namespace name
+        self._keep: list = []  # what the names are (ids stay theirs while it is alive)
+        self._entries: dict = {}  # (kernel, argument kinds) -> its entry point or None
+        self.n = 0
+
+    def mark(self) -> tuple:
+        return len(self.body), len(self.pool)
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget what was emitted since ``mark`` (loads stay: harmless)."""
+        del self.body[mark[0] :], self.pool[mark[1] :]
+
+    def fresh_name(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def bind(self, obj, prefix: str = "c") -> str:
+        """``obj`` as a name of the function's namespace."""
+        name = self._bound.get(id(obj))
+        if name is None:
+            name = self._bound[id(obj)] = self.fresh_name(prefix)
+            self.ns[name] = obj
+            self._keep.append(obj)
+        return name
+
+    def load(self, obj, attr: str) -> str:
+        """A name for ``obj.attr`` (a fixed leaf's storage, a constant's value), read now:
+        a leaf's storage and a constant's value are set once, when it is made."""
+        value = getattr(obj, attr)
+        name = self.bind(value, "d")
+        self.sample[name] = value
+        return name
+
+    def buffer(self, n: int, dtype, fresh: bool) -> str:
+        """A local holding new storage of ``n`` elements: allocated per call (``fresh``:
+        it outlives the call) or from the buffer set of this call."""
+        name = self.fresh_name("b")
+        self.sample[name] = allocate(n, dtype)
+        if fresh:
+            self.body.append(f"{name} = alloc({n}, {self.bind(dtype, 't')})")
+        else:
+            self.pool.append((name, n, dtype))
+        return name
+
+    def _kernel(self, step: KernelStep, device, names: list[str], literal: list, aligned: bool):
+        """The callable for a step's kernel and this run's variant, or None."""
+        small = step.size < OPTIONS["serial_threshold"]
+        kind = "serial" if small else variant(step, device)
+        if kind == "stream" and not aligned:  # the general path looks at the output
+            return None
+        fn = step.compiled.kernels.get((device.type, kind))
+        if fn is None or not getattr(fn, "ready", True):
+            return None
+        target = getattr(fn, "fn", fn)
+        from ..storage.numba_private import entry_point  # numba is loaded: the kernel ran
+
+        args = tuple(
+            self.sample[a] if a is not None else v for a, v in zip(names, literal, strict=True)
+        )
+        # Typing the arguments costs more than the rest of emitting a step: the entry
+        # point is looked up once per kernel and argument kinds (the steps of a long
+        # program repeat a handful of kernels).
+        kinds = (id(target), *(_kind(a) for a in args))
+        call = self._entries.get(kinds, self)
+        if call is self:
+            call = self._entries[kinds] = entry_point(target, args)
+        return target if call is None else call
+
+    def schedule(self, plan: Schedule, operand, dst: str | None, own_dst: bool) -> str | None:
+        """Emit ``plan``'s steps; ``operand(j, attr)`` names param ``j``'s ``.data`` (or
+        ``.value``), ``dst`` the destination's storage (None: a fresh result) that the
+        last step may write without a temporary (the caller checked: new storage, or an
+        overlap test before the call); ``own_dst``: storage of this runner's allocation
+        (so aligned: the streaming variant may write it). Returns the local holding the
+        result's storage (``dst`` when given), or None when the plan cannot run here
+        (nothing emitted)."""
+        device = plan.device
+        if not device.is_cpu or not plan.ready:
+            return None
+        steps = plan.steps
+        if not steps or any(type(s) is not KernelStep for s in steps):
+            return None
+        mark = self.mark()
+        res = plan.result.src
+        temps: dict = {}
+        for t, (shape, dtype, _) in enumerate(plan.temps):
+            fresh = dst is None and res == ("temp", t)
+            temps[t] = self.buffer(math.prod(shape), dtype, fresh)
+        calls = []
+        for step in steps:
+            names, literal, parts = [], [], []
+            low = binder_lowered(step)
+            for source in low.recipe:
+                if source[0] == "int":
+                    names.append(None)
+                    literal.append(source[1])
+                    parts.append(repr(source[1]))
+                    continue
+                if source[0] == "array":
+                    leaf = low.operands[source[1]]
+                    src = leaf.src
+                    if src[0] == "param":
+                        name = operand(src[1], "data")
+                    elif src[0] == "dst" and dst is not None:
+                        name = dst
+                    elif src[0] == "temp":
+                        name = temps[src[1]]
+                    else:
+                        name = None
+                    bits16 = leaf.dtype == _F16 or leaf.dtype.kind == "V"
+                else:
+                    node = source[1]
+                    name = operand(node.src[1], "value")
+                    bits16 = node.dtype == _F16 or node.dtype.kind == "V"
+                if name is None:
+                    self.rollback(mark)
+                    return None
+                if bits16:  # float16 storage as its bits, scalars in float32 (binder)
+                    name = self._bits16(name, source[0] == "array")
+                names.append(name)
+                literal.append(None)
+                parts.append(name)
+            aligned = own_dst or step is not steps[-1] or dst is None
+            fn = self._kernel(step, device, names, literal, aligned)
+            if fn is None:
+                self.rollback(mark)
+                return None
+            calls.append(f"{self.bind(fn, 'k')}({', '.join(parts)})")
+        self.body += calls
+        return dst if dst is not None else temps[res[1]]
+
+    def _bits16(self, name: str, array: bool) -> str:
+        new = self.fresh_name("h")
+        value = self.sample[name]
+        if array:
+            self.body.append(f"{new} = {name}.view(U16)")
+            self.sample[new] = value.view(_U16)
+        else:
+            self.body.append(f"{new} = f32({name})")
+            self.sample[new] = np.float32(value)
+        return new
+
+    def build(self, signature: str, setup: list[str], returns: str, pool_max=POOL_MAX_BYTES):
+        """The function ``def run(<signature>)``: ``setup`` lines, the pooled
+        buffer set, the body, ``return <returns>``."""
+        lines = [f"def run({signature}):"] + ["    " + s for s in setup]
+        pool = [(name, n, dtype) for name, n, dtype in self.pool]
+        if pool:
+            total = sum(n * dtype.itemsize for _, n, dtype in pool)
+            shapes = tuple((n, dtype) for _, n, dtype in pool)
+            names = ", ".join(name for name, _, _ in pool)
+            if total <= pool_max:
+                free: list = []
+                self.ns.update(pop=free.pop, push=free.append, new=partial(_buffer_set, shapes))
+                lines += [
+                    "    try:",
+                    "        bufs = pop()",
+                    "    except IndexError:",
+                    "        bufs = new()",
+                    f"    ({names},) = bufs",
+                ]
+                self.body.append("push(bufs)")
+            else:
+                self.ns["new"] = partial(_buffer_set, shapes)
+                lines += [f"    ({names},) = new()"]
+        lines += ["    " + s for s in self.body] + [f"    return {returns}"]
+        code = "\n".join(lines) + "\n"
+        exec(compile(code, f"<straight runner of {self.where}>", "exec"), self.ns)
+        run = self.ns["run"]
+        run.threshold = OPTIONS["serial_threshold"]
+        run.source = code
+        return run
+
+
+def _kind(arg):
+    """What numba's type of a kernel argument depends on (storage: dtype and flags)."""
+    if isinstance(arg, np.ndarray):
+        f = arg.flags
+        return (type(arg), arg.dtype, arg.ndim, f.writeable, f.aligned, f.c_contiguous)
+    return type(arg)
+
+
+def _buffer_set(shapes: tuple) -> tuple:
+    return tuple(allocate(n, dtype) for n, dtype in shapes)

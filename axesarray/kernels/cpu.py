@@ -16,7 +16,7 @@ from ..core.ops import OPS
 from ..core.reductions_table import REDUCTIONS
 from .ir import kernel_nodes
 from .lower import Lowered
-from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, type_name
+from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, reg_dtype, type_name
 
 __all__ = ["cpu_source", "can_stream", "CHUNKS"]
 
@@ -281,8 +281,8 @@ def _reduce_pass(
         indent += 1
         rbase = _bases(src, low, indent, range(d, d + 1), rbase, f"r{d}")
     inner = range(rank - 1, rank) if red_dims else range(0)
-    # Float sums and products vectorize through the reassociable intrinsics; the others
-    # (max, min, any, all on any dtype; integer sums vectorize on their own) overlap
+    # Float sums, products, max and min vectorize through the reassociable intrinsics; the
+    # others (any, all, integer max and min; integer sums vectorize on their own) overlap
     # four accumulators instead.
     reassoc = row.combine_reassoc is not None and acc_t in ("np.float64", "np.float32")
 
@@ -301,7 +301,7 @@ def _reduce_pass(
         accumulate(indent, acc, "v")
     elif reassoc and op == "sum" and (value is not None or _expensive(red.child)):
         _buffered_sum(src, low, indent, red_dims[-1], ranges, rbase, inner, acc, acc_t, value)
-    elif not row.unroll:
+    elif not row.unroll or reassoc:
         d = red_dims[-1]
         src.add(indent, f"for i{d} in range({', '.join(ranges[d])}):")
         accumulate(indent + 1, acc, "v")
@@ -325,20 +325,22 @@ def _buffered_sum(src, low, indent, d, ranges, rbase, inner, acc, acc_t, value) 
     carries the sum), about 2x slower (benchmarks/bench_workloads.py)."""
     red = low.reduce
     lo, hi = ranges[d]
-    src.lines.insert(0, f"    rowbuf = np.empty(min(max(n{d}, 1), {ROW_BUFFER}), {acc_t})")
+    body = _emit_body(low, rbase, inner, prefix="v")
+    v = body.emit(red.child, indent + 2, {})
+    if value is not None:
+        buf_t, v = acc_t, value(f"{acc_t}({v})")
+    else:  # the values as computed (float32: half the buffer traffic; measured 1.5x)
+        buf_t = type_name(red.child.dtype)
+    src.lines.insert(0, f"    rowbuf = np.empty(min(max(n{d}, 1), {ROW_BUFFER}), {buf_t})")
     src.add(indent, f"for jb in range({lo}, {hi}, {ROW_BUFFER}):")
     src.add(indent + 1, f"mb = min({ROW_BUFFER}, {hi} - jb)")
     src.add(indent + 1, "for k in range(mb):")
     src.add(indent + 2, f"i{d} = jb + k")
-    body = _emit_body(low, rbase, inner, prefix="v")
-    v = body.emit(red.child, indent + 2, {})
     src.lines.extend(body.lines)
-    v = f"{acc_t}({v})"
-    if value is not None:
-        v = value(v)
     src.add(indent + 2, f"rowbuf[k] = {v}")
     src.add(indent + 1, "for k in range(mb):")
-    src.add(indent + 2, f"{acc} = radd({acc}, rowbuf[k])")
+    add = "rowbuf[k]" if buf_t == acc_t else f"{acc_t}(rowbuf[k])"
+    src.add(indent + 2, f"{acc} = radd({acc}, {add})")
 
 
 def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
@@ -466,6 +468,21 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     src.add(3, _store(low, value, low.tree.dtype, base[0], range(last, last + 1)))
 
 
+def _sum_exp(result) -> str:
+    """The exp for logsumexp's sum: ``exp_sum_f64`` (3e-13 relative) when the result is
+    float32 or narrower, where that error vanishes in the last rounding; else ``exp_f64``."""
+    return "exp_sum_f64" if np.dtype(result).itemsize <= 4 else "exp_f64"
+
+
+def _lse_value(op: str, am: str, acc: str) -> str:
+    """logsumexp from the max and the sum of ``exp(x - max)``. The guarded form (the
+    shift is 0 where the max is not finite) is the max itself there: ``log(sum(exp(x)))``
+    is +inf when some x is +inf, -inf when all are -inf, NaN with a NaN."""
+    if op == "logsumexp_guarded":
+        return f"({am} + log_f64({acc}) if abs({am}) < np.inf else {am})"
+    return f"{am} + log_f64({acc})"
+
+
 def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     """logsumexp reduced rows-first (see ``_rows_first``: a softmax over ``C`` of an NCHW
     tensor): a block of up to ``ROW_BLOCK`` outputs along the contiguous innermost output
@@ -506,10 +523,11 @@ def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
         src.add(indent + 1, fold(f"np.float64({v})"))
 
     sweep("mx", lambda v: f"am[k] = fmax_nan(am[k], {v})")
-    sweep("sx", lambda v: f"acc[k] += exp_f64({v} - am[k])")
+    ex = _sum_exp(red.dtype)
+    sweep("sx", lambda v: f"acc[k] += {ex}({v} - am[k])")
     src.add(2, "for k in range(m):")
     src.add(3, f"i{last} = j0 + k")
-    src.add(3, f"r = {type_name(red.dtype)}(am[k] + log_f64(acc[k]))")
+    src.add(3, f"r = {type_name(red.dtype)}({_lse_value(red.op, 'am[k]', 'acc[k]')})")
     body = _emit_body(low, base, range(last, last + 1), reduce_value="r", prefix="e")
     value = body.emit(low.tree, 3, {})
     src.lines.extend(body.lines)
@@ -568,8 +586,15 @@ def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> Non
     declare = ["pm = np.empty(max(nch, 1), np.float64)", "ps = np.empty(max(nch, 1), np.float64)"]
     base, indent, ranges, chunked = _outer_loops(low, src, loop, parallel, declare)
     f64 = np.dtype(np.float64)
-    _reduce_pass(low, src, indent, base, ranges, "max", "am", lambda v: f"np.float64({v})", f64)
-    _reduce_pass(low, src, indent, base, ranges, "sum", "acc", lambda v: f"exp_f64({v} - am)")
+    red = low.reduce
+    child = reg_dtype(red.child.dtype)
+    if child.kind == "f":  # the max is exact in the values' own dtype (16 lanes of float32)
+        _reduce_pass(low, src, indent, base, ranges, "max", "am_", acc_dt=child)
+        src.add(indent, "am = np.float64(am_)")
+    else:
+        _reduce_pass(low, src, indent, base, ranges, "max", "am", lambda v: f"np.float64({v})", f64)
+    ex = _sum_exp(red.dtype)
+    _reduce_pass(low, src, indent, base, ranges, "sum", "acc", lambda v: f"{ex}({v} - am)")
     if chunked:
         src.add(indent, "pm[ch] = am")
         src.add(indent, "ps[ch] = acc if am != -np.inf else 0.0")  # an all -inf chunk adds 0
@@ -581,7 +606,7 @@ def _logsumexp_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> Non
         src.add(indent, "for ch in range(nch):")
         src.add(indent + 1, "if pm[ch] != -np.inf:")
         src.add(indent + 2, "acc += ps[ch] * exp_f64(pm[ch] - am)")
-    epilogue(low, src, indent, base, "am + log_f64(acc)")
+    epilogue(low, src, indent, base, _lse_value(red.op, "am", "acc"))
 
 
 def epilogue(low: Lowered, src: _Src, indent: int, base: dict, acc: str) -> None:
@@ -623,10 +648,10 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     # No cache=True: kernels/cache.py attaches numba's disk cache in a directory it checked.
     out.append(f"@njit({flags})")
     if not split:
-        out += [f"def kernel({names}):", *src.lines]
+        out += [f"def kernel({names}):", "    wide_vectors()", *src.lines]
         return "\n".join(out) + "\n"
     args = ", ".join([*src.extra, *low.names])
-    out += [f"def part(jlo, jhi, {args}):", *src.lines, "", ""]
+    out += [f"def part(jlo, jhi, {args}):", "    wide_vectors()", *src.lines, "", ""]
     # part's arguments for a call with the kernel's (also read by Kernel.warm)
     out += [f"def part_args({names}):", *("    " + line for line in src.prelude)]
     out += [f"    return (0, 0, {args})", "", ""]

@@ -29,12 +29,18 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ..storage.numba_private import call_inlined, compiled_overload
+from ..storage.numba_private import (
+    add_function_attribute,
+    call_inlined,
+    compiled_overload,
+    target_features,
+)
 from .repack.simd import store_fence, stream
 
 __all__ = [
     "exp_f32",
     "exp_f64",
+    "exp_sum_f64",
     "expm1_f32",
     "expm1_f64",
     "log_f32",
@@ -58,7 +64,10 @@ __all__ = [
     "f32_to_bf16",
     "radd",
     "rmul",
+    "rmax",
+    "rmin",
     "stream_out",
+    "wide_vectors",
     "store_fence",  # re-exported for generated kernels
 ]
 
@@ -124,6 +133,60 @@ def rmul(typingctx, a, b):
         return builder.fmul(args[0], args[1], flags=("reassoc",))
 
     return a(a, b), codegen
+
+
+def _llvm_binary(name: str):
+    """An intrinsic ``f(a, b)`` on two floats of one type: a call of LLVM's ``name``."""
+
+    @intrinsic
+    def call(typingctx, a, b):
+        if not _float_pair(a, b):
+            return None
+
+        def codegen(context, builder, sig, args):
+            t = args[0].type
+            full = f"{name}.{'f32' if isinstance(t, ir.FloatType) else 'f64'}"
+            fn = builder.module.globals.get(full)
+            if fn is None:
+                fn = ir.Function(builder.module, ir.FunctionType(t, [t, t]), full)
+            return builder.call(fn, args)
+
+        return a(a, b), codegen
+
+    return call
+
+
+# NaN-propagating max and min as LLVM's ``maximum``/``minimum`` (IEEE 754-2019): a loop
+# folding values into one accumulator with them vectorizes (LLVM reduces vectors with
+# ``vector.reduce.fmaximum``); the select in ``fmax_nan`` does not (16x slower over an
+# array in L1, 4x slower than numpy's max). They order -0.0 below +0.0 (max(-0.0, 0.0) is
+# 0.0 either way round), where numpy's result for a tie of zeros depends on its loop.
+rmax = _llvm_binary("llvm.maximum")
+rmax.__doc__ = "max(a, b), NaN if either is NaN, as a vectorizable reduction (floats)."
+rmin = _llvm_binary("llvm.minimum")
+rmin.__doc__ = "min(a, b), NaN if either is NaN, as a vectorizable reduction (floats)."
+
+
+# --- vector width -----------------------------------------------------------------------------
+
+
+@intrinsic
+def wide_vectors(typingctx):
+    """Let LLVM vectorize the calling function with 512-bit registers where the CPU has
+    AVX-512 (a no-op elsewhere); generated kernels call it first.
+
+    LLVM's tuning for AVX-512 CPUs prefers 256-bit vectors (older chips lowered their clock
+    on 512-bit code); numpy's SIMD loops use 512 bits there. Compute-bound loops (the
+    math library's exp, log, tanh) run about 1.4x faster with 16 float32 lanes than with 8
+    (measured: ``exp_f32`` over 4M floats 2.1 -> 1.45 ms, numpy's ``exp`` 2.0 ms).
+    """
+
+    def codegen(context, builder, sig, args):
+        if "+avx512f" in target_features(context).split(","):
+            add_function_attribute(builder, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(), codegen
 
 
 # --- streaming stores -------------------------------------------------------------------------
@@ -248,6 +311,32 @@ def _exp_parts_f64(x):
 @_jit
 def exp_f64(x):
     n, p = _exp_parts_f64(min(max(x, -746.0), 710.0))
+    half = n >> np.int64(1)
+    y = p * _pow2_f64(half) * _pow2_f64(n - half)
+    return y if x == x else x
+
+
+@_jit
+def exp_sum_f64(x):
+    """exp(x) within 3e-13 relative (no double-float tail): the terms of a float64 sum
+    whose result is then rounded to float32 (logsumexp and softmax of float32 values),
+    where that error is 1e-6 of the final rounding's. 1.6x faster than ``exp_f64``."""
+    xc = min(max(x, -746.0), 710.0)
+    kd = xc * _LOG2E + _SHIFT
+    nd = kd - _SHIFT
+    n = _f64_as_i64(kd) - _SHIFT_BITS
+    r = (xc - nd * _LN2_HI) - nd * _LN2_LO
+    # Taylor series of exp(r) - 1 - r to degree 10: truncation below 2.2e-13 on |r| <= ln2/2
+    q = 1.0 / 3628800.0
+    q = q * r + 1.0 / 362880.0
+    q = q * r + 1.0 / 40320.0
+    q = q * r + 1.0 / 5040.0
+    q = q * r + 1.0 / 720.0
+    q = q * r + 1.0 / 120.0
+    q = q * r + 1.0 / 24.0
+    q = q * r + 1.0 / 6.0
+    q = q * r + 0.5
+    p = 1.0 + (r + (r * r) * q)
     half = n >> np.int64(1)
     y = p * _pow2_f64(half) * _pow2_f64(n - half)
     return y if x == x else x

@@ -329,6 +329,12 @@ class Function:
         self.inputs = ins
         self.dynamic = [DYNAMIC.get(p.node, ()) for p in ins]
         self.sized: dict = {}  # lengths of the dynamic axes -> (program, input leaves, axes)
+        # Arrays of these shapes and dtypes (not empty) go straight to the program; None
+        # when an axis is bound per call (its program depends on the lengths).
+        self._plain = None
+        if not any(self.dynamic) and all(p.size for p in ins):
+            self._plain = [(p.shape, p.dtype) for p in ins]
+        self._wrap = [(t.axes, t.layout) for t in outs]
         self.program = Program(
             [t.node for t in outs],
             [_maker(t) for t in outs],
@@ -503,6 +509,22 @@ class Function:
         return hit
 
     def __call__(self, *values, **named):
+        plain = self._plain
+        if plain is not None and not named and len(values) == len(plain):
+            # The common call: C-ordered numpy arrays of the declared shapes and dtypes,
+            # passed as they are (``_value`` would accept them unchanged).
+            data = []
+            for v, (shape, dtype) in zip(values, plain, strict=True):
+                if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
+                    break
+                if not v.flags.c_contiguous:
+                    break
+                data.append(v.reshape(-1))
+            else:
+                out = self.program.run_storages(data)
+                pairs = zip(self._wrap, out, strict=True)
+                results = [Tensor(a, leaf, lay) for (a, lay), leaf in pairs]
+                return results[0] if self.single else tuple(results)
         values = self._positional(values, named)
         pairs = list(zip(self.inputs, values, strict=True))
         checked = [self._value(k, p, v) for k, (p, v) in enumerate(pairs)]

@@ -37,6 +37,8 @@ __all__ = [
     "entry_point",
     "compiled_overload",
     "call_inlined",
+    "target_features",
+    "add_function_attribute",
     "cuda_simulated",
     "simulator_pointer",
     "is_simulator_array",
@@ -181,6 +183,19 @@ def call_inlined(context, builder, cres, sig, args):
     call = context.call_conv.call_function
     _, out = call(builder, fn, sig.return_type, sig.args, args, attrs=("alwaysinline",))
     return out
+
+
+def target_features(context) -> str:
+    """The LLVM feature string numba's CPU target machine compiles for (``"+avx2,...``"),
+    from a lowering ``context``: the host's, or ``NUMBA_CPU_FEATURES`` when set."""
+    return context.codegen()._tm_features
+
+
+def add_function_attribute(builder, text: str) -> None:
+    """In an intrinsic's codegen: add the LLVM string attribute ``text`` (``'"key"="value"'``)
+    to the function being lowered. llvmlite's attribute set accepts only keyword attributes
+    from a fixed list, so the set's own ``add`` is bypassed; it prints members as written."""
+    set.add(builder.function.attributes, text)
 
 
 def cuda_simulated() -> bool:
