@@ -117,8 +117,8 @@ _UNSEEN = object()
 
 def _kernel_runner(fast, unbound: set):
     """``run(root) -> Leaf | None`` for ``Tensor.eval``: a ready plan's generated runner
-    (one kernel, or a straight runner of several) while the options it was made under hold and no placeholder is unbound (else
-    None: ``evaluate`` decides)."""
+    (one kernel, or a straight runner of several) while the options it was made under
+    hold and no placeholder is unbound (else None: ``evaluate`` decides)."""
     threshold, options, stats = fast.threshold, OPTIONS, _STATS
 
     def run(root):
