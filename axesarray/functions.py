@@ -21,19 +21,21 @@ from .dag import build as expr_ops
 from .dag import nodes as ex
 from .dag.chunked_leaf import has_chunked
 from .errors import AxesError, fmt_axes, message
-from .tensors.tensor import Tensor, align, checked_assignment, contract, elementwise
+from .tensors.tensor import (
+    Tensor,
+    align,
+    checked_assignment,
+    contract,
+    elementwise,
+    unary_function,
+)
 
 
 def _elementwise_function(row):
     """The public function of an ``ops.OPS`` row: lazy, broadcasting by name."""
     op = row.name
     if row.arity == 1:
-
-        def fn(x):
-            if type(x) is Tensor and x.layout is None:  # the common case, without detours
-                return Tensor(x.axes, expr_ops.map1(op, x.node))
-            return elementwise(op, x)
-
+        fn = unary_function(op)
     else:
 
         def fn(*args):
@@ -57,8 +59,12 @@ def _reduction_function(row):
     def fn(x, *args, **kwargs):
         if not isinstance(x, Tensor):
             raise TypeError(
-                message(name, "takes a tensor", f"got {type(x).__name__}",
-                        f"Wrap it: ax.{name}(ax.tensor(a, 'N C'), ...)")  # fmt: skip
+                message(
+                    name,
+                    "takes a tensor",
+                    f"got {type(x).__name__}",
+                    f"Wrap it: ax.{name}(ax.tensor(a, 'N C'), ...)",
+                )  # fmt: skip
             )
         return getattr(x, name)(*args, **kwargs)
 

@@ -111,6 +111,102 @@ def bench_small(table: Rows, batches: int) -> None:
         table.add("1e3 float32, per call", k, t, f"{t / base:.2f}x numpy")
 
 
+def bench_object_model(table: Rows, batches: int) -> None:
+    """What ``(a + b).eval()`` could cost under two object models (docs/design.md, "Per-call
+    overhead"): prototypes of the Python objects each model creates per call, the numpy
+    ufunc doing the work in both, next to the library and numpy in the same run. They
+    measure the models' floors, not the library."""
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+
+    from axesarray.dag.nodes import Leaf, Map
+    from axesarray.tensors.tensor import Tensor
+
+    ignore, new = _make_extobj(all="ignore"), object.__new__
+    rng = np.random.default_rng(3)
+    an, bn = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
+    a, b = ax.tensor(an, "I"), ax.tensor(bn, "I")
+    r = a + b
+    result = r.eval().node
+    memo = {("add", a.node.key, b.node.key): (r.node.dtype, r.node.key, True)}
+    view, shape, key, runs = result.view, result.shape, result.key, {r.node.key: np.add}
+
+    class Today(Tensor):
+        """Today's objects, the least work: a Map and a Tensor per operator (a remembered
+        key), a Leaf and a Tensor per result; one frame per operator and per eval."""
+
+        __slots__ = ()
+
+        def __add__(self, o):
+            x, y = self._node, o._node
+            hit = memo.get(("add", x.key, y.key))
+            node = new(Map)
+            node.op, node.children, node.shape, node.dtype = "add", (x, y), x.shape, hit[0]
+            node.key, node.params = hit[1], (x, y)
+            t = new(Today)
+            t._axes, t._node, t._layout = self._axes, node, None
+            return t
+
+        def eval(self):
+            node = self._node
+            ufunc = runs.get(node.key)
+            x, y = node.children
+            token = _extobj_contextvar.set(ignore)
+            data = ufunc(x.data, y.data)
+            _extobj_contextvar.reset(token)
+            leaf = new(Leaf)
+            leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, shape, data.dtype
+            leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
+            t = new(Today)
+            t._axes, t._node, t._layout = self._axes, leaf, None
+            return t
+
+    class Lazy:  # the proposal's r-tensor: an op over operands, structure found on demand
+        __slots__ = ("op", "args", "axes")
+
+    class Value:
+        """The proposal: one object per value; an evaluated tensor holds its numpy view
+        (shape, strides and offset are numpy's), its key and view found when planned."""
+
+        __slots__ = ("axes", "array", "lazy")
+
+        def __add__(self, o):
+            e = new(Lazy)
+            e.op, e.args, e.axes = np.add, (self, o), self.axes
+            v = new(Value)
+            v.axes, v.array, v.lazy = self.axes, None, e
+            return v
+
+        def eval(self):
+            e = self.lazy
+            x, y = e.args
+            token = _extobj_contextvar.set(ignore)
+            data = e.op(x.array, y.array)
+            _extobj_contextvar.reset(token)
+            v = new(Value)
+            v.axes, v.array, v.lazy = self.axes, data, None
+            return v
+
+    ta, tb = Today(a.axes, a.node), Today(b.axes, b.node)
+    va, vb = new(Value), new(Value)
+    va.axes, va.array, va.lazy = a.axes, an, None
+    vb.axes, vb.array, vb.lazy = b.axes, bn, None
+    for got in ((ta + tb).eval().numpy(), (va + vb).eval().array):
+        np.testing.assert_array_equal(got, an + bn)
+    times = per_call(
+        {
+            "numpy a+b": lambda: an + bn,
+            "ax (a+b).eval(), the library": lambda: (a + b).eval(),
+            "floor of today's objects": lambda: (ta + tb).eval(),
+            "floor of one object per value": lambda: (va + vb).eval(),
+        },
+        batches,
+    )
+    for k, t in times.items():
+        table.add(
+            "object model, (a+b).eval() 1e3 float32", k, t, f"{t / times['numpy a+b']:.2f}x numpy"
+        )
+
+
 _CHAIN = textwrap.dedent(
     """
     import os, sys, time, random
@@ -315,6 +411,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a smoke run")
     p.add_argument("--budget", action="store_true", help="only the kernel-budget trade-off")
+    p.add_argument("--small", action="store_true", help="only the per-call rows")
     args = p.parse_args(argv)
     if args.budget:
         bench_budget()
@@ -324,6 +421,10 @@ def main(argv=None) -> None:
     ax.warmup()
     table = Rows("Latency (per-call rows: best of round-robin batches of 50 calls)")
     bench_small(table, 5 if args.quick else 200)
+    bench_object_model(table, 5 if args.quick else 200)
+    if args.small:
+        table.show()
+        return
     bench_compile(table, (2, 8) if args.quick else (2, 8, 32, 128))
     bench_new_process(table, 1 if args.quick else 3)
     bench_first_batch_norm(table, 2 if args.quick else 32)

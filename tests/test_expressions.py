@@ -521,10 +521,14 @@ def test_result_takes_dominant_input_memory_order(engine):
 
 
 @pytest.fixture
-def counter(monkeypatch):
-    """Counts calls into the engine (evaluate and assign)."""
+def counter(monkeypatch, request):
+    """Counts calls into the engine (evaluate and assign). The direct path is off: its
+    runners are called by ``Tensor.eval`` itself (``tests/test_direct.py`` counts them)."""
     import axesarray.engine as eng
 
+    off = eng.direct.disabled()
+    off.__enter__()
+    request.addfinalizer(lambda: off.__exit__(None, None, None))
     calls = []
     real_eval, real_assign = eng.evaluate, eng.assign
     monkeypatch.setattr(eng, "evaluate", lambda *a: calls.append("eval") or real_eval(*a))

@@ -61,6 +61,7 @@ ORDER = [
     "engine.schedule",
     "engine.cost",
     "engine.order",
+    "engine.direct",
     "engine.reference",
     "engine.rewrite",
     "engine.planner",

@@ -9,6 +9,7 @@ the generated ``Tensor`` operators and the numpy-ufunc map.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import numpy as np
@@ -17,6 +18,7 @@ from conftest import assert_close
 
 import axesarray as ax
 from axesarray.core.ops import OPS, UFUNCS
+from axesarray.engine import direct
 from axesarray.tensors.tensor import elementwise
 
 rng = np.random.default_rng(7)
@@ -91,13 +93,16 @@ def test_every_op_has_a_test_row():
     assert set(CASES) == set(OPS), "add a CASES row for each new op (and only for them)"
 
 
-@pytest.mark.parametrize("engine_name", ["numpy", "numba"])
+@pytest.mark.parametrize("engine_name", ["numpy", "numba", "direct"])
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_each_op_matches_numpy(op, engine_name):
+    """``numba``: the kernels (the direct path off); ``direct``: numpy's ufunc where
+    ``engine.direct`` answers a single op on plain leaves, else the kernels."""
     ours, theirs, domain = CASES[op]
     row = OPS[op]
     dtypes = ["float32", "float64"] if domain != "int" else ["int8", "int64", "uint16", "bool"]
-    with ax.set_options(engine=engine_name):
+    off = direct.disabled() if engine_name == "numba" else contextlib.nullcontext()
+    with ax.set_options(engine="numpy" if engine_name == "numpy" else "numba"), off:
         for dtype in dtypes:
             for n in (0, 1, 37):
                 args = [_inputs(domain, dtype, n) for _ in range(row.arity)]

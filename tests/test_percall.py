@@ -15,14 +15,14 @@ from conftest import assert_close
 import axesarray as ax
 from axesarray.dag import build as expr_ops
 from axesarray.dag.nodes import Const, Map, walk
-from axesarray.engine import alias, executor
+from axesarray.engine import alias, direct, executor
 
 AX_I = ax.Axis("I", 7)
 
 
 @pytest.fixture(autouse=True)
 def _fused():
-    with ax.set_options(engine="numba", tiered=False):
+    with ax.set_options(engine="numba", tiered=False), direct.disabled():  # the kernels
         yield
 
 

@@ -19,7 +19,18 @@ from ..core.reductions_table import REDUCTIONS
 from .nodes import Cast, Const, Map, Node, Reduce, lazy
 from .resize import COUNTS, counted
 
-__all__ = ["cast", "map_op", "map1", "map2", "map_scalar", "reduce", "rounded", "widen"]
+__all__ = [
+    "cast",
+    "map_op",
+    "map1",
+    "map2",
+    "map_scalar",
+    "reduce",
+    "rounded",
+    "widen",
+    "BUILT",
+    "key_of",
+]
 
 
 def cast(node: Node, dtype: np.dtype) -> Node:
@@ -107,6 +118,16 @@ def _disjoint(pa: tuple, pb: tuple) -> bool:
 # Reads a node's key without finishing a lazy node (AttributeError then): the straight
 # paths remember keys of small nodes only.
 _key = Node.__dict__["key"].__get__
+# The Tensor operators read the memo and keys directly for their hits (a frame less per
+# operator): the layout of the memo's keys and values is the contract with them.
+BUILT, key_of = _BUILT, _key
+
+
+def _own_param(node: Node) -> bool:
+    """Whether ``node`` is its own only param (a leaf, a constant): its ``params`` is then
+    ``(node,)``, built by a property on each read; a remembered key says so for its node."""
+    p = node.params
+    return len(p) == 1 and p[0] is node
 
 
 def map2(op: str, a: Node, b: Node) -> Node:
@@ -118,12 +139,19 @@ def map2(op: str, a: Node, b: Node) -> Node:
         memo = None
     hit = _BUILT.get(memo)
     if hit is not None:
-        pa, pb = a.params, b.params
-        if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
-            node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
-            node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
-            node.key, node.params = hit[1], pa + pb
-            return node
+        if hit[2]:  # both are their own params (two leaves): disjoint unless the same one
+            if a is not b:
+                node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
+                node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+                node.key, node.params = hit[1], (a, b)
+                return node
+        else:
+            pa, pb = a.params, b.params
+            if pa[0] is not pb[0] if len(pa) == 1 == len(pb) else _disjoint(pa, pb):
+                node = _new(Map)
+                node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+                node.key, node.params = hit[1], pa + pb
+                return node
     if a.dtype.kind == "V" or b.dtype.kind == "V":  # bfloat16: computed in float32
         return _bf16(op, (a, b), a.shape, op)
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
@@ -134,7 +162,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
     if a.dtype is la and b.dtype is lb and type(a) is not Const is not type(b):
         node = Map(op, (a, b), out)
         if memo is not None and not lazy(node) and _disjoint(a.params, b.params):
-            _remember(memo, (out, node.key))
+            _remember(memo, (out, node.key, _own_param(a) and _own_param(b)))
         return node
     if a.dtype is not la:
         a = cast(a, la)
@@ -155,7 +183,7 @@ def map1(op: str, a: Node) -> Node:
     if hit is not None:
         node = _new(Map)  # no __init__, as in map2
         node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
-        node.key, node.params = hit[1], a.params
+        node.key, node.params = hit[1], (a,) if hit[2] else a.params
         return node
     if a.dtype.kind == "V":
         return _bf16(op, (a,), a.shape, op)
@@ -166,7 +194,7 @@ def map1(op: str, a: Node) -> Node:
     if a.dtype is la:
         node = Map(op, (a,), out)
         if memo is not None and not lazy(node):
-            _remember(memo, (out, node.key))
+            _remember(memo, (out, node.key, _own_param(a)))
         return node
     return Map(op, (cast(a, la),), out)
 
@@ -182,10 +210,10 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
         memo = None
     hit = _BUILT.get(memo)
     if hit is not None:
-        pa = a.params
         # The shared Const may already be one of a's params (``1 / (1 + x)``): the key
         # records where, so the remembered keys go by its position (-1: not there).
-        c, out, keys = hit
+        c, out, keys, own = hit
+        pa = (a,) if own else a.params
         if c not in pa:
             key = keys.get(-1)
             params = (c,) + pa if reflected else pa + (c,)
@@ -218,7 +246,7 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
             old = _BUILT.get(memo)
             keys = old[2] if old is not None and old[0] is c else {}
             keys[pa.index(c) if c in pa else -1] = node.key
-            _remember(memo, (c, out, keys))
+            _remember(memo, (c, out, keys, _own_param(a)))
         return node
     if a.dtype is not la:
         a = cast(a, la)

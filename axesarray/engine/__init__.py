@@ -14,13 +14,13 @@ import weakref
 
 import numpy as np
 
-from ..dag.chunked_leaf import has_chunked
+from ..dag.chunked_leaf import _CHUNKED_SEEN, has_chunked
 from ..dag.nodes import Leaf, Node
 from ..errors import fmt_axes, message
 from ..options import OPTIONS
 from ..storage.devices import host_array
 from ..storage.memory import wrap_array
-from . import executor, multi, reference, runner, tiers
+from . import direct, executor, multi, reference, runner, tiers
 from .order import allocate_for, result_order
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "warmup",
     "UNBOUND",
     "check_bound",
+    "DIRECT",
 ]
 
 
@@ -74,15 +75,66 @@ def check_bound(root: Node, op: str = "evaluate") -> None:
 def evaluate(root: Node) -> Node:
     """Compute ``root`` into newly allocated storage (a ``Leaf``); for an expression over
     chunked arrays, the lazy dask result (a ``Chunked`` node)."""
-    if UNBOUND:
+    # The hot path of small evaluations: C-level tests first (``UNBOUND.data`` is the
+    # WeakSet's own set: its ``len`` is a Python frame), one lookup for the direct path.
+    if UNBOUND.data:
         check_bound(root)
-    if has_chunked(root):
+    if _CHUNKED_SEEN[0] and has_chunked(root):
         return chunked_engine().evaluate(root)
+    run = DIRECT.get(root.key, _UNSEEN)
+    if run is _UNSEEN:
+        run = _direct_for(root)
+    if run is not None:
+        out = run(root)
+        if out is not None:
+            return out
     if OPTIONS["engine"] == "numba":
-        return executor.evaluate(root)
+        # executor.evaluate's cache hit, inline (one frame less on the hot path)
+        plan = _PLANS.get(root.key)
+        if plan is not None:
+            run = plan.fast  # a runner, or a false marker (``runner.NoRunner``), or None
+            if run and run.threshold == OPTIONS["serial_threshold"]:
+                _STATS["hits"] += 1
+                return run(root.params)
+        out = executor.evaluate(root)
+        plan = _PLANS.get(root.key)
+        if plan is not None and plan.fast and DIRECT.get(root.key) is None:
+            DIRECT[root.key] = _kernel_runner(plan.fast, UNBOUND.data)
+        return out
     out = allocate_for(root)
     reference.assign(out, root)
     return out
+
+
+_PLANS, _STATS = executor._PLANS, executor.PLAN_STATS
+
+# Root key -> ``direct.runner_for``'s answer (None: the general path). Bounded. A runner
+# checks the unbound placeholders itself, so ``Tensor.eval`` may call one found here
+# without this function's frame.
+DIRECT: dict = {}
+_UNSEEN = object()
+
+
+def _kernel_runner(fast, unbound: set):
+    """``run(root) -> Leaf | None`` for ``Tensor.eval``: a ready plan's generated runner
+    (one kernel, or a straight runner of several) while the options it was made under
+    hold and no placeholder is unbound (else None: ``evaluate`` decides)."""
+    threshold, options, stats = fast.threshold, OPTIONS, _STATS
+
+    def run(root):
+        if unbound or options["engine"] != "numba" or options["serial_threshold"] != threshold:
+            return None
+        stats["hits"] += 1
+        return fast(root.params)
+
+    return run
+
+
+def _direct_for(root: Node):
+    if len(DIRECT) >= 4096:
+        DIRECT.clear()
+    run = DIRECT[root.key] = direct.runner_for(root, UNBOUND.data)
+    return run
 
 
 def assign(dst: Leaf, root: Node) -> None:

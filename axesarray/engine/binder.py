@@ -85,16 +85,21 @@ def binder(step: KernelStep):
 
 def fresh_runner(step: KernelStep, call, alloc, n: int, dtype, fresh, view, key: int):
     """Generated ``run(params) -> out``: allocate temp 0 (``alloc(n, dtype)``), call
-    ``call`` with the step's arguments and return ``fresh(buffer, view, key)``: a whole
-    evaluation of a one-kernel schedule in one frame (``executor``'s straight path)."""
-    code = (
+    ``call`` with the step's arguments and return a new ``fresh`` (the ``Leaf`` class) over
+    it, with ``view`` and ``key``, fields as ``Leaf.fresh`` sets them: a whole evaluation of
+    a one-kernel schedule in one frame (``executor``'s straight path)."""
+    code = (  # ``fresh`` is a leaf class: its fields set inline (a frame per call counts)
         "def run(params):\n"
         f"    buf = alloc({n}, dtype)\n"
         f"    call({_arguments(step, 'buf')})\n"
-        f"    return fresh(buf, view, {key})\n"
+        "    out = new(fresh)\n"
+        "    out.data, out.view, out.shape, out.dtype = buf, view, shape, buf.dtype\n"
+        f"    out.writeable, out.origin, out.tag, out.key = True, None, None, {key}\n"
+        "    return out\n"
     )
     where = f"<runner of {step.why}>"
-    return _exec(code, "run", where, alloc=alloc, dtype=dtype, call=call, fresh=fresh, view=view)
+    namespace = dict(alloc=alloc, dtype=dtype, call=call, fresh=fresh, view=view)
+    return _exec(code, "run", where, new=object.__new__, shape=view.shape, **namespace)
 
 
 def into_runner(step: KernelStep, call, overlaps, general):

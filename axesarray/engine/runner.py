@@ -159,7 +159,7 @@ def fast_runner(plan: Schedule, params, out: Leaf, many: bool = False):
             n = math.prod(shape)
             # Small buffers keep numpy's alignment (as ``allocate`` does), without its frame.
             alloc = np.empty if n * dtype.itemsize < SMALL else allocate
-            run = _fresh(found[0], found[1], alloc, n, dtype, Leaf.fresh, view, out.key)
+            run = _fresh(found[0], found[1], alloc, n, dtype, Leaf, view, out.key)
             run.threshold = OPTIONS["serial_threshold"]
             return run
     if not (many and plan.ready and plan.device.is_cpu):

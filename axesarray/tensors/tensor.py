@@ -37,7 +37,7 @@ from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
 from .reducing import ReductionMethods
 
-__all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align"]
+__all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align", "unary_function"]
 
 
 def operand_node(value, axes: Axes, op: str):
@@ -62,6 +62,7 @@ def operand_node(value, axes: Axes, op: str):
 
 
 _NO_AXES = Axes()
+_DIRECT_GET = engine.DIRECT.get  # engine.evaluate's direct runners (see engine.direct)
 
 
 def _preferred_layout(operands):
@@ -216,10 +217,21 @@ class Tensor(
         (True, array([0., 2., 4.]))
         """
         node = self._node
+        if self._layout is None:  # the common case, without detours (it is a hot path)
+            run = _DIRECT_GET(node.key)  # one op on plain leaves: numpy's ufunc
+            if run is not None:
+                out = run(node)
+                if out is not None:
+                    t = _new(Tensor)  # Tensor(axes, out) without its __init__ frame
+                    t._axes, t._node, t._layout = self._axes, out, None
+                    return t
+            if type(node) is ex.Leaf or type(node) is Chunked:
+                return self
+            t = _new(Tensor)
+            t._axes, t._node, t._layout = self._axes, engine.evaluate(node), None
+            return t
         if type(node) is ex.Leaf or type(node) is Chunked:
             return self
-        if self._layout is None:  # the common case, without detours (it is a hot path)
-            return Tensor(self._axes, engine.evaluate(node))
         return self.copy()
 
     def copy(self) -> Tensor:
@@ -406,6 +418,103 @@ def _loaded(cls, axes: Axes, node, layout) -> Tensor:
     return t
 
 
+# The operators below inline ``expr_ops``'s remembered-structure hit (``map1``, ``map2``,
+# ``map_scalar``: see ``dag.build``) and make their Tensor without ``TensorBase.__init__``
+# (its three slots set in place): an operator is then one Python frame. A miss, or
+# anything unusual, calls the builder, which does the same lookup.
+_BUILT_GET = expr_ops.BUILT.get
+_key_of = expr_ops.key_of
+_new = object.__new__
+_Map = ex.Map
+
+
+def unary_function(op: str):
+    """``x -> op(x)`` for an ``ops.OPS`` row of arity 1 (its operator and ``ax.<name>``):
+    a plain tensor goes straight to its node, anything else through ``elementwise``."""
+    map1 = expr_ops.map1
+
+    def fn(x):
+        if type(x) is Tensor and x._layout is None:  # the common case, without detours
+            a = x._node
+            try:
+                hit = _BUILT_GET((op, _key_of(a)))
+            except AttributeError:  # a lazy operand: the builder decides
+                hit = None
+            if hit is None:
+                t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+                t._axes, t._node, t._layout = x._axes, map1(op, a), None
+                return t
+            node = _new(_Map)  # map1's hit, inline
+            node.op, node.children, node.shape, node.dtype = op, (a,), a.shape, hit[0]
+            node.key, node.params = hit[1], (a,) if hit[2] else a.params
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._node, t._layout = x._axes, node, None
+            return t
+        return elementwise(op, x)
+
+    return fn
+
+
+def _binary_operator(op: str, reflected: bool):
+    """``self (op) o`` (``o (op) self`` when ``reflected``): tensor op tensor with the same
+    axes and tensor op Python scalar straight to the node, the rest through ``_binary``."""
+    map2, map_scalar = expr_ops.map2, expr_ops.map_scalar
+
+    def operator(self, o):
+        if (  # tensor op tensor with the same axes: the hot path, straight to the node
+            not reflected
+            and type(o) is Tensor
+            and (self._axes is o._axes or self._axes == o._axes)
+            and self._layout is None
+            and o._layout is None
+        ):
+            a, b = self._node, o._node
+            try:
+                hit = _BUILT_GET((op, _key_of(a), _key_of(b)))
+            except AttributeError:  # a lazy operand: the builder decides
+                hit = None
+            # map2's hit for two distinct leaves, inline; other hits check sharing there
+            if hit is not None and hit[2] and a is not b:
+                node = _new(_Map)
+                node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
+                node.key, node.params = hit[1], (a, b)
+                t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+                t._axes, t._node, t._layout = self._axes, node, None
+                return t
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._node, t._layout = self._axes, map2(op, a, b), None
+            return t
+        if type(o) in _WEAK_TYPES and self._layout is None:
+            a = self._node
+            try:  # map_scalar's memo key (zeros by repr: -0.0 is not 0.0)
+                hit = _BUILT_GET((op, _key_of(a), type(o), reflected, o if o else repr(o)))
+            except AttributeError:
+                hit = None
+            if hit is not None:  # map_scalar's hit, inline
+                c, out, keys, own = hit
+                pa = (a,) if own else a.params
+                if c not in pa:
+                    key = keys.get(-1)
+                    params = (c,) + pa if reflected else pa + (c,)
+                else:  # ``1 / (1 + x)``: the Const is already a param; the key says where
+                    pos = pa.index(c)
+                    key = keys.get(pos)
+                    params = (c,) + pa[:pos] + pa[pos + 1 :] if reflected else pa
+                if key is not None:
+                    node = _new(_Map)
+                    node.op, node.children = op, (c, a) if reflected else (a, c)
+                    node.shape, node.dtype, node.key, node.params = a.shape, out, key, params
+                    t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+                    t._axes, t._node, t._layout = self._axes, node, None
+                    return t
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._node, t._layout = self._axes, map_scalar(op, a, o, reflected), None
+            return t
+        return self._binary(o, op, reflected)
+
+    return operator
+
+
 def _operators(cls) -> None:
     """Give ``Tensor`` one operator per ``ops.OPS`` row with a ``dunder``: binary ops get
     ``__op__``, ``__rop__`` and ``__iop__`` (comparisons only ``__op__``), unary ``__op__``."""
@@ -413,42 +522,17 @@ def _operators(cls) -> None:
         if row.dunder is None:
             continue
         op, name = row.name, row.dunder
-
         if row.arity == 1:
-
-            def unary(self, op=op):
-                if self._layout is None:
-                    return Tensor(self._axes, expr_ops.map1(op, self._node))
-                return elementwise(op, self)
-
-            setattr(cls, f"__{name}__", unary)
+            setattr(cls, f"__{name}__", unary_function(op))
             continue
-
-        def forward(self, o, op=op):
-            if (  # tensor op tensor with the same axes: the hot path, straight to the node
-                type(o) is Tensor
-                and (self._axes is o._axes or self._axes == o._axes)
-                and self._layout is None
-                and o._layout is None
-            ):
-                return Tensor(self._axes, expr_ops.map2(op, self._node, o._node))
-            if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, False))
-            return self._binary(o, op)
-
-        setattr(cls, f"__{name}__", forward)
+        setattr(cls, f"__{name}__", _binary_operator(op, False))
         if row.symbol in ("==", "!=", "<", "<=", ">", ">="):
             continue
-
-        def reflected(self, o, op=op):
-            if type(o) in _WEAK_TYPES and self._layout is None:
-                return Tensor(self._axes, expr_ops.map_scalar(op, self._node, o, True))
-            return self._binary(o, op, True)
 
         def inplace(self, o, op=op):
             return self._inplace(o, op)
 
-        setattr(cls, f"__r{name}__", reflected)
+        setattr(cls, f"__r{name}__", _binary_operator(op, True))
         setattr(cls, f"__i{name}__", inplace)
 
 

@@ -1,0 +1,195 @@
+"""One elementwise op on plain leaves, evaluated by numpy's own ufunc (the eager fast path).
+
+``(a + b).eval()`` on small arrays costs mostly per-call overhead: planning is cached, but a
+kernel call still allocates, types its arguments and wraps the result. For a root that is a
+single op of the table below, over leaves whose view is their whole C-contiguous storage
+(or constants), numpy's ufunc is the best kernel there is (one op: nothing to fuse) and is
+called directly. Its results are the kernel's, bit for bit: only ops that round once in
+IEEE arithmetic or wrap in two's complement (``+ - *``, ``/`` on floats, comparisons,
+negation), operands already in the loop dtype ``dag.build`` chose (so numpy's promotion
+and the library's agree: no cast runs), float16/bfloat16 excluded. Floating-point
+warnings are ignored, as the kernels raise none. The result is laid out as the general path
+lays it out (``order.allocate_for``), and gets the same leaf key.
+
+Only below ``serial_threshold`` elements: from there the kernels run on every core, numpy's
+ufunc on one. The decision is made once per root key (the key fixes the op, dtypes, views
+and storage kinds of every leaf); per call only the storage sizes are checked (a view over
+a prefix of a longer storage has the same key). ``ENABLED`` turns the path off (the kernel tests);
+``STATS["direct"]`` counts the evaluations it answered.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..core.strided import contiguous
+from ..dag.nodes import Const, Leaf, Map, Node
+from ..options import OPTIONS
+from .order import allocate_for
+
+__all__ = ["runner_for", "disabled", "ENABLED", "STATS", "UFUNCS"]
+
+try:  # numpy's errstate without its Python frames: a context variable set and reset
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+
+    _IGNORE = _make_extobj(all="ignore")
+    _set, _reset = _extobj_contextvar.set, _extobj_contextvar.reset
+except ImportError:  # pragma: no cover - another numpy: the public context manager
+
+    class _Token:
+        __slots__ = ("state",)
+
+    def _set(_):
+        t = _Token()
+        t.state = np.errstate(all="ignore")
+        t.state.__enter__()
+        return t
+
+    def _reset(t):
+        t.state.__exit__(None, None, None)
+
+    _IGNORE = None
+
+
+# op -> (ufunc, dtype kinds it runs directly): ops whose kernel result is numpy's exactly.
+UFUNCS = {
+    "add": (np.add, "iuf"),
+    "sub": (np.subtract, "iuf"),
+    "mul": (np.multiply, "iuf"),
+    "truediv": (np.true_divide, "f"),
+    "neg": (np.negative, "iuf"),
+    "eq": (np.equal, "iuf"),
+    "ne": (np.not_equal, "iuf"),
+    "lt": (np.less, "iuf"),
+    "le": (np.less_equal, "iuf"),
+    "gt": (np.greater, "iuf"),
+    "ge": (np.greater_equal, "iuf"),
+}
+_DTYPES = frozenset(np.dtype(c) for c in "bBhHiIlLqQfd")  # no float16, bool, complex
+
+ENABLED = [True]
+STATS = {"direct": 0}
+_new = object.__new__
+
+
+@contextmanager
+def disabled():
+    """Every evaluation takes the general path (the kernels) inside this block.
+
+    >>> import axesarray as ax, numpy as np
+    >>> from axesarray.engine import direct
+    >>> a = ax.tensor(np.ones(3), "N")
+    >>> with direct.disabled():
+    ...     (a + a).numpy()
+    array([2., 2., 2.])
+    """
+    old = ENABLED[0]
+    ENABLED[0] = False
+    try:
+        yield
+    finally:
+        ENABLED[0] = old
+
+
+def _whole(view, strides: tuple) -> bool:
+    """Whether ``view`` reads elements 0, 1, ... of its storage in C order (strides of
+    length-1 dims do not matter, nor any when a length is 0)."""
+    if view.offset or view.blocks is not None:
+        return False
+    pairs = zip(view.shape, view.strides, strides, strict=True)
+    return 0 in view.shape or all(n == 1 or s == c for n, s, c in pairs)
+
+
+def _eligible(root: Node) -> bool:
+    if type(root) is not Map or root.op not in UFUNCS:
+        return False
+    ufunc, kinds = UFUNCS[root.op]
+    shape = root.shape
+    strides = contiguous(shape).strides
+    leaves = 0
+    for c in root.children:
+        if c.dtype not in _DTYPES or c.dtype.kind not in kinds or c.shape != shape:
+            return False
+        if type(c) is Leaf:
+            if type(c.data) is not np.ndarray or not _whole(c.view, strides):
+                return False
+            leaves += 1
+        elif type(c) is not Const:
+            return False
+    return leaves > 0 and len(root.children) == ufunc.nin
+
+
+def runner_for(root: Node, unbound: set):
+    """``run(root) -> Leaf | None`` for a root the direct path answers, else None. ``run``
+    answers None (take the general path) while the path is off (``ENABLED``), for a leaf
+    with a declared kind (a tag) while ``unbound`` (the set of unbound placeholders' tags)
+    is not empty (the general path checks them), when the result is as big as
+    ``serial_threshold`` (there the kernels run on every core, numpy on one) or when this
+    call's storage is not a whole buffer."""
+    if not _eligible(root):
+        return None
+    out = allocate_for(root)  # the general path's layout and key for this result
+    if out.view != contiguous(root.shape):
+        return None
+    ufunc = UFUNCS[root.op][0]
+    view, key, n, shape = out.view, out.key, out.view.size, out.view.shape
+    floats = root.children[0].dtype.kind == "f"
+    kinds = tuple(type(c) is Leaf for c in root.children)
+    stats, enabled, options = STATS, ENABLED, OPTIONS
+
+    def wrap(data) -> Leaf:
+        leaf = _new(Leaf)
+        leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, shape, data.dtype
+        leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
+        stats["direct"] += 1
+        return leaf
+
+    if kinds == (True, True):
+
+        def run(root):
+            if not enabled[0] or n >= options["serial_threshold"]:
+                return None
+            a, b = root.children
+            if unbound and (a.tag is not None or b.tag is not None):
+                return None  # maybe a placeholder with no value: evaluate checks
+            da, db = a.data, b.data
+            if da.size != n or db.size != n:
+                return None
+            if floats:
+                token = _set(_IGNORE)
+                try:
+                    data = ufunc(da, db)
+                finally:
+                    _reset(token)
+            else:
+                data = ufunc(da, db)
+            leaf = _new(Leaf)  # Leaf.fresh's fields, inline (a frame per call counts)
+            leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, shape, data.dtype
+            leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
+            stats["direct"] += 1
+            return leaf
+
+        return run
+
+    def run(root):
+        if not enabled[0] or n >= options["serial_threshold"]:
+            return None
+        args = []
+        for c, is_leaf in zip(root.children, kinds, strict=True):
+            if is_leaf:
+                d = c.data
+                if d.size != n or (unbound and c.tag is not None):
+                    return None
+                args.append(d)
+            else:
+                args.append(c.value)
+        token = _set(_IGNORE)
+        try:
+            data = ufunc(*args)
+        finally:
+            _reset(token)
+        return wrap(data)  # an array: at least one operand is a 1-D storage
+
+    return run
