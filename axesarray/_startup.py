@@ -10,6 +10,7 @@ library import is left alone: Python's own handling stays.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -44,7 +45,5 @@ def is_program() -> bool:
 
 
 if is_program():
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(signal.SIGINT, _handler)
-    except ValueError:  # not the main thread
-        pass

@@ -496,7 +496,11 @@ x2 = xp.asarray(np.zeros((2, 3)))
         ),
         (lambda: xp.sum([1, 2]), TypeError, "sum: expected an Array (list). Use asarray(x) first."),
         (lambda: ax.to_xarray(np.zeros(2)), TypeError, "to_xarray: expected a Tensor (ndarray)."),
-        (lambda: ax.to_xarray(ax.ones((ax.Axis("N", 2),)), "yes"), TypeError, "to_xarray: lazy must be True or False (got 'yes')."),
+        (
+            lambda: ax.to_xarray(ax.ones((ax.Axis("N", 2),)), "yes"),
+            TypeError,
+            "to_xarray: lazy must be True or False (got 'yes').",
+        ),
         (lambda: xp.asarray([1j]).tensor, TypeError, "tensor: a complex array has no named tensor"),
     ],
 )

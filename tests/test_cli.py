@@ -677,9 +677,12 @@ HOSTILE_FIELDS = [
     (_sidecar("N C"), r"'axes' must be a list of \[name, length\] pairs \(got 'N C'\)"),
     (_sidecar({"N": 2}), r"'axes' must be a list of \[name, length\] pairs"),
     (_sidecar([["N", 2, 5], ["C", 3]]), r"'axes' must be a list of \[name, length\] pairs"),
-    (_sidecar([["N", 2], ["C", 3.7]]), r"the length of axis 'C' must be a non-negative integer \(got 3.7\)"),
-    (_sidecar([["N", 2], ["C", 3.0]]), r"the length of axis 'C' must be a non-negative integer \(got 3.0\)"),
-    (_sidecar([["N", 2], ["C", True]]), r"the length of axis 'C' must be a non-negative integer \(got True\)"),
+    (_sidecar([["N", 2], ["C", 3.7]]),
+     r"the length of axis 'C' must be a non-negative integer \(got 3.7\)"),
+    (_sidecar([["N", 2], ["C", 3.0]]),
+     r"the length of axis 'C' must be a non-negative integer \(got 3.0\)"),
+    (_sidecar([["N", 2], ["C", True]]),
+     r"the length of axis 'C' must be a non-negative integer \(got True\)"),
     ('{"format": "axesarray", "version": 1, "axes": [["N", 2], ["C", Infinity]], "dtype": "<f8"}',
      r"the length of axis 'C' must be a non-negative integer \(got inf\)"),
     ('{"format": "axesarray", "version": 1, "axes": [["N", 2], ["C", NaN]], "dtype": "<f8"}',
@@ -872,8 +875,10 @@ HINTED = [
     ((None, "N C H W"), ["--axes", "a b c d", "--to", "NHWC"], ("NHWC", "N C H W")),
     (("NCHW4", "N C H W"), ["--from", "NHWC"], (None, "N C H W")),
     (("NCHW4", None), ["--axes", "N C H W", "--from", "NCHW4"], (None, "N C H W")),
-    (("NCHW4", None), ["--axes", "b f y x", "--from", "NCHW4", "--to", "NHWC"], ("NHWC", "b f y x")),
-    (("CHWN4", None), ["--axes", "N C H W", "--from", "CHWN4", "--to", "NCHW32"], ("NCHW32", "N C H W")),
+    (("NCHW4", None), ["--axes", "b f y x", "--from", "NCHW4", "--to", "NHWC"],
+     ("NHWC", "b f y x")),
+    (("CHWN4", None), ["--axes", "N C H W", "--from", "CHWN4", "--to", "NCHW32"],
+     ("NCHW32", "N C H W")),
     (("NCHW4", None), ["--to", "NHWC"], ("NHWC", "N C H W")),
     ((None, None), ["--axes", "N C=x H W", "--to", "NHWC"], ("NHWC", "N C H W")),
     ((None, None), ["--axes", "N C H", "--to", "NHWC"], ("NHWC", "N C H W")),
@@ -882,7 +887,9 @@ HINTED = [
 
 
 @pytest.mark.parametrize("stored, argv, meant", HINTED)
-def test_every_hint_followed_literally_does_what_the_user_meant(capsys, tmp_path, stored, argv, meant):
+def test_every_hint_followed_literally_does_what_the_user_meant(
+    capsys, tmp_path, stored, argv, meant
+):
     """Each refused command prints a hint; the command the hint gives (placeholders filled
     with the length the user knows) succeeds and writes the output the user meant,
     checked against numpy; hints may chain (roles first, then a length)."""

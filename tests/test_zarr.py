@@ -285,7 +285,8 @@ def test_a_sliced_blocked_tensor_keeps_its_layout_in_zarr(tmp_path, cut, layout,
     np.testing.assert_array_equal(back.numpy(), view.numpy())
     raw = zarr.open_array(str(tmp_path / "v.zarr"), mode="r")[...]
     fresh = ax.tensor(view.numpy(), view.names)
-    np.testing.assert_array_equal(raw, fresh.to_layout(back.layout).physical if layout else fresh.numpy())
+    expected = fresh.to_layout(back.layout).physical if layout else fresh.numpy()
+    np.testing.assert_array_equal(raw, expected)
 
 
 def test_cli_info_reads_stores(tmp_path, capsys):
@@ -293,7 +294,10 @@ def test_cli_info_reads_stores(tmp_path, capsys):
     ax.to_zarr(ax.tensor(x, "N C H W").to_layout("NCHW4"), tmp_path / "b.zarr", chunks={"N": 1})
     assert main(["info", str(tmp_path / "b.zarr")]) == 0
     out = capsys.readouterr().out
-    assert f"store     {tmp_path / 'b.zarr'} (Zarr, chunks N=(1, 1), C=(4, 1), H=(3,), W=(2,))" in out
+    assert (
+        f"store     {tmp_path / 'b.zarr'} "
+        "(Zarr, chunks N=(1, 1), C=(4, 1), H=(3,), W=(2,))"
+    ) in out
     assert "physical  float32 (2, 2, 3, 2, 4)" in out
     assert "axes      N=2, C=5, H=3, W=2" in out
     assert "layout    NCHW4 (N=2, C//4=2, H=3, W=2, C%4=4)" in out

@@ -16,6 +16,7 @@ and the output appears (by rename) only when complete. Files follow the umask.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -763,10 +764,8 @@ def entry() -> None:
     else:
         code = main()  # (SIGINT sets _startup.HIT again after main() returns: ignored)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
     os._exit(code)
 
 

@@ -89,13 +89,16 @@ def _kind(value) -> str:
         return "a boolean"
     if isinstance(value, (int, float)):
         return "a number"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    kinds = {str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _length(name: str, value) -> int:
     """A JSON length: an int (not a bool, a float, Infinity or NaN) that is >= 0."""
     if type(value) is not int or value < 0:
-        raise ValueError(f"the length of axis {name!r} must be a non-negative integer (got {value!r})")
+        raise ValueError(
+            f"the length of axis {name!r} must be a non-negative integer (got {value!r})"
+        )
     return value
 
 
@@ -109,8 +112,9 @@ def _pairs(value, what: str) -> list[tuple]:
 
 def parse_doc(doc, version: int = VERSION):
     """(axes, layout bound to them or None) from a parsed axesarray document (a sidecar or
-    a Zarr store's ``axesarray`` attribute); ``ValueError`` on anything malformed: a JSON value of the wrong kind, an unknown version, a
-    fractional, negative or non-finite length, a layout that does not fit the axes."""
+    a Zarr store's ``axesarray`` attribute); ``ValueError`` on anything malformed: a JSON
+    value of the wrong kind, an unknown version, a fractional, negative or non-finite length,
+    a layout that does not fit the axes."""
     if not isinstance(doc, dict):
         raise ValueError(f"it holds {_kind(doc)}, not an object")
     if doc.get("version") != version or type(doc.get("version")) is not int:
@@ -392,10 +396,8 @@ def read_failed(op: str, path, err: OSError) -> OSError:
     what = err.strerror or str(err)
     inner = getattr(err, "filename", None)
     if inner is not None and str(inner) != str(path):
-        try:
+        with contextlib.suppress(ValueError):
             inner = Path(inner).relative_to(path)
-        except ValueError:
-            pass
         what += f": {inner}"
     new = type(err)(
         message(op, f"cannot read {path}", what, hints.get(err.errno, "Check the file"))
