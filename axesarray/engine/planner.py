@@ -191,6 +191,7 @@ class _Builder:
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
         self.step_nodes: dict = {}  # step index -> the node it computes (explain's names)
+        self.dot_into = None  # (canonical value, destination KLeaf): a BLAS call writing dst
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -370,7 +371,10 @@ class _Builder:
         return KConcat(tuple(parts), node.dim, tuple(bounds))
 
     def _fuse_dot(self, node, ctx):
-        return self._leaf_of(self.realize(node))
+        leaf = self._leaf_of(self.realize(node))
+        if ctx == "epi" and leaf.src == ("dst",):  # BLAS wrote it there: read in place
+            self._same.add(id(leaf))
+        return leaf
 
     def _fuse_call(self, node, ctx):
         return self._leaf_of(self.realize(node))
@@ -434,31 +438,46 @@ class _Builder:
         return temp
 
     def _dot(self, node) -> KLeaf:
-        a = self._dot_operand(node.a)
-        b = self._dot_operand(node.b)
-        A, B, OUT = node.a_labels, node.b_labels, node.out_labels
+        ops = [(self._dot_operand(node.a), node.a_labels)]
+        ops.append((self._dot_operand(node.b), node.b_labels))
+        OUT = node.out_labels
+        into = None
+        if self.dot_into is not None and self.dot_into[0] == self.canon[id(node)]:
+            into = self.dot_into[1]
+            fits = [cost.blas_rows(into.view, o) for o in cost.dot_layouts(node)]
+            if not fits[0]:
+                ops.reverse()  # b's free dims first: the destination's order
+        (a, A), (b, B) = ops
         batch = [lb for lb in OUT if lb in A and lb in B]
         free_a = [lb for lb in OUT if lb in A and lb not in B]
         free_b = [lb for lb in OUT if lb in B and lb not in A]
         contr = [lb for lb in A if lb in B and lb not in OUT]
-        size = {lb: n for lb, n in zip(A, node.a.shape, strict=True)}
-        size.update(zip(B, node.b.shape, strict=True))
+        size = dict(zip(node.a_labels, node.a.shape, strict=True))
+        size.update(zip(node.b_labels, node.b.shape, strict=True))
         layout = batch + free_a + free_b
-        temp = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
+        order = tuple(OUT.index(lb) for lb in layout)  # layout dim p is result dim order[p]
+        if into is not None:  # the destination read in layout order: BLAS rows (checked)
+            v = into.view
+            shape, strides = (tuple(x[d] for d in order) for x in (v.shape, v.strides))
+            rows = View(shape, strides, v.offset)
+            out = KLeaf(rows, node.dtype, ("dst",))
+        else:
+            out = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
         self.step_nodes[len(self.steps)] = node
         self.steps.append(
             DotStep(
                 a,
                 b,
-                temp,
+                out,
                 tuple(A.index(lb) for lb in batch + free_a + contr),
                 tuple(B.index(lb) for lb in batch + contr + free_b),
                 tuple(math.prod(size[lb] for lb in g) for g in (batch, free_a, contr, free_b)),
             )
         )
-        order = tuple(layout.index(lb) for lb in OUT)  # new dim p is layout dim order[p]
+        if into is not None:
+            return KLeaf(into.view, node.dtype, ("dst",))
         maps = tuple((order.index(d), 0, 1) for d in range(len(layout)))
-        return KLeaf(remap_view(temp.view, node.shape, maps), temp.dtype, temp.src)
+        return KLeaf(remap_view(out.view, node.shape, maps), out.dtype, out.src)
 
     # --- call (a numpy function) -------------------------------------------------------------
 
@@ -526,6 +545,18 @@ def _size_cuts(dag: Node, canon: dict) -> dict:
     return cuts
 
 
+def _reads_dst_in_place(step) -> bool:
+    """Whether the last step reads the destination only at its own index (what a BLAS call
+    wrote there before it): anything else would read elements it already overwrote."""
+    if type(step) is not KernelStep:
+        return True
+    return all(
+        lf.view == step.out.view and id(lf) in step.same_index
+        for lf in kernel_nodes(step.tree)
+        if lf.kind == "leaf" and lf.src == ("dst",)
+    )
+
+
 def cuts_in_order(dag: Node, cuts: dict) -> list:
     return [n for n in walk(dag) if id(n) in cuts]
 
@@ -550,8 +581,15 @@ def build_schedule(
     heavy = _shared_candidates(dag, canon)
     structural = {canon[k] for k in heavy_nodes(dag)}
     force: set = set(cuts.values())
-    for attempt in range(2):
+    into = None
+    if dst is not None and blas:
+        found = cost.blas_into_destination(dag, *dst)
+        if found is not None:  # (the dot's canonical value, the destination as its dims)
+            into = (canon[id(found[0])], KLeaf(found[1], dst[1], ("dst",)))
+    forced = False
+    while True:
         b = _Builder(dag, params, canon, force, blas, heavy)
+        b.dot_into = into
         for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
@@ -563,7 +601,11 @@ def build_schedule(
         else:
             view, dtype = dst
             result = KLeaf(view, dtype, ("dst",))
-            b.kernel(result, dag, "assignment")
+            top = dag.arg if dag.kind == "remap" else dag  # (a dot with its dims permuted)
+            if into is not None and into[0] == canon[id(top)]:
+                b.realize(top)  # BLAS writes the destination: nothing to copy
+            else:
+                b.kernel(result, dag, "assignment")
         shared = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
         # A value whose work passes a kernel's budget sits in a long chain without a
         # boundary (gradients summed over an unrolled loop): its estimate grows with the
@@ -573,10 +615,12 @@ def build_schedule(
             shared = {n for n in shared if heavy[n][0] <= KERNEL_BUDGET} | {
                 n for n, ks in b.kernel_of.items() if len(ks) > 1 and n in structural
             }
-        if attempt == 0 and shared:
-            force = shared | set(cuts.values())
+        if not forced and shared:
+            force, forced = shared | set(cuts.values()), True
+            continue
+        if into is not None and not _reads_dst_in_place(b.steps[-1]):
+            into = None  # the final kernel reads the BLAS result elsewhere than its index
             continue
         if record is not None:
             record.update(b.step_nodes)
-        return Schedule(b.temps, b.steps, result)
-    raise AssertionError("unreachable")  # pragma: no cover
+        return Schedule(b.temps, b.steps, result, dst_early=into is not None)

@@ -1,0 +1,157 @@
+"""Contractions and the BLAS path (issue 18): where a BLAS result is written, and the plans
+of programs around a matrix product (attention, cosine similarity, an MLP), against numpy.
+
+Kernel counts and destinations come from ``ax.explain``; values from numpy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import assert_close
+
+import axesarray as ax
+from axesarray.core.strided import View, contiguous
+from axesarray.engine import cost
+from axesarray.engine.executor import schedule_for
+
+rng = np.random.default_rng(1818)
+
+
+def _arr(shape, dtype="float32"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _kinds(plan) -> list:
+    return [k.kind for k in plan.kernels]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m, k, n", [(24, 16, 20), (1, 16, 20), (24, 1, 1), (0, 4, 5), (3, 0, 5)])
+def test_a_blas_result_is_written_into_the_destination(dtype, m, k, n):
+    an, bn = _arr((m, k), dtype), _arr((k, n), dtype)
+    a, b = ax.tensor(an, "M K"), ax.tensor(bn, "K N")
+    out = ax.tensor(np.full((m, n), np.nan, dtype), "M N")
+    e = ax.dot(a, b, over="K")
+    plan = ax.explain(e, out)
+    if m * n:
+        assert [(x.kind, x.writes) for x in plan.kernels] == [("blas", "destination")]
+        assert plan.temporaries == ()
+    ax.assign(out, e)
+    assert_close(out, an @ bn, scale=max(k, 1))
+
+
+@pytest.mark.parametrize("how", ["names in the other order", "transposed storage"])
+def test_a_destination_in_the_other_order_swaps_the_operands(how):
+    an, bn = _arr((30, 8)), _arr((8, 40))
+    a, b = ax.tensor(an, "M K"), ax.tensor(bn, "K N")
+    if how == "names in the other order":
+        base = np.empty((40, 30), np.float32)
+        out, got = ax.tensor(base, "N M"), lambda: base.T
+    else:
+        base = np.zeros((50, 30), np.float32)
+        out, got = ax.tensor(base[5:45].T, "M N"), lambda: base[5:45].T
+    e = ax.dot(a, b, over="K")
+    assert [(x.kind, x.writes) for x in ax.explain(e, out).kernels] == [("blas", "destination")]
+    ax.assign(out, e)
+    assert_close(got(), an @ bn, scale=8)
+
+
+@pytest.mark.parametrize("view", ["strided rows", "transposed columns", "float64 destination"])
+def test_a_destination_blas_cannot_write_gets_a_temporary_and_a_copy(view):
+    an, bn = _arr((30, 8)), _arr((8, 40))
+    a, b = ax.tensor(an, "M K"), ax.tensor(bn, "K N")
+    if view == "strided rows":
+        base = np.zeros((30, 80), np.float32)
+        out, got = ax.tensor(base[:, ::2], "M N"), lambda: base[:, ::2]
+    elif view == "transposed columns":
+        base = np.zeros((40, 60), np.float32)  # rows with gaps in either order
+        out, got = ax.tensor(base[:, :30].T, "M N"), lambda: base[:, :30].T
+    else:
+        base = np.zeros((30, 40), np.float64)
+        out, got = ax.tensor(base, "M N"), lambda: base
+    e = ax.dot(a, b, over="K")
+    plan = ax.explain(e, out)
+    assert plan.kernels[0].kind == "blas" and plan.kernels[0].writes != "destination"
+    assert plan.kernels[-1].writes == "destination"
+    ax.assign(out, e)
+    want = an @ bn
+    assert_close(got(), want.astype(got().dtype), scale=8)
+
+
+def test_blas_rows_reads_the_layout_in_the_given_order():
+    v = contiguous((4, 5, 6))
+    assert cost.blas_rows(v, (0, 1, 2))
+    assert not cost.blas_rows(v, (0, 2, 1))
+    assert cost.blas_rows(View((4, 1, 6), (6, 99, 1), 3), (0, 1, 2))  # length 1: any stride
+    assert not cost.blas_rows(View((4, 6), (12, 1)), (0, 1))  # rows with gaps
+
+
+def test_an_input_sharing_the_destination_is_read_intact():
+    # dst[...] = dst @ b: BLAS must not write the destination while reading it
+    xn, bn = _arr((16, 16)), _arr((16, 16))
+    b = ax.tensor(bn, "K N")
+    base = np.zeros((16, 16), np.float32)
+    out = ax.tensor(base, "M N")
+    xs = ax.tensor(base, "M K")  # the destination's memory, read as an operand
+    base[...] = xn
+    e = ax.dot(xs, b, over="K") / (xs.sum() + 100)
+    assert schedule_for(e.node, out.node)[0].dst_early
+    ax.assign(out, e)
+    assert_close(base, (xn @ bn) / (xn.sum() + 100), scale=16)
+
+
+def test_the_final_kernel_reading_the_blas_result_elsewhere_keeps_a_temporary():
+    an, bn = _arr((12, 8)), _arr((8, 10))
+    a, b = ax.tensor(an, "M K"), ax.tensor(bn, "K N")
+    out = ax.tensor(np.empty((12, 10), np.float32), "M N")
+    d = ax.dot(a, b, over="K")
+    e = d + d.roll(M=1)  # reads the product one row away
+    plan = ax.explain(e, out)
+    assert plan.kernels[0].writes != "destination"
+    ax.assign(out, e)
+    dn = an @ bn
+    assert_close(out, dn + np.roll(dn, 1, 0), scale=8)
+
+
+# --- programs around a matrix product ---------------------------------------------------
+
+
+def _attention(b, h, t, s, d, dtype="float32"):
+    qn, kn, vn = _arr((b, h, t, d), dtype), _arr((b, h, s, d), dtype), _arr((b, h, s, d), dtype)
+    q, k, v = ax.tensor(qn, "B H T D"), ax.tensor(kn, "B H S D"), ax.tensor(vn, "B H S D")
+    out = ax.tensor(np.empty((b, h, t, d), dtype), "B H T D")
+    scale = 1 / math.sqrt(max(d, 1))
+    p = ax.softmax(ax.dot(q, k, over="D") * scale, "S")
+    e = ax.dot(p, v, over="S")
+    sn = qn @ kn.transpose(0, 1, 3, 2) * scale
+    en = np.exp(sn - sn.max(-1, keepdims=True))
+    return out, e, (en / en.sum(-1, keepdims=True)) @ vn
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(2, 3, 16, 24, 8), (1, 1, 1, 1, 1), (2, 2, 8, 1, 4)])
+def test_attention_by_names_writes_its_second_product_in_place(dtype, shape):
+    out, e, want = _attention(*shape, dtype=dtype)
+    plan = ax.explain(e, out)
+    kinds = _kinds(plan)
+    assert kinds.count("blas") == 2
+    assert plan.kernels[-1].kind == "blas" and plan.kernels[-1].writes == "destination"
+    ax.assign(out, e)
+    assert_close(out, want, scale=shape[3])
+
+
+def test_cosine_similarity_by_names_divides_the_blas_result_in_place():
+    an, bn = _arr((64, 16)), _arr((48, 16))
+    a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
+    out = ax.tensor(np.empty((64, 48), np.float32), "N M")
+    e = (a * b).sum("D") / ax.sqrt((a * a).sum("D") * (b * b).sum("D"))
+    plan = ax.explain(e, out)
+    assert _kinds(plan) == ["blas", "reduction", "reduction", "elementwise"]
+    assert plan.kernels[0].writes == "destination"
+    assert all(t[1] != (64, 48) for t in plan.temporaries)  # no full-size temporary
+    ax.assign(out, e)
+    na, nb = np.linalg.norm(an, axis=1), np.linalg.norm(bn, axis=1)
+    assert_close(out, (an @ bn.T) / np.outer(na, nb), scale=16)
