@@ -155,3 +155,18 @@ def test_cosine_similarity_by_names_divides_the_blas_result_in_place():
     ax.assign(out, e)
     na, nb = np.linalg.norm(an, axis=1), np.linalg.norm(bn, axis=1)
     assert_close(out, (an @ bn.T) / np.outer(na, nb), scale=16)
+
+
+def test_the_kernel_rewriting_a_blas_result_in_place_binds_one_array():
+    # two arguments over the same memory fail LLVM's overlap check: the scalar loop runs
+    from axesarray.engine.binder import lowered
+
+    a, b = ax.tensor(_arr((40, 8)), "N D"), ax.tensor(_arr((30, 8)), "M D")
+    out = ax.tensor(np.empty((40, 30), np.float32), "N M")
+    e = ax.dot(a, b, over="D") * 2 + 1
+    plan = schedule_for(e.node, out.node)[0]
+    final = plan.steps[-1]
+    assert any(lf.src == ("dst",) for lf in final.leaves())
+    assert [op.src for op in lowered(final).operands] == [("dst",)]
+    ax.assign(out, e)
+    assert_close(out, (a.numpy() @ b.numpy().T) * 2 + 1, scale=8)
