@@ -170,3 +170,37 @@ def test_the_kernel_rewriting_a_blas_result_in_place_binds_one_array():
     assert [op.src for op in lowered(final).operands] == [("dst",)]
     ax.assign(out, e)
     assert_close(out, (a.numpy() @ b.numpy().T) * 2 + 1, scale=8)
+
+
+def _mlp(b, i, h, o, dtype="float32"):
+    xn, w1n, b1n = _arr((b, i), dtype), _arr((i, h), dtype), _arr(h, dtype)
+    w2n, b2n, yn = _arr((h, o), dtype), _arr(o, dtype), _arr((b, o), dtype)
+    x, w1, b1 = ax.tensor(xn, "B I"), ax.tensor(w1n, "I H"), ax.tensor(b1n, "H")
+    w2, b2, y = ax.tensor(w2n, "H O"), ax.tensor(b2n, "O"), ax.tensor(yn, "B O")
+    hid = ax.maximum(ax.dot(x, w1, over="I") + b1, 0)
+    loss = ((ax.dot(hid, w2, over="H") + b2 - y) ** 2).mean()
+    hn = np.maximum(xn @ w1n + b1n, 0)
+    return loss, ((hn @ w2n + b2n - yn) ** 2).mean()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sizes", [(16, 24, 32, 8), (1, 1, 1, 1), (3, 5, 1, 2)])
+def test_an_mlp_writes_its_hidden_layer_over_the_first_product(dtype, sizes):
+    loss, want = _mlp(*sizes, dtype=dtype)
+    plan = ax.explain(loss)
+    assert _kinds(plan) == ["blas", "elementwise", "blas", "reduction"]
+    assert plan.kernels[1].computes == "temporary (in place)"
+    assert plan.kernels[1].writes == plan.kernels[0].writes  # no second temporary
+    assert len(plan.temporaries) == 2  # the hidden layer over the first product; the second
+    assert_close(loss, want, scale=sizes[1] * sizes[2])
+
+
+def test_a_product_read_again_after_it_was_written_over_keeps_its_temporary():
+    # tanh(x @ w) is stored for the second product and recomputed from x @ w elsewhere
+    xn, wn, vn = _arr((6, 4), "float64"), _arr((4, 5), "float64"), _arr((5, 3), "float64")
+    x, w, v = ax.tensor(xn, "N F"), ax.tensor(wn, "F H"), ax.tensor(vn, "H K")
+    h = ax.tanh(ax.dot(x, w, over="F"))
+    e = ax.dot(h, v, over="H").sum("K") + (1 - h * h).sum("H")
+    assert "temporary (in place)" not in [k.computes for k in ax.explain(e).kernels]
+    hn = np.tanh(xn @ wn)
+    assert_close(e, (hn @ vn).sum(1) + (1 - hn * hn).sum(1), scale=8)

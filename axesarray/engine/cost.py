@@ -22,7 +22,10 @@ Decisions, in terms of these estimates:
 - ``blas_into_destination``: a BLAS result read only at the output's own index by the
   final kernel (or the result itself) is written straight into the destination when its
   layout takes BLAS rows: the bytes of a temporary (written by BLAS, read back, and a
-  fresh allocation per run) are saved, and nothing else changes.
+  fresh allocation per run) are saved, and nothing else changes;
+- ``blas_host``: an elementwise value computed from a BLAS result that nothing else reads
+  (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
+  two, the same bytes moved.
 
 Imports only the op table and the kernel IR (``engine.planner`` and ``engine.plan`` use it).
 """
@@ -47,6 +50,8 @@ __all__ = [
     "blas_rows",
     "dot_layouts",
     "blas_into_destination",
+    "parent_edges",
+    "blas_host",
 ]
 
 TRANSCENDENTAL = 4  # an exp/log/division as additions (vectorized math library)
@@ -251,4 +256,36 @@ def blas_into_destination(dag, view, dtype):
                 return node, view
         elif node.kind in ("map", "cast"):
             stack.extend(node.children)
+    return None
+
+
+def parent_edges(dag, canon: dict) -> dict:
+    """Canonical value -> how many parent edges read it (each node of ``dag`` once)."""
+    from ..dag.nodes import walk
+
+    count: dict = {}
+    for node in walk(dag):
+        for c in node.children:
+            k = canon[id(c)]
+            count[k] = count.get(k, 0) + 1
+    return count
+
+
+def blas_host(node, canon: dict, parents: dict):
+    """The ``dot`` whose temporary ``node`` (map or cast) may be written over: reached from
+    ``node`` through elementwise ops only (the same index), with its shape and dtype, the
+    dot and every op between read by nothing else (one parent edge each), so no kernel
+    reads the product after ``node``'s kernel overwrote it. None when there is none."""
+    if node.kind not in ("map", "cast"):
+        return None
+    stack = list(node.children)
+    while stack:
+        c = stack.pop()
+        if parents.get(canon[id(c)], 0) != 1:
+            continue
+        if c.kind == "dot":
+            if c.shape == node.shape and c.dtype == node.dtype:
+                return c
+        elif c.kind in ("map", "cast"):
+            stack.extend(c.children)
     return None

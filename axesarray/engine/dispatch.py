@@ -106,5 +106,7 @@ def run_kernel(step: KernelStep, params, temps: dict, dst, device: Device) -> No
     if fn is None:
         fn = kernel_for(step, device, variant_name)
     elif getattr(fn, "ready", False):
-        kernels[(device.type, variant_name)] = fn = fn.fn  # compiled and checked: call numba directly
+        kernels[(device.type, variant_name)] = fn = (
+            fn.fn
+        )  # compiled and checked: call numba directly
     fn(*args)

@@ -192,6 +192,8 @@ class _Builder:
         self._out: KLeaf | None = None  # the output of the kernel being fused
         self.step_nodes: dict = {}  # step index -> the node it computes (explain's names)
         self.dot_into = None  # (canonical value, destination KLeaf): a BLAS call writing dst
+        self.parents: dict = {}  # canonical value -> parent edges (empty: no in-place temps)
+        self.overwritten: dict = {}  # BLAS results written over -> read again afterwards
 
     # --- temporaries ---------------------------------------------------------------------
 
@@ -207,6 +209,8 @@ class _Builder:
         key = cid if order is None else (cid, order)
         hit = self.realized.get(key)
         if hit is not None:
+            if cid in self.overwritten:  # read after a kernel wrote over it: plan again
+                self.overwritten[cid] = True
             return hit
         if node.kind == "call" and order is None:
             leaf = self._call(node)
@@ -215,13 +219,31 @@ class _Builder:
         elif node.kind == "dot" and order is None:
             leaf = self._dot_reduce(node)
         else:
-            dominant = None
-            if order is None:
-                order, dominant = result_order(node, self.orders)
-            leaf = self.temp(node.shape, node.dtype, order)
-            self.kernel(leaf, node, "temporary", self.ordinal(dominant))
+            host = self._blas_host(node) if order is None and self.parents else None
+            if host is not None:  # written over the BLAS result it reads
+                leaf, dot = host
+                self.kernel(leaf, node, "temporary (in place)")
+                self.overwritten[dot] = False  # True once read again afterwards
+            else:
+                dominant = None
+                if order is None:
+                    order, dominant = result_order(node, self.orders)
+                leaf = self.temp(node.shape, node.dtype, order)
+                self.kernel(leaf, node, "temporary", self.ordinal(dominant))
         self.realized[key] = leaf
         return leaf
+
+    def _blas_host(self, node: Node) -> tuple | None:
+        """``(temp, the product's canonical value)``: the temp of a BLAS result ``node`` may
+        be written over (``cost.blas_host``: the product read only by ``node``'s
+        elementwise ops), the product computed first."""
+        dot = cost.blas_host(node, self.canon, self.parents)
+        if dot is None or not self.blas or self.canon[id(dot)] in self.realized:
+            return None
+        if self.dot_into is not None and self.dot_into[0] == self.canon[id(dot)]:
+            return None
+        temp = self.realize(dot)
+        return KLeaf(temp.view, temp.dtype, temp.src), self.canon[id(dot)]
 
     def ordinal(self, leaf: Leaf | None) -> int | None:
         """Which input a leaf is: its rank among the root's leaf parameters."""
@@ -372,7 +394,7 @@ class _Builder:
 
     def _fuse_dot(self, node, ctx):
         leaf = self._leaf_of(self.realize(node))
-        if ctx == "epi" and leaf.src == ("dst",):  # BLAS wrote it there: read in place
+        if ctx == "epi" and self._out is not None and leaf.src == self._out.src:  # in place
             self._same.add(id(leaf))
         return leaf
 
@@ -545,15 +567,15 @@ def _size_cuts(dag: Node, canon: dict) -> dict:
     return cuts
 
 
-def _reads_dst_in_place(step) -> bool:
-    """Whether the last step reads the destination only at its own index (what a BLAS call
-    wrote there before it): anything else would read elements it already overwrote."""
-    if type(step) is not KernelStep:
-        return True
+def _in_place_ok(steps) -> bool:
+    """Whether every kernel that reads its own output (a BLAS result written there before
+    it) reads it only at its own index: anything else would read elements it overwrote."""
     return all(
         lf.view == step.out.view and id(lf) in step.same_index
+        for step in steps
+        if type(step) is KernelStep
         for lf in kernel_nodes(step.tree)
-        if lf.kind == "leaf" and lf.src == ("dst",)
+        if lf.kind == "leaf" and lf.src == step.out.src
     )
 
 
@@ -587,9 +609,10 @@ def build_schedule(
         if found is not None:  # (the dot's canonical value, the destination as its dims)
             into = (canon[id(found[0])], KLeaf(found[1], dst[1], ("dst",)))
     forced = False
+    parents = cost.parent_edges(dag, canon) if blas else {}
     while True:
         b = _Builder(dag, params, canon, force, blas, heavy)
-        b.dot_into = into
+        b.dot_into, b.parents = into, parents
         for node in cuts_in_order(dag, cuts):  # bottom-up: each kernel stops at the last cut
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
@@ -618,8 +641,9 @@ def build_schedule(
         if not forced and shared:
             force, forced = shared | set(cuts.values()), True
             continue
-        if into is not None and not _reads_dst_in_place(b.steps[-1]):
-            into = None  # the final kernel reads the BLAS result elsewhere than its index
+        reread = any(b.overwritten.values())
+        if (into is not None or parents) and (reread or not _in_place_ok(b.steps)):
+            into, parents = None, {}  # a kernel reads a BLAS result away from its own index
             continue
         if record is not None:
             record.update(b.step_nodes)
