@@ -204,3 +204,20 @@ def test_a_product_read_again_after_it_was_written_over_keeps_its_temporary():
     assert "temporary (in place)" not in [k.computes for k in ax.explain(e).kernels]
     hn = np.tanh(xn @ wn)
     assert_close(e, (hn @ vn).sum(1) + (1 - hn * hn).sum(1), scale=8)
+
+
+def test_a_program_writes_a_shared_product_into_its_slot_by_blas():
+    x = ax.placeholder((ax.Axis("N", 4), ax.Axis("F", 3)), "float64", name="x")
+    w = ax.variable(rng.standard_normal((3, 5)), "F H", name="w")
+    h = ax.tanh(ax.dot(x, w, over="F"))
+    loss = (h * h).sum()
+    (g,) = ax.grad(loss, [w])
+    f = ax.function([loss, g], inputs=[x])
+    plan = ax.explain(f)
+    stage = next(s for s in plan.stages if s.label.endswith("(dot)"))
+    assert [(k.kind, k.writes) for k in stage.plan.kernels] == [("blas", "destination")]
+    a = rng.standard_normal((4, 3))
+    got_loss, got_g = f(a)
+    hn = np.tanh(a @ w.numpy())
+    assert_close(got_loss, np.array((hn * hn).sum()))
+    assert_close(got_g, a.T @ (2 * hn * (1 - hn * hn)))
