@@ -137,15 +137,16 @@ def _grad_prod(R, x, out, g, axes):
 
 def _logsumexp(x, axis=None):
     """``m + log(sum(exp(x - m)))`` with ``m = max(x)`` over ``axis``: the stable formula
-    and its special values (an all -inf slice gives nan, an empty one -inf), computed and
-    returned in float64 (the engine rounds it to the node's dtype)."""
+    and its special values (an all -inf slice gives nan, an empty one -inf), computed in
+    float64 and returned with exp's dtype rule."""
     x = np.asarray(x)
+    dtype = np.exp(np.zeros(1, x.dtype)).dtype
     with np.errstate(all="ignore"):
         x64 = x.astype(np.float64)
         m = np.max(x64, axis=axis, keepdims=True, initial=-np.inf)
         s = np.sum(np.exp(x64 - m), axis=axis, keepdims=True)
         out = np.log(s) + m
-    return np.squeeze(out, axis=axis if axis is not None else None)
+    return np.squeeze(out, axis=axis if axis is not None else None).astype(dtype)
 
 
 def quiet(func):
