@@ -221,3 +221,44 @@ def test_a_program_writes_a_shared_product_into_its_slot_by_blas():
     hn = np.tanh(a @ w.numpy())
     assert_close(got_loss, np.array((hn * hn).sum()))
     assert_close(got_g, a.T @ (2 * hn * (1 - hn * hn)))
+
+
+# --- contractions with computed operands --------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_contraction_with_a_computed_operand_runs_on_blas(dtype):
+    # an MLP written by names with arithmetic: the second layer's operand is computed
+    xn, w1n, b1n, w2n = (_arr(s, dtype) for s in [(64, 48), (48, 40), (40,), (40, 24)])
+    x, w1 = ax.tensor(xn, "B I"), ax.tensor(w1n, "I H")
+    b1, w2 = ax.tensor(b1n, "H"), ax.tensor(w2n, "H O")
+    h = ax.maximum((x * w1).sum("I") + b1, 0)
+    e = (h * w2).sum("H")
+    assert _kinds(ax.explain(e)) == ["blas", "elementwise", "blas"]
+    assert_close(e, np.maximum(xn @ w1n + b1n, 0) @ w2n, scale=40)
+
+
+@pytest.mark.parametrize(
+    "shape", [(2, 40, 30, 16), (1, 2, 200, 100), (1, 1, 200, 200), (3, 0, 40, 8)]
+)
+def test_a_scaled_operand_is_computed_at_its_own_size(shape):
+    b, t, s, d = shape
+    qn, kn = _arr((b, t, d)), _arr((b, s, d))
+    q, k = ax.tensor(qn, "B T D"), ax.tensor(kn, "B S D")
+    e = ((q * 0.25) * k).sum("D")
+    plan = ax.explain(e)
+    if t > 1 and s > 1 and b * t * s * d >= 1 << 15:  # a matrix product that pays
+        assert _kinds(plan) == ["elementwise", "blas"]
+        assert all(math.prod(tmp[1]) <= b * t * d for tmp in plan.temporaries)  # q, scaled
+    want = np.einsum("btd,bsd->bts", qn * np.float32(0.25), kn)
+    assert_close(e, want, scale=d)
+
+
+def test_an_operand_varying_along_the_other_sides_free_dim_stays_fused():
+    # (a(N, D) + c(M)) * b(M, D) summed over D: a side of the product varies along M too
+    an, cn, bn = _arr((64, 32)), _arr(48), _arr((48, 32))
+    a, c, b = ax.tensor(an, "N D"), ax.tensor(cn, "M"), ax.tensor(bn, "M D")
+    e = ((a + c) * b).sum("D")
+    assert "blas" not in _kinds(ax.explain(e))
+    want = ((an[:, None, :] + cn[None, :, None]) * bn[None]).sum(2)
+    assert_close(e.transpose("N", "M"), want, scale=32)

@@ -370,6 +370,13 @@ class _Builder:
         return KReduce(node.op, child, len(kept), node.dtype, lengths)
 
     def _fuse_remap(self, node, ctx):
+        arg = node.arg
+        if arg.kind == "const":  # a scalar whatever its shape (a compacted contraction)
+            return self.fuse(arg, ctx)
+        if arg.kind == "leaf" and arg.view.blocks is None:  # an input read through a view
+            view = remap_view(arg.view, node.shape, node.maps)
+            if view is not None:
+                return KLeaf(view, arg.dtype, ("param", self.param_index[id(arg)]))
         base = self.realize(node.arg)
         return KLeaf(remap_view(base.view, node.shape, node.maps), base.dtype, base.src)
 
