@@ -242,7 +242,9 @@ def _compacted(node: Node, dims: list, memo: dict) -> Node:
         maps = tuple(
             ((dims.index(d) if d in dims else -1), off, step) for d, off, step in node.maps
         )
-        out = Remap(node.arg, shape, maps)
+        identity = tuple((i, 0, 1) for i in range(node.arg.ndim))
+        same = maps == identity and shape == node.arg.shape
+        out = node.arg if same else Remap(node.arg, shape, maps)  # (the value itself)
     elif kind == "map":
         out = Map(node.op, tuple(_compacted(c, dims, memo) for c in node.children), node.dtype)
     else:  # cast (``_varies`` admits no other kind)
