@@ -405,7 +405,10 @@ class AdamStep(Workload):
 class MlpStep(Workload):
     name = "MLP forward + MSE loss"
 
-    def __init__(self, b, i, h, o):
+    def __init__(self, b, i, h, o, how="dot"):
+        self.how = how  # "dot": ax.dot by names; "sum": (x * w).sum(name), as torchdim users
+        if how == "sum":
+            self.name = "MLP forward by (x * w).sum(name)"
         rng = np.random.default_rng(8)
         self.x_np = rng.standard_normal((b, i)).astype(F32)
         self.w1_np = (rng.standard_normal((i, h)) / math.sqrt(i)).astype(F32)
@@ -433,8 +436,12 @@ class MlpStep(Workload):
         return _nbytes(self.x_np, self.w1_np, self.b1_np, self.w2_np, self.b2_np, self.y_np)
 
     def ax_program(self):
-        h = ax.maximum(ax.dot(self.x, self.w1, over="I") + self.b1, 0)
-        yhat = ax.dot(h, self.w2, over="H") + self.b2
+        if self.how == "sum":
+            h = ax.maximum((self.x * self.w1).sum("I") + self.b1, 0)
+            yhat = (h * self.w2).sum("H") + self.b2
+        else:
+            h = ax.maximum(ax.dot(self.x, self.w1, over="I") + self.b1, 0)
+            yhat = ax.dot(h, self.w2, over="H") + self.b2
         yield None, ((yhat - self.y) ** 2).mean()
 
     def run_ax(self):
@@ -665,6 +672,7 @@ def workloads(quick: bool) -> list[Workload]:
             Cosine(8, 6, 4),
             AdamStep(64),
             MlpStep(4, 8, 16, 4),
+            MlpStep(4, 8, 16, 4, "sum"),
             LogSumExpByHand(8, 16),
             ExpSum(8, 16),
             ImagePipeline(1, 8, 8),
@@ -683,6 +691,7 @@ def workloads(quick: bool) -> list[Workload]:
         Cosine(1024, 1024, 128),
         AdamStep(1 << 22),
         MlpStep(256, 512, 1024, 256),
+        MlpStep(256, 512, 1024, 256, "sum"),
         LogSumExpByHand(4096, 1024),
         ExpSum(4096, 1024),
         ImagePipeline(16, 224, 224),

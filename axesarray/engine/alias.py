@@ -17,7 +17,7 @@ from ..storage.devices import device_of
 from .planner import fresh_view, make_step
 from .schedule import KernelStep
 
-__all__ = ["overlaps", "overlap_test", "via_temp"]
+__all__ = ["overlaps", "overlap_test", "via_temp", "shares_storage"]
 
 _BOUNDS: dict = {}  # id(storage) -> (weakref, first byte, end byte)
 
@@ -85,6 +85,19 @@ def overlaps(step: KernelStep, params, dst: Leaf) -> bool:
         in_range = _address_range(data, view)
         if out_range and in_range and in_range[0] < out_range[1] and out_range[0] < in_range[1]:
             return True
+    return False
+
+
+def shares_storage(params, dst: Leaf) -> bool:
+    """Whether any leaf parameter's storage overlaps the destination's (conservative: the
+    storage bounds, not the views). A schedule that writes the destination before its last
+    step (``Schedule.dst_early``) then runs into a scratch copy."""
+    o0, o1 = _bounds(dst.data)
+    for p in params:
+        if type(p) is Leaf:
+            d0, d1 = _bounds(p.data)
+            if d0 < o1 and o0 < d1:
+                return True
     return False
 
 

@@ -18,7 +18,14 @@ Decisions, in terms of these estimates:
   reduction used outside its own kernel from a temporary (``planner._fuse_reduce``), which
   this model treats as a leaf (``BOUNDARY`` kinds);
 - ``body_size``: the compile-time size of a fused body, shared nodes once, which
-  ``planner._size_cuts`` keeps under ``KERNEL_BUDGET``.
+  ``planner._size_cuts`` keeps under ``KERNEL_BUDGET``;
+- ``blas_into_destination``: a BLAS result read only at the output's own index by the
+  final kernel (or the result itself) is written straight into the destination when its
+  layout takes BLAS rows: the bytes of a temporary (written by BLAS, read back, and a
+  fresh allocation per run) are saved, and nothing else changes;
+- ``blas_host``: an elementwise value computed from a BLAS result that nothing else reads
+  (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
+  two, the same bytes moved.
 
 Imports only the op table and the kernel IR (``engine.planner`` and ``engine.plan`` use it).
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 import math
 
 from ..core.ops import OPS
+from ..core.strided import View
 from ..kernels.ir import kernel_nodes
 
 __all__ = [
@@ -39,6 +47,11 @@ __all__ = [
     "dag_work",
     "worth_materializing",
     "step_estimate",
+    "blas_rows",
+    "dot_layouts",
+    "blas_into_destination",
+    "parent_edges",
+    "blas_host",
 ]
 
 TRANSCENDENTAL = 4  # an exp/log/division as additions (vectorized math library)
@@ -163,3 +176,116 @@ def _under_reduce(tree) -> set[int]:
             found.update(id(n) for n in kernel_nodes(node.child))
             found.add(id(node))
     return found
+
+
+# --- BLAS output placement ---------------------------------------------------------------
+
+
+def blas_rows(view, order: tuple) -> bool:
+    """Whether ``view`` read in dim order ``order`` (new dim p is view dim ``order[p]``) is
+    C-contiguous, length-1 dims aside: BLAS then writes it as (batch, M, N) rows, no copy."""
+    if getattr(view, "blocks", None) is not None:
+        return False
+    expect = 1
+    for d in reversed(order):
+        n, s = view.shape[d], view.strides[d]
+        if n == 1:
+            continue
+        if s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def dot_layouts(node) -> list[tuple]:
+    """The dim orders (as indices of ``node``'s dims) a BLAS call can write ``node``'s
+    result in: (batch, a's free dims, b's free dims), or with the operands swapped."""
+    A, B, OUT = node.a_labels, node.b_labels, node.out_labels
+    batch = [lb for lb in OUT if lb in A and lb in B]
+    free_a = [lb for lb in OUT if lb in A and lb not in B]
+    free_b = [lb for lb in OUT if lb in B and lb not in A]
+    orders = [batch + free_a + free_b, batch + free_b + free_a]
+    return [tuple(OUT.index(lb) for lb in o) for o in orders]
+
+
+def _permuted(node, view):
+    """``(dot, its destination view)`` when ``node`` is a ``dot`` with its dims permuted
+    (a remap with no broadcast, slice or step: ``out["N M"] = dot`` over "M N"), else
+    None."""
+    if node.kind != "remap" or node.arg.kind != "dot":
+        return None
+    maps, arg = node.maps, node.arg
+    dims = [m[0] for m in maps]
+    if any(m[1:] != (0, 1) for m in maps) or sorted(dims) != list(range(node.ndim)):
+        return None
+    if any(arg.shape[i] != node.shape[j] for i, j in enumerate(dims)):
+        return None
+    return arg, View(
+        tuple(view.shape[j] for j in dims), tuple(view.strides[j] for j in dims), view.offset
+    )
+
+
+def blas_into_destination(dag, view, dtype):
+    """``(dot node, destination view as the dot's dims)`` for the BLAS call of
+    ``dst[...] = dag`` that writes straight into the destination (``view``, ``dtype``), or
+    None: the root itself (its dims maybe permuted), or a dot the root reads through
+    elementwise ops only (map, cast: the same index), with the destination's dtype, whose
+    value laid out like the destination is BLAS rows (``blas_rows``, either operand
+    first). It saves the temporary's bytes (``2 * size * itemsize``: BLAS writes it, the
+    final kernel reads it back) and its allocation; the final kernel then reads the
+    destination in place, at its own index (``planner.build_schedule`` checks the built
+    kernel)."""
+    if view.blocks is not None or math.prod(view.shape) == 0:
+        return None
+
+    def fits(node, v) -> bool:
+        return node.dtype == dtype and any(blas_rows(v, o) for o in dot_layouts(node))
+
+    found = _permuted(dag, view)
+    if found is not None:
+        return found if fits(*found) else None
+    seen: set = set()
+    stack = [dag]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.kind == "dot":
+            if node.shape == view.shape and fits(node, view):
+                return node, view
+        elif node.kind in ("map", "cast"):
+            stack.extend(node.children)
+    return None
+
+
+def parent_edges(dag, canon: dict) -> dict:
+    """Canonical value -> how many parent edges read it (each node of ``dag`` once)."""
+    from ..dag.nodes import walk
+
+    count: dict = {}
+    for node in walk(dag):
+        for c in node.children:
+            k = canon[id(c)]
+            count[k] = count.get(k, 0) + 1
+    return count
+
+
+def blas_host(node, canon: dict, parents: dict):
+    """The ``dot`` whose temporary ``node`` (map or cast) may be written over: reached from
+    ``node`` through elementwise ops only (the same index), with its shape and dtype, the
+    dot and every op between read by nothing else (one parent edge each), so no kernel
+    reads the product after ``node``'s kernel overwrote it. None when there is none."""
+    if node.kind not in ("map", "cast"):
+        return None
+    stack = list(node.children)
+    while stack:
+        c = stack.pop()
+        if parents.get(canon[id(c)], 0) != 1:
+            continue
+        if c.kind == "dot":
+            if c.shape == node.shape and c.dtype == node.dtype:
+                return c
+        elif c.kind in ("map", "cast"):
+            stack.extend(c.children)
+    return None

@@ -195,6 +195,9 @@ class _Builder:
         # step index -> (the node it computes, the reduction fused into it or None): what
         # explain names its loops after, without walking the DAG below each step
         self.step_nodes: dict = {}
+        self.dot_into = None  # (canonical value, destination KLeaf): a BLAS call writing dst
+        self.parents: dict = {}  # canonical value -> parent edges (empty: no in-place temps)
+        self.overwritten: dict = {}  # BLAS results written over -> read again afterwards
 
     def finished(self) -> list:
         """The steps, kernel steps made (their loop nests) now that this pass is kept."""
@@ -214,6 +217,8 @@ class _Builder:
         key = cid if order is None else (cid, order)
         hit = self.realized.get(key)
         if hit is not None:
+            if cid in self.overwritten:  # read after a kernel wrote over it: plan again
+                self.overwritten[cid] = True
             return hit
         if node.kind == "call" and order is None:
             leaf = self._call(node)
@@ -222,13 +227,31 @@ class _Builder:
         elif node.kind == "dot" and order is None:
             leaf = self._dot_reduce(node)
         else:
-            dominant = None
-            if order is None:
-                order, dominant = result_order(node, self.orders)
-            leaf = self.temp(node.shape, node.dtype, order)
-            self.kernel(leaf, node, "temporary", self.ordinal(dominant))
+            host = self._blas_host(node) if order is None and self.parents else None
+            if host is not None:  # written over the BLAS result it reads
+                leaf, dot = host
+                self.kernel(leaf, node, "temporary (in place)")
+                self.overwritten[dot] = False  # True once read again afterwards
+            else:
+                dominant = None
+                if order is None:
+                    order, dominant = result_order(node, self.orders)
+                leaf = self.temp(node.shape, node.dtype, order)
+                self.kernel(leaf, node, "temporary", self.ordinal(dominant))
         self.realized[key] = leaf
         return leaf
+
+    def _blas_host(self, node: Node) -> tuple | None:
+        """``(temp, the product's canonical value)``: the temp of a BLAS result ``node`` may
+        be written over (``cost.blas_host``: the product read only by ``node``'s
+        elementwise ops), the product computed first."""
+        dot = cost.blas_host(node, self.canon, self.parents)
+        if dot is None or not self.blas or self.canon[id(dot)] in self.realized:
+            return None
+        if self.dot_into is not None and self.dot_into[0] == self.canon[id(dot)]:
+            return None
+        temp = self.realize(dot)
+        return KLeaf(temp.view, temp.dtype, temp.src), self.canon[id(dot)]
 
     def ordinal(self, leaf: Leaf | None) -> int | None:
         """Which input a leaf is: its rank among the root's leaf parameters."""
@@ -355,6 +378,13 @@ class _Builder:
         return KReduce(node.op, child, len(kept), node.dtype, lengths)
 
     def _fuse_remap(self, node, ctx):
+        arg = node.arg
+        if arg.kind == "const":  # a scalar whatever its shape (a compacted contraction)
+            return self.fuse(arg, ctx)
+        if arg.kind == "leaf" and arg.view.blocks is None:  # an input read through a view
+            view = remap_view(arg.view, node.shape, node.maps)
+            if view is not None:
+                return KLeaf(view, arg.dtype, ("param", self.param_index[id(arg)]))
         base = self.realize(node.arg)
         return KLeaf(remap_view(base.view, node.shape, node.maps), base.dtype, base.src)
 
@@ -378,7 +408,10 @@ class _Builder:
         return KConcat(tuple(parts), node.dim, tuple(bounds))
 
     def _fuse_dot(self, node, ctx):
-        return self._leaf_of(self.realize(node))
+        leaf = self._leaf_of(self.realize(node))
+        if ctx == "epi" and self._out is not None and leaf.src == self._out.src:  # in place
+            self._same.add(id(leaf))
+        return leaf
 
     def _fuse_call(self, node, ctx):
         return self._leaf_of(self.realize(node))
@@ -442,31 +475,46 @@ class _Builder:
         return temp
 
     def _dot(self, node) -> KLeaf:
-        a = self._dot_operand(node.a)
-        b = self._dot_operand(node.b)
-        A, B, OUT = node.a_labels, node.b_labels, node.out_labels
+        ops = [(self._dot_operand(node.a), node.a_labels)]
+        ops.append((self._dot_operand(node.b), node.b_labels))
+        OUT = node.out_labels
+        into = None
+        if self.dot_into is not None and self.dot_into[0] == self.canon[id(node)]:
+            into = self.dot_into[1]
+            fits = [cost.blas_rows(into.view, o) for o in cost.dot_layouts(node)]
+            if not fits[0]:
+                ops.reverse()  # b's free dims first: the destination's order
+        (a, A), (b, B) = ops
         batch = [lb for lb in OUT if lb in A and lb in B]
         free_a = [lb for lb in OUT if lb in A and lb not in B]
         free_b = [lb for lb in OUT if lb in B and lb not in A]
         contr = [lb for lb in A if lb in B and lb not in OUT]
-        size = {lb: n for lb, n in zip(A, node.a.shape, strict=True)}
-        size.update(zip(B, node.b.shape, strict=True))
+        size = dict(zip(node.a_labels, node.a.shape, strict=True))
+        size.update(zip(node.b_labels, node.b.shape, strict=True))
         layout = batch + free_a + free_b
-        temp = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
+        order = tuple(OUT.index(lb) for lb in layout)  # layout dim p is result dim order[p]
+        if into is not None:  # the destination read in layout order: BLAS rows (checked)
+            v = into.view
+            shape, strides = (tuple(x[d] for d in order) for x in (v.shape, v.strides))
+            rows = View(shape, strides, v.offset)
+            out = KLeaf(rows, node.dtype, ("dst",))
+        else:
+            out = self.temp(tuple(size[lb] for lb in layout), node.dtype, tuple(range(len(layout))))
         self.step_nodes[len(self.steps)] = (node, None)
         self.steps.append(
             DotStep(
                 a,
                 b,
-                temp,
+                out,
                 tuple(A.index(lb) for lb in batch + free_a + contr),
                 tuple(B.index(lb) for lb in batch + contr + free_b),
                 tuple(math.prod(size[lb] for lb in g) for g in (batch, free_a, contr, free_b)),
             )
         )
-        order = tuple(layout.index(lb) for lb in OUT)  # new dim p is layout dim order[p]
+        if into is not None:
+            return KLeaf(into.view, node.dtype, ("dst",))
         maps = tuple((order.index(d), 0, 1) for d in range(len(layout)))
-        return KLeaf(remap_view(temp.view, node.shape, maps), temp.dtype, temp.src)
+        return KLeaf(remap_view(out.view, node.shape, maps), out.dtype, out.src)
 
     # --- call (a numpy function) -------------------------------------------------------------
 
@@ -580,6 +628,18 @@ def stored_in_order(order: list, canon: dict, force: set) -> list:
     return out
 
 
+def _in_place_ok(steps) -> bool:
+    """Whether every kernel that reads its own output (a BLAS result written there before
+    it) reads it only at its own index: anything else would read elements it overwrote."""
+    return all(
+        lf.view == step.out.view and id(lf) in step.same_index
+        for step in steps
+        if type(step) is KernelStep
+        for lf in kernel_nodes(step.tree)
+        if lf.kind == "leaf" and lf.src == step.out.src
+    )
+
+
 def build_schedule(
     dag: Node,
     params: tuple,
@@ -605,9 +665,18 @@ def build_schedule(
     heavy = _shared_candidates(nodes, canon)
     structural = {canon[k] for k in heavy_nodes(dag, nodes)}
     force: set = set(cuts.values())
+    into = None
+    if dst is not None and blas:
+        found = cost.blas_into_destination(dag, *dst)
+        if found is not None:  # (the dot's canonical value, the destination as its dims)
+            into = (canon[id(found[0])], KLeaf(found[1], dst[1], ("dst",)))
+    parents = cost.parent_edges(dag, canon) if blas else {}
     by_structure = False
-    for attempt in range(_ATTEMPTS):
+    attempt = 0  # builder passes that stored more values (planning again without in-place
+    # BLAS results does not count: it happens at most once)
+    while True:
         b = _Builder(dag, params, canon, force, blas, heavy)
+        b.dot_into, b.parents = into, parents
         for node in stored_in_order(nodes, canon, force):
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
@@ -619,7 +688,11 @@ def build_schedule(
         else:
             view, dtype = dst
             result = KLeaf(view, dtype, ("dst",))
-            b.kernel(result, dag, "assignment")
+            top = dag.arg if dag.kind == "remap" else dag  # (a dot with its dims permuted)
+            if into is not None and into[0] == canon[id(top)]:
+                b.realize(top)  # BLAS writes the destination: nothing to copy
+            else:
+                b.kernel(result, dag, "assignment")
         more: set = set()
         if attempt == 0:
             more = {n for n, ks in b.kernel_of.items() if _worth(heavy[n], len(ks))}
@@ -656,11 +729,18 @@ def build_schedule(
             shared = (force - set(cuts.values())) | more
             cuts = _size_cuts(nodes, canon, shared)
             force = shared | set(cuts.values())
+            attempt += 1
             continue
         if more:
             force = force | more
+            attempt += 1
+            continue
+        steps = b.finished()
+        if (into is not None or parents) and (
+            any(b.overwritten.values()) or not _in_place_ok(steps)
+        ):
+            into, parents = None, {}  # a kernel reads a BLAS result away from its own index
             continue
         if record is not None:
             record.update(b.step_nodes)
-        return Schedule(b.temps, b.finished(), result)
-    raise AssertionError("unreachable")  # pragma: no cover
+        return Schedule(b.temps, steps, result, dst_early=into is not None)

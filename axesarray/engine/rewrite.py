@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dag.nodes import Const, Dot, Map, Node, Reduce, Remap, lazy, rebuild_dag
+from ..dag.nodes import Cast, Const, Dot, Map, Node, Reduce, Remap, lazy, rebuild_dag
 
 __all__ = ["rewrite", "REWRITES", "CPU_REWRITES"]
 
@@ -285,10 +285,75 @@ def _spread(node: Node) -> tuple[bool, ...] | None:
     return tuple(s != 0 and n > 1 for n, s in zip(node.shape, node.view.strides, strict=True))
 
 
+_OPERAND_NODES = 64  # a computed operand bigger than this is left to the fused reduction
+
+
+def _varies(node: Node, memo: dict) -> tuple[bool, ...] | None:
+    """Per dim, whether ``node``'s value may vary along it (True when unsure), for a leaf
+    or an elementwise expression of leaves, constants and broadcast computed values
+    (``relu(x @ w)`` broadcast against ``w2``); None for other nodes or past
+    ``_OPERAND_NODES``."""
+    hit = memo.get(id(node))
+    if hit is not None or id(node) in memo:
+        return hit
+    if len(memo) > _OPERAND_NODES:
+        return None
+    # Marked before its children are visited, so the bound counts the nodes entered: a
+    # long chain (an unrolled recurrence) stops at the bound instead of recursing down it.
+    memo[id(node)] = None
+    kind = node.kind
+    if kind == "leaf":
+        out = _spread(node)
+    elif kind == "const":
+        out = (False,) * node.ndim
+    elif kind == "remap":
+        flags = [False] * node.ndim
+        for i, (d, _, _) in enumerate(node.maps):
+            if d >= 0 and node.arg.shape[i] > 1:
+                flags[d] = True
+        out = tuple(flags)
+    elif kind in ("map", "cast"):
+        kids = [_varies(c, memo) for c in node.children]
+        out = None if any(k is None for k in kids) else tuple(map(any, zip(*kids, strict=True)))
+    else:
+        out = None
+    memo[id(node)] = out
+    return out
+
+
+def _compacted(node: Node, dims: list, memo: dict) -> Node:
+    """``node`` without the dims not in ``dims`` (it does not vary along them: ``_varies``),
+    rebuilt at the smaller shape: leaves and constants are read through a remap (a view,
+    a scalar), a broadcast computed value through its remap, maps and casts rebuilt."""
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    shape = tuple(node.shape[d] for d in dims)
+    kind = node.kind
+    if kind in ("leaf", "const"):
+        maps = tuple((dims.index(d), 0, 1) if d in dims else (-1, 0, 1) for d in range(node.ndim))
+        out = Remap(node, shape, maps)
+    elif kind == "remap":
+        maps = tuple(
+            ((dims.index(d) if d in dims else -1), off, step) for d, off, step in node.maps
+        )
+        identity = tuple((i, 0, 1) for i in range(node.arg.ndim))
+        same = maps == identity and shape == node.arg.shape
+        out = node.arg if same else Remap(node.arg, shape, maps)  # (the value itself)
+    elif kind == "map":
+        out = Map(node.op, tuple(_compacted(c, dims, memo) for c in node.children), node.dtype)
+    else:  # cast (``_varies`` admits no other kind)
+        out = Cast(_compacted(node.arg, dims, memo), node.dtype)
+    memo[id(node)] = out
+    return out
+
+
 def contraction(node: Node, kids: tuple) -> Node | None:
-    """``(a * b).sum(K)`` over two float leaves broadcast against each other (``a`` with
+    """``(a * b).sum(K)`` over two float operands broadcast against each other (``a`` with
     dims ``b`` lacks and the other way round) is ``dot(a, b)`` over ``K``: BLAS instead of
-    a reduction over the joint index space (as torchdim does)."""
+    a reduction over the joint index space (as torchdim does). An operand is a leaf (read
+    through a view without its broadcast dims) or an elementwise expression (computed once
+    at its own size, then BLAS: ``(relu(x @ w1 + b) * w2).sum("H")``)."""
     if node.kind != "reduce" or node.op != "sum" or node.dtype.kind != "f":
         return None
     prod = kids[0]
@@ -297,7 +362,7 @@ def contraction(node: Node, kids: tuple) -> Node | None:
     a, b = prod.children
     if a.dtype != node.dtype or b.dtype != node.dtype:
         return None
-    sa, sb = _spread(a), _spread(b)
+    sa, sb = _varies(a, {}), _varies(b, {})
     if sa is None or sb is None:
         return None
     shape = prod.shape
@@ -320,13 +385,9 @@ def contraction(node: Node, kids: tuple) -> Node | None:
     a_dims = [d for d in range(n) if d in red or sa[d] or (shape[d] == 1 and not sb[d])]
     b_dims = [d for d in range(n) if d in red or sb[d]]
 
-    def compact(x: Node, dims: list) -> Node:
-        maps = tuple((dims.index(d), 0, 1) if d in dims else (-1, 0, 1) for d in range(len(shape)))
-        return Remap(x, tuple(shape[d] for d in dims), maps)
-
     return Dot(
-        compact(a, a_dims),
-        compact(b, b_dims),
+        _compacted(a, a_dims, {}),
+        _compacted(b, b_dims, {}),
         tuple(a_dims),
         tuple(b_dims),
         tuple(kept),

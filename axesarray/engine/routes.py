@@ -26,7 +26,9 @@ def run_dot(step: DotStep, params, temps: dict, dst, device: Device) -> None:
     b = device.array_view(array_of(step.b.src, params, temps, dst), step.b.view)
     a3 = a.transpose(step.perm_a).reshape(nb, m, k)
     b3 = b.transpose(step.perm_b).reshape(nb, k, n)
-    device.matmul(a3, b3, temps[step.out.src[1]].reshape(nb, m, n))
+    # the output: a C-order temp, or the destination when its layout is BLAS rows
+    out = device.array_view(array_of(step.out.src, params, temps, dst), step.out.view)
+    device.matmul(a3, b3, out.reshape(nb, m, n))
 
 
 def run_call(step: CallStep, params, temps: dict, dst, device: Device) -> None:

@@ -18,10 +18,11 @@ from types import FunctionType
 
 import numpy as np
 
+from ..core.strided import span
 from ..dag.nodes import Leaf
 from ..options import OPTIONS
 from ..storage.memory import SMALL, allocate
-from .alias import overlap_test, overlaps, via_temp
+from .alias import overlap_test, overlaps, shares_storage, via_temp
 from .binder import binder
 from .binder import fresh_runner as _fresh
 from .binder import into_runner as _into
@@ -54,6 +55,8 @@ def run_schedule(
     storage no operand reads (no alias check)."""
     device = plan.device
     steps = plan.steps
+    if plan.dst_early and dst is not None and not fresh_dst and shares_storage(params, dst):
+        return _via_scratch(plan, params, dst, serial)
     if (  # the common small case: one kernel into the destination, no overlap
         dst is not None
         and not serial
@@ -86,6 +89,18 @@ def run_schedule(
             run_kernel(step, params, temps, dst, device)
     if not serial:
         plan.ready = True
+    return temps
+
+
+def _via_scratch(plan: Schedule, params, dst: Leaf, serial: bool) -> dict:
+    """Run ``plan`` into scratch storage laid out like ``dst``, then copy the destination's
+    elements: an input that shares ``dst``'s memory is read intact by every step."""
+    device = plan.device
+    end = span(dst.view)
+    scratch = Leaf(device.empty(0 if end is None else end[1], dst.dtype), dst.view)
+    temps = run_schedule(plan, params, scratch, serial, fresh_dst=True)
+    if end is not None:
+        device.array_view(dst.data, dst.view)[...] = device.array_view(scratch.data, dst.view)
     return temps
 
 

@@ -89,3 +89,6 @@ class Schedule:
     numpy_ok: bool | None = None  # cheap enough for the numpy tier (computed once)
     compiling: object = None  # the background compile (a Future), once started
     fast: object = None  # executor._fast_runner / _into_runner: the one-kernel straight path
+    # a step before the last writes the destination (a BLAS result placed there): a run
+    # whose inputs share the destination's memory goes through a scratch copy (runner)
+    dst_early: bool = False

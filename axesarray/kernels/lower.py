@@ -37,8 +37,14 @@ class Lowered:
             nodes += [n for n in kernel_nodes(t) if all(n is not m for m in nodes)]
         self.reduce = next((n for n in nodes if n.kind == "reduce"), None)
         outs = [out] + [o for o, _ in extra]
-        self.operands: list[KLeaf] = outs + [n for n in nodes if n.kind == "leaf"]
+        leaves = [n for n in nodes if n.kind == "leaf"]
+        # A leaf reading the output in place (its storage and view: a BLAS result the kernel
+        # rewrites) is the output operand itself. Two arguments over the same memory would
+        # fail LLVM's runtime overlap check and run the scalar loop.
+        inplace = {id(n) for n in leaves if n.src == out.src and n.view == out.view}
+        self.operands: list[KLeaf] = outs + [n for n in leaves if id(n) not in inplace]
         self.index_of = {id(op): k for k, op in enumerate(self.operands)}
+        self.index_of.update((i, 0) for i in inplace)
         self.names: list[str] = []
         self.recipe: list[tuple] = []
         self.inlined: dict = {}  # reset by each template (ops.Code.inline)
