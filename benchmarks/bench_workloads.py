@@ -34,8 +34,6 @@ from common import optional  # noqa: E402
 import axesarray as ax  # noqa: E402
 
 torch = optional("torch")
-if torch is not None:
-    torch.set_grad_enabled(False)
 
 F32 = np.float32
 
@@ -742,7 +740,9 @@ def measure(w: Workload, repeat: int) -> dict:
     w.check()
     fns = {"axesarray": w.run_ax, "numpy": w.numpy}
     if w.torch_fn is not None:
-        fns["torch"] = w.torch_fn
+        # Inference, as the numpy twin: no autograd records (and no global switch, which
+        # would break the autograd benchmark when benchmarks/run.py runs both).
+        fns["torch"] = torch.no_grad()(w.torch_fn)
     times = _interleaved(fns, repeat)
     kernels, temps, est = _plan_numbers(w)
     return dict(
