@@ -570,14 +570,15 @@ class ImagePipeline(Workload):
 class SoftmaxByName(Workload):
     name = "ax.softmax over K (rows)"
     transcendental_reduction = True
+    fn, seed = "softmax", 12  # the function of ax and of torch by that name
 
     def __init__(self, n, k):
-        self.x_np = np.random.default_rng(12).standard_normal((n, k)).astype(F32)
+        self.x_np = np.random.default_rng(self.seed).standard_normal((n, k)).astype(F32)
         self.out_np = np.empty_like(self.x_np)
         self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N K")
         if torch is not None:
-            tx = _t(self.x_np)
-            self.torch_fn = lambda: torch.softmax(tx, 1)
+            tx, torch_fn = _t(self.x_np), getattr(torch, self.fn)
+            self.torch_fn = lambda: torch_fn(tx, 1)
 
     def elements(self):
         return self.x_np.size
@@ -586,7 +587,7 @@ class SoftmaxByName(Workload):
         return 2 * self.x_np.nbytes
 
     def ax_program(self):
-        yield self.out, ax.softmax(self.x, "K")
+        yield self.out, getattr(ax, self.fn)(self.x, "K")
 
     def numpy(self):
         e = np.exp(self.x_np - self.x_np.max(axis=1, keepdims=True))
@@ -627,34 +628,13 @@ class MaxOverK(Workload):
         np.testing.assert_array_equal(self.out_np, self.numpy())
 
 
-class LogSoftmaxByName(Workload):
+class LogSoftmaxByName(SoftmaxByName):
     name = "ax.log_softmax over K (rows)"
-    transcendental_reduction = True
-
-    def __init__(self, n, k):
-        self.x_np = np.random.default_rng(14).standard_normal((n, k)).astype(F32)
-        self.out_np = np.empty_like(self.x_np)
-        self.x, self.out = ax.tensor(self.x_np, "N K"), ax.tensor(self.out_np, "N K")
-        if torch is not None:
-            tx = _t(self.x_np)
-            self.torch_fn = lambda: torch.log_softmax(tx, 1)
-
-    def elements(self):
-        return self.x_np.size
-
-    def min_bytes(self):
-        return 2 * self.x_np.nbytes
-
-    def ax_program(self):
-        yield self.out, ax.log_softmax(self.x, "K")
+    fn, seed = "log_softmax", 14
 
     def numpy(self):
         d = self.x_np - self.x_np.max(axis=1, keepdims=True)
         return d - np.log(np.exp(d).sum(axis=1, keepdims=True))
-
-    def check(self):
-        self.run_ax()
-        _close(self.out_np, self.numpy())
 
 
 def workloads(quick: bool) -> list[Workload]:
