@@ -394,6 +394,25 @@ def _rows_first(low: Lowered) -> bool:
     return along_out and not along_red
 
 
+def _row_blocks(low: Lowered, src: _Src, loop: str) -> dict:
+    """The task loop of the rows-first templates: one task per block of up to ``ROW_BLOCK``
+    elements of the innermost output dim times the outer output rows; emits ``j0`` (the
+    block's first element) and ``m`` (its length) and returns the operands' bases."""
+    last = low.nest.n_out - 1
+    outer = list(range(last))
+    blocks = f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"
+    src.par_loop(1, "jo", " * ".join([f"n{d}" for d in outer] + [blocks]), loop)
+    src.add(2, f"blk = jo % {blocks}")
+    src.add(2, f"qr = jo // {blocks}")
+    base = {k: f"o{k}" for k in range(len(low.operands))}
+    if outer:
+        _decompose(src, 2, "qr", outer)
+        base = _bases(src, low, 2, range(last), base, "o")
+    src.add(2, f"j0 = blk * {ROW_BLOCK}")
+    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    return base
+
+
 def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     """The rows-first reduction (see ``_rows_first``): tasks are a block of up to
     ``ROW_BLOCK`` elements of the innermost output dim (times the outer output rows); each
@@ -407,17 +426,7 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     acc_t = type_name(acc_dt)
     init = REDUCE_INIT(red.op, acc_dt)
     fl = red.child.dtype.kind == "f"
-    outer = list(range(last))
-    rows = " * ".join([f"n{d}" for d in outer] + [f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"])
-    src.par_loop(1, "jo", rows, loop)
-    src.add(2, f"blk = jo % ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
-    src.add(2, f"qr = jo // ((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})")
-    base = {k: f"o{k}" for k in range(len(low.operands))}
-    if outer:
-        _decompose(src, 2, "qr", outer)
-        base = _bases(src, low, 2, range(last), base, "o")
-    src.add(2, f"j0 = blk * {ROW_BLOCK}")
-    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    base = _row_blocks(low, src, loop)
     src.add(2, f"acc = np.empty({ROW_BLOCK}, {acc_t})")
     src.add(2, "for k in range(m):")
     src.add(3, f"acc[k] = {init}")
@@ -492,17 +501,7 @@ def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     red, nest = low.reduce, low.nest
     n_out, rank = nest.n_out, nest.rank
     last = n_out - 1
-    outer = list(range(last))
-    blocks = f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"
-    src.par_loop(1, "jo", " * ".join([f"n{d}" for d in outer] + [blocks]), loop)
-    src.add(2, f"blk = jo % {blocks}")
-    src.add(2, f"qr = jo // {blocks}")
-    base = {k: f"o{k}" for k in range(len(low.operands))}
-    if outer:
-        _decompose(src, 2, "qr", outer)
-        base = _bases(src, low, 2, range(last), base, "o")
-    src.add(2, f"j0 = blk * {ROW_BLOCK}")
-    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    base = _row_blocks(low, src, loop)
     src.add(2, f"am = np.empty({ROW_BLOCK}, np.float64)")
     src.add(2, f"acc = np.empty({ROW_BLOCK}, np.float64)")
     src.add(2, "for k in range(m):")
