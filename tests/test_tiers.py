@@ -158,33 +158,56 @@ def _exit_delay(script: str, env: dict) -> float:
     return time.time() - float(out.stdout.split()[-1])
 
 
-def test_a_script_exits_without_waiting_for_background_compiles(tmp_path):
-    """A script whose last result came from the numpy tier exits about as soon as one that
-    only used numpy: the compile under way is abandoned (DESIGN §12), not awaited (a
-    ThreadPoolExecutor is joined at exit: seconds)."""
+@pytest.mark.parametrize("tiered", [True, False])
+def test_a_script_exits_soon_after_its_last_result(tmp_path, tiered):
+    """A script exits about as soon as one that only used numpy (the issue's goal: within
+    50 ms of its last result): with the tier, the compile under way is abandoned (DESIGN
+    §12), not awaited (a ThreadPoolExecutor is joined at exit: seconds); with kernels run
+    (numba loaded, ~200k objects), the interpreter's final garbage collection does not walk
+    them (``tiers._abandon`` freezes them: 0.15-0.4 s before)."""
     body = """
         import time
         import numpy as np
+        import axesarray as ax
+        ax.set_options(tiered={tiered})
         x = np.linspace(-3, 3, 1000).astype(np.float32)
         {work}
         print(time.time())
         """
-    tier = textwrap.dedent(
-        body.format(
-            work="import axesarray as ax\n        "
-            "r = (ax.tanh(ax.tensor(x, 'N') * 1.75 + 0.5) / 3).numpy()"
-        )
-    )
-    plain = textwrap.dedent(
-        body.format(work="import axesarray as ax\n        r = np.tanh(x * 1.75 + 0.5) / 3")
-    )
+    work = "r = (ax.tanh(ax.tensor(x, 'N') * 1.75 + 0.5) / 3).numpy()"
+    script = textwrap.dedent(body.format(tiered=tiered, work=work))
+    plain = textwrap.dedent(body.format(tiered=tiered, work="r = np.tanh(x * 1.75 + 0.5) / 3"))
     env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
     # the best of three: on a loaded 2-core machine one exit can wait for the core
     base = min(_exit_delay(plain, env) for _ in range(3))
     delay = min(
-        _exit_delay(tier, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))) for k in range(3)
+        _exit_delay(script, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k))))
+        for k in range(3)
     )
-    assert delay < base + 0.3, f"exit {delay:.3f} s after the last result (numpy: {base:.3f})"
+    assert delay < base + 0.1, f"exit {delay:.3f} s after the last result (numpy: {base:.3f})"
+
+
+def test_exit_freezes_what_is_alive(tmp_path):
+    """The exit handler freezes the objects alive at exit; a handler registered before
+    axesarray was imported runs after it and sees them frozen, and objects it makes are
+    collected as usual."""
+    script = textwrap.dedent(
+        """
+        import atexit, gc
+        def after():
+            frozen = gc.get_freeze_count()
+            class Cycle:
+                pass
+            c = Cycle(); c.me = c; del c
+            print(frozen > 0, gc.collect() >= 1)
+        atexit.register(after)
+        import axesarray as ax
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "True"]
 
 
 def test_option_is_validated():
