@@ -158,8 +158,8 @@ def _exit_delay(script: str, env: dict) -> float:
     return time.time() - float(out.stdout.split()[-1])
 
 
-@pytest.mark.parametrize("tiered", [True, False])
-def test_a_script_exits_soon_after_its_last_result(tmp_path, tiered):
+@pytest.mark.parametrize("tier_on", [True, False])
+def test_a_script_exits_soon_after_its_last_result(tmp_path, tier_on):
     """A script exits about as soon as one that only used numpy (the issue's goal: within
     50 ms of its last result): with the tier, the compile under way is abandoned (DESIGN
     §12), not awaited (a ThreadPoolExecutor is joined at exit: seconds); with kernels run
@@ -175,8 +175,8 @@ def test_a_script_exits_soon_after_its_last_result(tmp_path, tiered):
         print(time.time())
         """
     work = "r = (ax.tanh(ax.tensor(x, 'N') * 1.75 + 0.5) / 3).numpy()"
-    script = textwrap.dedent(body.format(tiered=tiered, work=work))
-    plain = textwrap.dedent(body.format(tiered=tiered, work="r = np.tanh(x * 1.75 + 0.5) / 3"))
+    script = textwrap.dedent(body.format(tiered=tier_on, work=work))
+    plain = textwrap.dedent(body.format(tiered=tier_on, work="r = np.tanh(x * 1.75 + 0.5) / 3"))
     env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
     # the best of three: on a loaded 2-core machine one exit can wait for the core
     base = min(_exit_delay(plain, env) for _ in range(3))
@@ -381,3 +381,69 @@ def test_slabs_never_read_what_an_earlier_slab_wrote(tiered):
     tiers.tier_assign(x.node, e.node)
     expected = (np.exp(-xn[::-1].astype(np.float64)) * 2 + 1).astype(np.float32)
     assert_close(x, expected)
+
+
+def test_slabs_run_on_threads_with_reductions(tiered):
+    """A reduction over the inner dim runs in slabs of rows, on the kernels' threads: the
+    float64 result of each row, rounded once."""
+    xn = np.random.default_rng(5).standard_normal((512, 1024)).astype(np.float32)
+    x = ax.tensor(xn, "N K")
+    e = ax.exp(x).sum("K")
+    from axesarray.dag.nodes import walk
+
+    root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
+    assert tiers._slabs(walk(root), root) is not None  # several slabs
+    out = ax.zeros(e.axes, "float32")
+    tiers.tier_assign(out.node, e.node)
+    np.testing.assert_array_equal(
+        out.numpy(), np.exp(xn.astype(np.float64)).sum(1).astype(np.float32)
+    )
+
+
+def test_a_softmax_written_by_hand_stays_as_written_in_the_tier(tiered):
+    """The kernels read ``e / e.sum(K)`` through a logsumexp (two exps per element, one
+    sweep); the tier keeps the formula as written (one exp per element, op by op), and its
+    value is the formula rounded once, in float64 from the exp on."""
+    xn = np.random.default_rng(6).standard_normal((4, 5, 6)).astype(np.float32) * 20
+    x = ax.tensor(xn, "N C W")
+    e = ax.exp(x - x.max("C"))
+    s = e / e.sum("C")
+    from axesarray.dag.nodes import walk
+    from axesarray.engine.rewrite import CPU_REWRITES
+
+    def reductions(rules):
+        return sorted(n.op for n in walk(tiers.rewrite(s.node, rules)) if n.kind == "reduce")
+
+    assert reductions(CPU_REWRITES) == ["logsumexp"]
+    assert reductions(tiers.TIER_REWRITES) == ["max", "sum"]
+    out = ax.zeros(x.axes, "float32")
+    tiers.tier_assign(out.node, s.node)
+    # the shift is float32 arithmetic (exact as numpy rounds it), widened from the exp on
+    e64 = np.exp((xn - xn.max(1, keepdims=True)).astype(np.float64))
+    np.testing.assert_array_equal(out.numpy(), (e64 / e64.sum(1, keepdims=True)).astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_tier_overflows_where_the_kernels_do(tiered, dtype):
+    """A float32 chain computed in float64 still overflows where the value leaves float32:
+    ``exp(100) * 0`` is NaN in numpy and in the kernels, not 0 (float64 ``exp(100)`` is
+    finite); the same for ``expm1``, ``**`` and ``hypot``, float16 at its own range."""
+    big, near_max = {"float32": (100.0, 3e36), "float16": (12.0, 5000.0)}[dtype]
+    xn = np.array([big, 1.0, -big, np.nan, 0.5], dtype)
+    x = ax.tensor(xn, "N")
+    cases = [
+        (lambda v: ax.exp(v) * 0.0, lambda v: np.exp(v) * v.dtype.type(0)),
+        (lambda v: ax.expm1(v) / ax.exp(v), lambda v: np.expm1(v) / np.exp(v)),
+        (lambda v: (v * 2) ** 20.0 * 0.0, lambda v: (v * v.dtype.type(2)) ** 20 * 0),
+        (lambda v: ax.hypot(v * near_max, v * near_max) * 0.0, None),
+    ]
+    for build, want in cases:
+        e = build(x)
+        out = ax.zeros(x.axes, dtype)
+        with np.errstate(all="ignore"):
+            tiers.tier_assign(out.node, e.node)
+            with ax.set_options(tiered=False):
+                kernels = e.numpy()
+            if want is not None:
+                assert_close(out, want(xn))
+        np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(kernels))

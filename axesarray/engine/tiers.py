@@ -3,14 +3,15 @@
 A schedule whose kernels are not compiled (or loaded) in this process yet, and whose numpy
 evaluation is cheap (at most ``NUMPY_MAX_BYTES`` of numpy temporaries), is answered by
 ``tier_assign``: the rewritten DAG evaluated with numpy, each shared node once, into reused
-buffers, in cache-sized slabs when it can (see its docstring). After the answer, the
+buffers, in cache-sized slabs on threads when it can (see its docstring). After the answer, the
 schedule's kernels compile in the background: one thread hands them to the compile
 process (``worker``: numba's compiles hold the GIL) and loads the machine code it leaves
 in the disk cache. Later calls find the schedule ready and run the kernels. Big
 expressions wait for their kernels: numpy's temporaries would cost memory, and take as
 long as a compile. ``ax.set_options(tiered=False)`` always waits, for results identical
 run to run. The tier meets the kernels' accuracy: a float32 chain is computed in float64
-from its first transcendental op on and rounded once (``WIDE_OPS``); what still differs
+from its first transcendental op on and rounded once (``WIDE_OPS``), and overflows where
+the kernels' float32 would (``_OVERFLOWS``); what still differs
 between the tiers is the last ulp of plain float32 arithmetic (numpy rounds each op, the
 kernels may contract a multiply and an add into one FMA) and float32 sums (numpy adds
 pairwise in float32, the kernels in float64). A process exits without waiting for
@@ -32,7 +33,7 @@ import numpy as np
 from ..core.ops import OPS, apply_map
 from ..core.reductions_table import REDUCERS, REDUCTIONS
 from ..dag.nodes import Leaf, Node, walk
-from ..kernels.threads import block_interrupts
+from ..kernels.threads import block_interrupts, run_parts
 from ..options import OPTIONS
 from ..storage.memory import leaf_array, wrap_array
 from . import worker
@@ -40,7 +41,13 @@ from .binder import binder
 from .dispatch import kernel_for, source_for, variant
 from .reference import EVAL, remap_array
 from .reference import assign as reference_assign
-from .rewrite import CPU_REWRITES, rewrite
+from .rewrite import (
+    REWRITES,
+    log_softmax_guarded,
+    logsumexp_guarded,
+    rewrite,
+    softmax_guarded,
+)
 from .schedule import KernelStep, Schedule
 
 __all__ = [
@@ -109,6 +116,17 @@ class _Compiler:
 
 
 _compiler = _Compiler()
+
+# The rewrites the tier applies: ``(a * b).sum("k")`` is a dot (BLAS), ``x ** 2`` a square,
+# as for the kernels, and ``ax.softmax``/``log_softmax``/``logsumexp`` read through the
+# guarded logsumexp (their special values are spelled out there, independent of where an
+# intermediate overflows: float64 here, float32 in the kernels). Not the rules for the same
+# formulas written by hand (``rewrite.softmax`` ...): they trade a second exp per element for
+# one sweep of memory, a good trade in a fused kernel; numpy evaluates op by op, where the
+# formula as written (one exp) costs less, and ``exp(x - max)`` cannot overflow in either
+# precision.
+TIER_REWRITES = REWRITES + (softmax_guarded, log_softmax_guarded, logsumexp_guarded)
+
 _pool_lock = threading.RLock()
 
 
@@ -190,7 +208,7 @@ def _cheap(plan: Schedule, root: Node) -> bool:
     if plan.numpy_ok is None:  # the DAG the tier evaluates: a contraction is one dot
         plan.numpy_ok = plan.device.is_cpu and (
             numpy_cost(root) <= NUMPY_MAX_BYTES
-            or numpy_cost(rewrite(root, CPU_REWRITES)) <= NUMPY_MAX_BYTES
+            or numpy_cost(rewrite(root, TIER_REWRITES)) <= NUMPY_MAX_BYTES
         )
     return plan.numpy_ok
 
@@ -209,13 +227,18 @@ def use_numpy(plan: Schedule, root: Node, dst) -> bool:
     return False
 
 
+# Testing: the numpy tier answers every cheap evaluation (no compile starts, no schedule
+# becomes ready), so a suite run with it tests the tier alone (``pytest --tiered``).
+ANSWER_ALL = False
+
+
 def start_compile(plan: Schedule, params, dst) -> None:
     """Queue the schedule's compile on the background thread, once. The numpy tier calls
     it after its answer is written: a compile holds the GIL for most of its time (numba's
     typing and lowering are Python), so one started before would slow the answer itself,
     each numpy call waiting up to the interpreter's switch interval to get the GIL back
     (a layer norm's first call 3-5x slower than with no compile under way)."""
-    if plan.compiling is None:
+    if plan.compiling is None and not ANSWER_ALL:
         with _pool_lock:
             if plan.compiling is None:
                 plan.compiling = _background().submit(compile_in_background, plan, params, dst)
@@ -313,7 +336,7 @@ def tier_assign(dst: Leaf, root: Node) -> None:
     >>> out.numpy()
     array([1., 3., 5.], dtype=float32)
     """
-    root = rewrite(root, CPU_REWRITES)  # as the kernels: (a * b).sum("k") is a dot (BLAS)
+    root = rewrite(root, TIER_REWRITES)
     if root.kind in ("leaf", "const"):
         reference_assign(dst, root, wide=True)
         return
@@ -397,19 +420,26 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
     result = target if target is not None else np.empty(root.shape, root.dtype)
     computed = [n for n in order if id(n) not in views]
     n0 = root.shape[0]
-    for lo in range(0, n0, rows):
-        hi = min(n0, lo + rows)
-        vals = {}
-        for node in order:
-            v = full.get(id(node))
-            if v is not None:
-                d = dims.get(id(node))
-                vals[id(node)] = v if d is None else v[(slice(None),) * d + (slice(lo, hi),)]
-        shapes = {
-            id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
-            for n in computed
-        }
-        _run(computed, vals, result[lo:hi], shapes)
+
+    def slabs(first: int, last: int) -> None:
+        for lo in range(first * rows, min(n0, last * rows), rows):
+            hi = min(n0, lo + rows)
+            vals = {}
+            for node in order:
+                v = full.get(id(node))
+                if v is not None:
+                    d = dims.get(id(node))
+                    vals[id(node)] = v if d is None else v[(slice(None),) * d + (slice(lo, hi),)]
+            shapes = {
+                id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
+                for n in computed
+            }
+            _run(computed, vals, result[lo:hi], shapes)
+
+    # The slabs are independent (each writes its own rows of the result) and numpy's
+    # ufuncs release the GIL: they run on the kernels' threads. The compile process runs
+    # at a lower priority, so the answer keeps the cores.
+    run_parts(slabs, -(-n0 // rows), ())
     return None if target is not None else result
 
 
@@ -610,7 +640,14 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.nd
     if is_wide:
         kids = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
     dtype = _F64 if is_wide else node.dtype
-    if node.op == "sigmoid":
+    if node.op == "sigmoid" and is_wide:
+        # float32 computed in float64: 1 / (1 + exp(-x)) overflows only below -709, where
+        # the float32 result is 0 anyway (4 ufunc passes instead of the stable form's 8)
+        value = np.negative(kids[0], dtype=_F64)
+        np.exp(value, out=value)
+        value += 1.0
+        np.reciprocal(value, out=value)
+    elif node.op == "sigmoid":
         value = _stable_sigmoid(kids[0]).astype(dtype, copy=False)
     else:
         value = apply_map(node.op, kids, dtype)
@@ -619,10 +656,30 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.nd
     return value
 
 
+# Wide ops whose value can pass the node's own dtype's range where its inputs are in it.
+# The kernels compute them in that dtype, where they overflow to inf (and then ``inf * 0``
+# is NaN, ``inf / inf`` NaN): the tier's float64 value is made inf there too, so special
+# values are the kernels' (``ax.softmax`` of a row holding +inf and 100.0: NaN, not 0).
+_OVERFLOWS = frozenset({"exp", "expm1", "pow", "hypot"})
+
+
+def _overflow_as_narrow(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``value`` (float64) with what passes ``dtype``'s range made +-inf: two reductions over
+    a slab in cache, the write only where something overflowed."""
+    big = float(np.finfo(dtype).max)
+    flat = value.reshape(-1)  # fmax/fmin skip NaN (max would return it)
+    if flat.size and (np.fmax.reduce(flat) > big or np.fmin.reduce(flat) < -big):
+        np.copyto(value, np.copysign(np.inf, value), where=np.abs(value) > big)
+    return value
+
+
 def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
     kind = node.kind
     if kind == "map":
-        return _map(node, kids, is_wide, wide, out, shape)
+        value = _map(node, kids, is_wide, wide, out, shape)
+        if is_wide and node.op in _OVERFLOWS and value.flags.writeable:
+            return _overflow_as_narrow(value, node.dtype)
+        return value
     if kind == "remap" and shape != tuple(node.shape):  # a slab of a broadcast
         return remap_array(kids[0], shape, node.maps)
     if kind == "cast" and out is not None:
