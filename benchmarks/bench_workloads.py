@@ -10,9 +10,10 @@ rounds), the first call (default options, a never-seen program: a fresh kernel c
 directory unless ``--warm-cache``; one sample), the number of kernels (``ax.explain`` of each
 statement), and the bytes moved: the minimum (inputs read once, outputs written once) and
 the plan's (the minimum plus every temporary written and read once; with the planner's
-``est_bytes`` per kernel when the plan has it). Ratios are numpy's time / axesarray's (> 1:
-axesarray is faster). Target (DESIGN §13): every row at >= 1e5 elements >= 1.0, the
-reductions with transcendentals >= 1.5.
+``est_bytes`` per kernel when the plan has it), and ``x roof``: the minimum bytes at the
+speed of a plain copy measured in the same run, over axesarray's time (1.0: the memory
+roof). Ratios are numpy's time / axesarray's (> 1: axesarray is faster). Target (DESIGN
+§13): every row at >= 1e5 elements >= 1.0, the reductions with transcendentals >= 1.5.
 """
 
 from __future__ import annotations
@@ -750,13 +751,29 @@ def run(quick: bool, repeat: int, only: str = "") -> list[dict]:
     return rows
 
 
-def report(rows: list[dict]) -> None:
+def copy_bandwidth(repeat: int, nbytes: int = 64 << 20) -> float:
+    """Bytes per second of a plain copy (read + write), the faster of ``np.copyto`` and the
+    library's own copy (``out[...] = x`` of a plain tensor: the threaded repack), measured
+    in this run: the memory roof the rows are compared with."""
+    src = np.ones(nbytes // 4, F32)
+    dst = np.empty_like(src)
+    x, out = ax.tensor(src, "N"), ax.tensor(dst, "N")
+    times = _interleaved(
+        {"numpy": lambda: np.copyto(dst, src), "axesarray": lambda: ax.assign(out, x)},
+        max(repeat, 5),
+    )
+    return 2 * nbytes / min(times.values())
+
+
+def report(rows: list[dict], bandwidth: float | None = None) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\nworkloads (load average {load:.2f})")
+    if bandwidth:
+        print(f"plain copy: {bandwidth / 1e9:.1f} GB/s (read + write), the roof of 'x roof'")
     head = (
         f"{'program':<34} {'elements':>9} {'axesarray':>11} {'numpy':>11} {'x numpy':>7}"
         f" {'torch':>11} {'x torch':>7} {'1st call':>11} {'1st x np':>8} {'kern':>4}"
-        f" {'bytes/min':>9} {'est/min':>7}  note"
+        f" {'bytes/min':>9} {'est/min':>7} {'x roof':>6}  note"
     )
     print(head)
     print("-" * len(head))
@@ -771,18 +788,23 @@ def report(rows: list[dict]) -> None:
         target = 1.5 if w.transcendental_reduction else 1.0
         if w.elements() >= 1e5 and ratio < target:
             notes.append(f"below {target}x numpy")
+        # the minimum bytes at copy speed / axesarray's time: 1.0 is the memory roof
+        roof = minb / bandwidth / t["axesarray"] if bandwidth else float("nan")
+        if roof >= 0.8:
+            notes.append("at the memory roof")
         print(
             f"{w.name:<34} {w.elements():9.2g} {_fmt_s(t['axesarray']):>11}"
             f" {_fmt_s(t['numpy']):>11} {ratio:7.2f}"
             f" {_fmt_s(tt) if tt else '-':>11} {(tt / t['axesarray']) if tt else float('nan'):7.2f}"
             f" {_fmt_s(r['first_ax']):>11} {r['first_np'] / r['first_ax']:8.2f}"
-            f" {r['kernels']:4d} {moved / minb:9.2f} {est:>7}  {'; '.join(notes)}"
+            f" {r['kernels']:4d} {moved / minb:9.2f} {est:>7} {roof:6.2f}  {'; '.join(notes)}"
         )
     print(
         "x numpy / x torch: their time / axesarray's (> 1: axesarray faster); 1st call: a"
         " never-seen program, default options; bytes/min: (minimum + each temporary written"
         " and read once) / minimum; est/min: the planner's est_bytes (each kernel's reads) /"
-        " minimum"
+        " minimum; x roof: (minimum bytes at plain-copy speed) / axesarray's time (1.0: at the"
+        " memory roof; low: compute-bound or moving more than the minimum)"
     )
 
 
@@ -798,7 +820,8 @@ def main(argv=None) -> None:
         # at the first compile).
         os.environ["AXESARRAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="axesarray-workloads-")
     repeat = args.repeat or (3 if args.quick else 9)
-    report(run(args.quick, repeat, args.only))
+    rows = run(args.quick, repeat, args.only)
+    report(rows, copy_bandwidth(repeat))
 
 
 if __name__ == "__main__":

@@ -59,8 +59,11 @@ def test_workload_suite_runs_at_tiny_sizes(capsys):
         sys.path.remove(str(ROOT / "benchmarks"))
     rows = bench_workloads.run(quick=True, repeat=1)
     assert len(rows) >= 12
-    bench_workloads.report(rows)
+    bandwidth = bench_workloads.copy_bandwidth(1, nbytes=1 << 20)
+    assert bandwidth > 0
+    bench_workloads.report(rows, bandwidth)
     out = capsys.readouterr().out
+    assert "x roof" in out and "GB/s" in out
     for w in bench_workloads.workloads(quick=True):
         assert w.name in out
     for r in rows:
