@@ -447,3 +447,45 @@ def test_the_tier_overflows_where_the_kernels_do(tiered, dtype):
             if want is not None:
                 assert_close(out, want(xn))
         np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(kernels))
+
+
+def test_an_op_that_returns_its_operand_keeps_its_buffer(tiered):
+    """``stop_gradient(exp(x))`` is ``exp(x)``'s own buffer: the op reading ``exp(x)`` last
+    does not write its result over it while the stop_gradient's value is still to be read."""
+    xn = np.linspace(-2, 2, 11).astype(np.float32)
+    x = ax.tensor(xn, "N")
+    ex = ax.exp(x * 0.5)
+    e = ax.stop_gradient(ex) + ex * 2.0
+    out = ax.zeros(x.axes, "float32")
+    tiers.tier_assign(out.node, e.node)
+    assert_close(out, np.exp(xn * np.float32(0.5)) * np.float32(3.0))
+
+
+@pytest.mark.parametrize("rows", [1, 3, 64])
+def test_broadcast_operands_are_computed_at_their_own_shape(tiered, rows):
+    """A masked mean over lengths: the mask ``pos < lens`` varies over ``B T`` only and is
+    computed there (numpy broadcasts it over ``D``); leaves that are broadcast views, a
+    constant, slabs (64 rows) or not (1, 3) give numpy's values."""
+    rng = np.random.default_rng(rows)
+    xn = rng.standard_normal((rows, 512, 64)).astype(np.float32)
+    lens = rng.integers(1, 513, size=rows)
+    x, ln = ax.tensor(xn, "B T D"), ax.tensor(lens, "B")
+    pos = ax.arange(ax.Axis("T", 512))
+    e = ax.where(pos < ln, x, 0.0).sum("T") / ln
+    seen = []
+    compute = tiers._compute
+
+    def spy(node, kids, *rest):
+        value = compute(node, kids, *rest)
+        if node.kind == "map" and node.op == "lt":
+            seen.append(value.shape)
+        return value
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers, "_compute", spy)
+        out = ax.zeros(e.axes, "float32")
+        tiers.tier_assign(out.node, e.node)
+    mask = np.arange(512)[None, :] < lens[:, None]
+    want = (np.where(mask[:, :, None], xn, np.float32(0)).sum(1) / lens[:, None]).astype(np.float32)
+    assert_close(out, want)
+    assert seen and all(s[-1] == 1 for s in seen)  # never spread over D

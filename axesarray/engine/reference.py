@@ -20,8 +20,12 @@ from ..storage.memory import leaf_array, wrap_array
 __all__ = ["evaluate_array", "assign", "remap_array", "call_value"]
 
 
-def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndarray:
-    """numpy version of ``strided.remap_view``: slice/index, transpose, then broadcast."""
+def remap_array(
+    arr: np.ndarray, shape: tuple[int, ...], maps: tuple, compact: bool = False
+) -> np.ndarray:
+    """numpy version of ``strided.remap_view``: slice/index, transpose, then broadcast
+    (``compact``: the dims it would broadcast are left of length 1, for numpy's own
+    broadcasting to spread later)."""
     index = []
     kept_src = []
     for (src, start, step), n in zip(maps, arr.shape, strict=True):
@@ -42,7 +46,7 @@ def remap_array(arr: np.ndarray, shape: tuple[int, ...], maps: tuple) -> np.ndar
     sub = sub.transpose(order)
     present = sorted(kept_src)
     expand = tuple(slice(None) if d in present else None for d in range(len(shape)))
-    return np.broadcast_to(sub[expand], shape)
+    return sub[expand] if compact else np.broadcast_to(sub[expand], shape)
 
 
 def _reduce(node, x):

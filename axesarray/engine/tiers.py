@@ -412,7 +412,12 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
     with np.errstate(all="ignore"):
         for node in order:
             if id(node) in views:
-                full[id(node)] = EVAL[node.kind](node, *(full[id(c)] for c in node.children))
+                kids = [full[id(c)] for c in node.children]
+                kids = [
+                    v if v.shape == c.shape else np.broadcast_to(v, c.shape)
+                    for v, c in zip(kids, node.children, strict=True)
+                ]
+                full[id(node)] = _view(node, kids, tuple(node.shape))
     if target is not None and any(
         node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
     ):
@@ -429,7 +434,9 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
                 v = full.get(id(node))
                 if v is not None:
                     d = dims.get(id(node))
-                    vals[id(node)] = v if d is None else v[(slice(None),) * d + (slice(lo, hi),)]
+                    if d is not None and v.shape[d] != 1:  # (a length-1 dim is broadcast)
+                        v = v[(slice(None),) * d + (slice(lo, hi),)]
+                    vals[id(node)] = v
             shapes = {
                 id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
                 for n in computed
@@ -532,7 +539,17 @@ def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
             wide[id(node)] = is_wide
             dtype = _F64 if is_wide else node.dtype
             out = None
-            if node.kind in ("map", "cast"):
+            kid_shapes = [shapes.get(id(c)) or tuple(c.shape) for c in node.children]
+            elementwise = node.kind in ("map", "cast")
+            if not elementwise:
+                # only ufuncs broadcast: the other kinds read their operands in full (views)
+                kids = [
+                    v if v.shape == s else np.broadcast_to(v, s)
+                    for v, s in zip(kids, kid_shapes, strict=True)
+                ]
+            elif kids and np.broadcast_shapes(*(v.shape for v in kids)) != shape:
+                elementwise = False  # compact: computed at its operands' shape, no buffer
+            if elementwise:
                 if k == end and target is not None:
                     if target.dtype == node.dtype:
                         out = target  # the last op writes the destination
@@ -545,16 +562,17 @@ def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
                 if is_wide and value.dtype != node.dtype:
                     value = value.astype(node.dtype)  # rounded once, as the kernels do
                 if target is None:
-                    return value
+                    return value if value.shape == shape else np.broadcast_to(value, shape).copy()
                 if value is not target:
                     np.copyto(target, value, casting="unsafe")
                 return None
             vals[id(node)] = value
             if value is out:
                 own = [out]
-            elif node.kind in ("map", "cast", "reduce", "leaf", "const"):
+            elif node.kind in ("reduce", "leaf", "const"):
                 own = []  # a new array (or a view of a tensor's own storage)
-            else:  # a move, dot or call may return a view of an operand's buffer
+            else:  # a move, dot or call may return a view of an operand's buffer, and so
+                # may an op that returns its operand (``stop_gradient``)
                 own = [
                     b
                     for c in node.children
@@ -651,9 +669,7 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.nd
         value = _stable_sigmoid(kids[0]).astype(dtype, copy=False)
     else:
         value = apply_map(node.op, kids, dtype)
-    if value.shape != shape:  # every operand a scalar
-        value = np.broadcast_to(value, shape)
-    return value
+    return value  # compact (length-1 dims) when its operands are: the consumers broadcast
 
 
 # Wide ops whose value can pass the node's own dtype's range where its inputs are in it.
@@ -673,6 +689,21 @@ def _overflow_as_narrow(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return value
 
 
+def _view(node: Node, kids: list, shape: tuple) -> np.ndarray:
+    """A leaf, constant or remap as a numpy view, compact: the dims it broadcasts have length
+    1, and numpy's ufuncs spread them (a mask ``pos < lens`` over ``B T D`` is computed at
+    ``B T 1``, a constant is one value). ``shape``: the node's (a slab's) shape; ``kids``:
+    the operands in full."""
+    if node.kind == "const":
+        return np.asarray(node.value, node.dtype).reshape((1,) * len(shape))
+    if node.kind == "remap":
+        return remap_array(kids[0], shape, node.maps, compact=True)
+    value = EVAL[node.kind](node, *kids)
+    if node.kind == "leaf" and 0 in value.strides:  # a leaf's own broadcast dims too
+        value = value[tuple(slice(0, 1) if st == 0 else slice(None) for st in value.strides)]
+    return value
+
+
 def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
     kind = node.kind
     if kind == "map":
@@ -680,8 +711,8 @@ def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> n
         if is_wide and node.op in _OVERFLOWS and value.flags.writeable:
             return _overflow_as_narrow(value, node.dtype)
         return value
-    if kind == "remap" and shape != tuple(node.shape):  # a slab of a broadcast
-        return remap_array(kids[0], shape, node.maps)
+    if kind in ("remap", "const", "leaf"):
+        return _view(node, kids, shape)
     if kind == "cast" and out is not None:
         np.copyto(out, kids[0], casting="unsafe")
         return out
