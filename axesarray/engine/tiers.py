@@ -41,13 +41,7 @@ from .binder import binder
 from .dispatch import kernel_for, source_for, variant
 from .reference import EVAL, remap_array
 from .reference import assign as reference_assign
-from .rewrite import (
-    REWRITES,
-    log_softmax_guarded,
-    logsumexp_guarded,
-    rewrite,
-    softmax_guarded,
-)
+from .rewrite import REWRITES, rewrite
 from .schedule import KernelStep, Schedule
 
 __all__ = [
@@ -118,14 +112,13 @@ class _Compiler:
 _compiler = _Compiler()
 
 # The rewrites the tier applies: ``(a * b).sum("k")`` is a dot (BLAS), ``x ** 2`` a square,
-# as for the kernels, and ``ax.softmax``/``log_softmax``/``logsumexp`` read through the
-# guarded logsumexp (their special values are spelled out there, independent of where an
-# intermediate overflows: float64 here, float32 in the kernels). Not the rules for the same
-# formulas written by hand (``rewrite.softmax`` ...): they trade a second exp per element for
-# one sweep of memory, a good trade in a fused kernel; numpy evaluates op by op, where the
-# formula as written (one exp) costs less, and ``exp(x - max)`` cannot overflow in either
-# precision.
-TIER_REWRITES = REWRITES + (softmax_guarded, log_softmax_guarded, logsumexp_guarded)
+# as for the kernels. Not the logsumexp rules (``rewrite.CPU_REWRITES``): they trade a
+# second exp per element for one sweep of memory, a good trade in a fused kernel; numpy
+# evaluates op by op, where the formula as written (one exp) costs less: a softmax, by hand
+# or ``ax.softmax``, is ``e / e.sum(K)`` here. Its special values are the kernels' since
+# the tier overflows where they do (``_OVERFLOWS``: ``ax.softmax`` of a row holding +inf and
+# 100.0 is NaN and 0).
+TIER_REWRITES = REWRITES
 
 _pool_lock = threading.RLock()
 
