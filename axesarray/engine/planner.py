@@ -14,7 +14,11 @@ Owns the materialization rules (DESIGN §3, §5):
   temporary) says writing it once is cheaper than recomputing it; a reduction is never
   recomputed per element of its consumer (it is read from a temporary);
 - everything else fuses into one kernel: maps, casts, constants, pads and concats (guarded
-  reads whose children are shifted so every leaf reads ``offset + sum(stride * index)``).
+  reads whose children are shifted so every leaf reads ``offset + sum(stride * index)``);
+- a kernel computing ``f(E, reduce(E))`` (softmax written by hand) whose output can hold
+  ``E`` stores ``E`` there while reducing it and reads it back for ``f`` (a normalize
+  kernel, ``_Builder._normalize``), when ``cost.stored_reduction`` says so: ``E`` computed
+  once, not once for the reduction's kernel and once for the root's.
 
 Kernel trees hold no arrays: leaves refer to ``("param", i)`` (the i-th of the root's
 ``params``), ``("temp", t)`` or ``("dst",)``. Structurally identical subtrees over the same
@@ -125,7 +129,7 @@ def make_nest(out: KLeaf, tree) -> LoopNest:
     then the reduce dims of its reduction; guard and blocked dims are pinned."""
     nodes = kernel_nodes(tree)
     red = next((n for n in nodes if n.kind == "reduce"), None)
-    shape = out.view.shape + (red.lengths if red is not None else ())
+    shape = out.view.shape + (red.lengths if red is not None and not red.stores else ())
     leaves = [n for n in nodes if n.kind == "leaf"]
     pinned = {n.dim for n in nodes if n.kind in ("pad", "concat")}
     for lf in [out] + leaves:
@@ -135,7 +139,7 @@ def make_nest(out: KLeaf, tree) -> LoopNest:
     by_size = sorted(leaves, key=lambda lf: -lf.view.size)
     return build_loop_nest(
         shape,
-        out.view.ndim,
+        red.n_out if red is not None and red.stores else out.view.ndim,
         operands,
         frozenset(pinned),
         [lf.view.strides for lf in by_size] or None,
@@ -169,8 +173,18 @@ NO_RULE = {"chunked": "a chunked leaf is lowered to dask (engine.chunked), never
 
 
 class _Builder:
-    def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict):
+    def __init__(
+        self,
+        dag: Node,
+        params: tuple,
+        canon: dict,
+        force: set,
+        blas: bool,
+        heavy: dict,
+        stores: bool = True,
+    ):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
+        self.stores = stores  # normalize kernels allowed (the CPU templates have them)
         self.canon = canon  # id(node) -> canonical value; all memos are keyed by it
         self.param_index = {id(p): i for i, p in enumerate(params)}
         # Inputs are numbered among the leaf parameters (what a user calls input 0, 1...).
@@ -192,6 +206,7 @@ class _Builder:
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
+        self._store = None  # (canonical value of the remap, reduce): a normalize kernel's
         # step index -> (the node it computes, the reduction fused into it or None): what
         # explain names its loops after, without walking the DAG below each step
         self.step_nodes: dict = {}
@@ -261,6 +276,9 @@ class _Builder:
 
     def kernel(self, out: KLeaf, node: Node, why: str, order_from: int | None = None) -> None:
         """Append the kernel computing ``node`` into ``out`` (after the kernels it needs)."""
+        site = self._stored_site(out, node)
+        if site is not None:
+            return self._normalize(out, node, why, order_from, *site)
         with self._context(node):
             self._out = out
             tree = self.fuse(node, "epi")
@@ -271,15 +289,85 @@ class _Builder:
     def _context(self, node: Node):
         """Fusion state of one kernel; kernels realized while fusing get their own."""
         saved = (self._kernel, self._root, self._reduction, self._memo, self._same)
-        saved_out = self._out
+        saved_out, saved_store = self._out, self._store
         self._kernels += 1
         self._kernel, self._root = self._kernels, self.canon[id(node)]
         self._reduction, self._memo, self._same = None, {}, set()
+        self._store = None
         try:
             yield
         finally:
             self._kernel, self._root, self._reduction, self._memo, self._same = saved
-            self._out = saved_out
+            self._out, self._store = saved_out, saved_store
+
+    # --- normalize kernels -----------------------------------------------------------------
+
+    def _stored_site(self, out: KLeaf, node: Node):
+        """``(remap, reduce)`` when the kernel computing ``node`` into ``out`` stores the
+        reduced value ``E`` in ``out`` (``cost.stored_reduction``; ``out`` can hold it)."""
+        if not self.stores or node.kind not in ("map", "cast"):
+            return None
+        canon, force, heavy = self.canon, self.force, self.heavy
+
+        def cost_of(value):
+            work, _, _, inputs = heavy[canon[id(value)]]
+            return work, inputs
+
+        def key(n):  # a value stored by its own kernel is a leaf here (spine stops)
+            return canon[id(n)]
+
+        site = cost.stored_reduction(
+            node, key, cost_of, stop=lambda n: n is not node and canon[id(n)] in force
+        )
+        if site is None:
+            return None
+        value = site[1].arg
+        if canon[id(value)] in force:
+            return None
+        return site if cost.can_hold(out.view, out.dtype, value) else None
+
+    def _normalize(self, out, node, why, order_from, back, red) -> None:
+        """The normalize kernel of ``node`` = ``f(E, reduce(E))`` into ``out``: its index
+        space is ``out``'s dims, kept ones first, then the reduced ones (as the reduction's
+        own), and its tree ``f`` over a ``KReduce(stores=True)`` whose child is the same
+        ``E`` subtree ``f`` reads (``kernels.cpu._normalize_kernel`` reads it back from
+        ``out``). Only ``E``'s own leaves are read before ``out`` is written at their
+        index: they alone are in place (``same_index``)."""
+        n = node.ndim
+        kept = [d for d in range(n) if d not in red.axes]
+        perm = tuple(kept) + tuple(red.axes)
+        with self._context(node):
+            self._out = out
+            self._store = (self.canon[id(back)], red)
+            tree = self.fuse(node, "epi")
+            self.step_nodes[len(self.steps)] = (node, red)
+        shape = tuple(node.shape[d] for d in perm)
+        maps = tuple((perm.index(d), 0, 1) for d in range(n))
+        tree = reindex(tree, shape, maps)
+        view = remap_view(out.view, shape, maps)
+        stored = next(x for x in kernel_nodes(tree) if x.kind == "reduce" and x.stores)
+        first = kernel_nodes(stored.child)
+        later = set()
+        stack = [tree]
+        while stack:  # what the second sweep reads: the tree, E taken as read back
+            x = stack.pop()
+            if id(x) in later or x is stored or x is stored.child:
+                continue
+            later.add(id(x))
+            stack.extend(x.children)
+        same = frozenset(id(x) for x in first if x.kind == "leaf" and id(x) not in later)
+        out = KLeaf(view, out.dtype, out.src)
+        self.steps.append((out, tree, same, f"{why} (normalize)", order_from))
+
+    def _stored_reduce(self, node: Node) -> KReduce:
+        """The normalize kernel's reduction of ``E`` (fused at the output's index, the
+        subtree ``f`` reads too), in the original dims (``_normalize`` permutes them)."""
+        _, red = self._store
+        self._reduction = red
+        child = self.fuse(red.arg, "epi")
+        lengths = tuple(red.arg.shape[d] for d in red.axes)
+        n_out = red.arg.ndim - len(red.axes)
+        return KReduce(red.op, child, n_out, red.dtype, lengths, stores=True)
 
     def fuse(self, node: Node, ctx: str):
         """Kernel IR for ``node`` in context ``epi`` (the kernel's own index: a reduction
@@ -378,6 +466,8 @@ class _Builder:
         return KReduce(node.op, child, len(kept), node.dtype, lengths)
 
     def _fuse_remap(self, node, ctx):
+        if self._store is not None and ctx == "epi" and self.canon[id(node)] == self._store[0]:
+            return self._stored_reduce(node)
         arg = node.arg
         if arg.kind == "const":  # a scalar whatever its shape (a compacted contraction)
             return self.fuse(arg, ctx)
@@ -646,6 +736,7 @@ def build_schedule(
     dst: tuple[View, np.dtype] | None,
     blas: bool = True,
     record: dict | None = None,
+    stores: bool = True,
 ) -> Schedule:
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
@@ -657,7 +748,7 @@ def build_schedule(
     nodes (a value read by one node is computed where that node is), and a later pass,
     at most ``_ATTEMPTS`` in all, stores what is still computed by several kernels.
     ``record`` (explain) receives step index -> (the node that step computes, the
-    reduction node fused into it or None).
+    reduction node fused into it or None). ``stores``: normalize kernels allowed (CPU).
     """
     nodes = walk(dag)  # every pass below visits each node once, in this order
     canon = _canonical(nodes, {id(p): i for i, p in enumerate(params)})
@@ -675,7 +766,7 @@ def build_schedule(
     attempt = 0  # builder passes that stored more values (planning again without in-place
     # BLAS results does not count: it happens at most once)
     while True:
-        b = _Builder(dag, params, canon, force, blas, heavy)
+        b = _Builder(dag, params, canon, force, blas, heavy, stores)
         b.dot_into, b.parents = into, parents
         for node in stored_in_order(nodes, canon, force):
             b.realize(node)

@@ -7,7 +7,8 @@ A small family of frozen node classes, made only by the planner:
 - ``KMap``/``KCast``: an op of ``ops.OPS`` / a conversion;
 - ``KPad``: ``child`` where ``lo <= i[dim] < hi``, else ``value`` (a guarded read);
 - ``KConcat``: ``parts[k]`` where ``bounds[k] <= i[dim] < bounds[k+1]``;
-- ``KReduce``: accumulate ``child`` over the trailing (reduce) dims of the index space.
+- ``KReduce``: accumulate ``child`` over the trailing (reduce) dims of the index space
+  (``stores``: the normalize template, whose index space is the output's own).
 
 Every class has ``kind``, ``children`` and ``rebuild(children)``; ``reindex`` is the one
 transform of index spaces (permute, shift, broadcast are all remaps), so passes over the
@@ -159,13 +160,20 @@ class KConcat:
 @_frozen
 class KReduce:
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
-    ``dtype`` is the result."""
+    ``dtype`` is the result.
+
+    ``stores``: the normalize kernel (``kernels.cpu._normalize_kernel``). The index space
+    is the output's own (kept dims, then the reduced ones); ``child`` (the value E, with
+    the output's dtype) is written to the output as it is folded, and the tree above the
+    reduction runs at every index, reading E back from the output where it names
+    ``child`` (E computed once per element, not once for the sum and once for the root)."""
 
     op: str
     child: object
     n_out: int
     dtype: np.dtype
     lengths: tuple[int, ...]
+    stores: bool = False
     kind = "reduce"
 
     @property
@@ -174,10 +182,10 @@ class KReduce:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.child.shape[: self.n_out]
+        return self.child.shape if self.stores else self.child.shape[: self.n_out]
 
     def rebuild(self, children) -> KReduce:
-        return KReduce(self.op, children[0], self.n_out, self.dtype, self.lengths)
+        return KReduce(self.op, children[0], self.n_out, self.dtype, self.lengths, self.stores)
 
 
 def reindex(node, shape: tuple[int, ...], maps: tuple, memo: dict | None = None):
@@ -194,6 +202,8 @@ def reindex(node, shape: tuple[int, ...], maps: tuple, memo: dict | None = None)
         out = KLeaf(remap_view(node.view, shape, maps), node.dtype, node.src)
     elif kind == "const":
         out = node
+    elif kind == "reduce" and node.stores:  # its child lives in the same index space
+        out = node.rebuild((reindex(node.child, shape, maps, memo),))
     elif kind == "reduce":  # pragma: no cover - reductions are realized before this
         raise TypeError("reindex: a reduction cannot be remapped")
     else:
