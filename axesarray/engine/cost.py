@@ -32,7 +32,8 @@ Decisions, in terms of these estimates:
   (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
   two, the same bytes moved.
 
-Imports only the op and reduction tables and the kernel IR (``engine.planner`` and ``engine.plan`` use it).
+Imports only the op and reduction tables and the kernel IR (``engine.planner`` and
+``engine.plan`` use it).
 """
 
 from __future__ import annotations
