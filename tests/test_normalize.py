@@ -204,3 +204,26 @@ def test_cuda_keeps_its_plan():
         expr = _softmax(x, "C")
         assert not _stored(_plan(expr))
         assert_close(expr.eval().to("cpu"), _np_softmax(a, 1))
+
+
+def test_ax_softmax_as_a_result_is_a_normalize_kernel():
+    """``ax.softmax`` (the max replaced by 0 where it is not finite) as a result: the same
+    kernel, its formula's values, special rows included; inside a bigger expression (a
+    sum of it) the ``logsumexp_guarded`` rewrite stays."""
+    a = (np.random.default_rng(8).standard_normal((6, 37)) * 30).astype(np.float32)
+    a[1] = -np.inf
+    a[2, 3] = np.nan
+    a[3, 4] = np.inf
+    m = a.max(1, keepdims=True)
+    with np.errstate(all="ignore"):
+        e = np.exp(a - np.where(np.isfinite(m), m, 0))
+        expected = e / e.sum(1, keepdims=True)
+    x = ax.tensor(a, "N K")
+    p = ax.softmax(x, "K")
+    plan = _plan(p)
+    assert len(plan.steps) == 2 and _exps(plan) == 1 and _stored(plan)
+    assert_close(p, expected)
+    total = ax.softmax(x, "K").sum("N")
+    assert not _stored(_plan(total))
+    with np.errstate(all="ignore"):
+        assert_close(total, expected.sum(0))

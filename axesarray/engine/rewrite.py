@@ -16,10 +16,11 @@ writes them as literals, they are not run-time parameters.
   ``e / e.sum(K)`` is ``exp(x - lse)``, ``(x - m) - log(sum(exp(x - m)))`` is
   ``x - lse``, ``m + log(sum(exp(x - m)))`` is ``lse``. Two passes over ``x`` for a
   softmax instead of four kernels and a full-size temporary. CPU only (the CUDA
-  templates have no logsumexp reduction). Except where the result can hold ``e``: there
-  the planner's normalize kernel computes ``e`` once and stores it (``cost.
-  stored_reduction``, the same test the planner makes), one exp per element against the
-  rewrite's two (one of them float64); ``rewrite``'s ``dst`` says what the result is.
+  templates have no logsumexp reduction). Except where the result can hold ``e`` (by
+  hand or ``ax.softmax``'s guarded form): there the planner's normalize kernel computes
+  ``e`` once and stores it (``cost.stored_reduction``, the same test the planner makes),
+  one exp per element against the rewrite's two (one of them float64); ``rewrite``'s
+  ``dst`` says what the result is.
 """
 
 from __future__ import annotations
@@ -448,13 +449,13 @@ def rewrite(root: Node, rules: tuple = REWRITES, dst=None) -> Node:
     """``root`` with every rule applied bottom-up (shared subtrees stay shared). ``dst``:
     the destination's ``(view, dtype)`` (None: a fresh result), for the ``softmax`` rule
     (see ``_stored_softmax``)."""
-    kept = _stored_softmax(root, dst) if softmax in rules else set()
+    kept = _stored_softmax(root, dst) if softmax in rules or softmax_guarded in rules else set()
 
     def apply(node: Node, kids: tuple) -> Node | None:
         if node.kind != "map" and node.kind != "reduce":
             return None
         for rule in rules:
-            if rule is softmax and id(node) in kept:
+            if (rule is softmax or rule is softmax_guarded) and id(node) in kept:
                 continue
             out = rule(node, kids)
             if out is not None:
