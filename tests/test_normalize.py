@@ -44,9 +44,7 @@ def _stored(plan) -> list:
 
 
 def _exps(plan) -> int:
-    return sum(
-        n.kind == "map" and n.op == "exp" for s in plan.steps for n in kernel_nodes(s.tree)
-    )
+    return sum(n.kind == "map" and n.op == "exp" for s in plan.steps for n in kernel_nodes(s.tree))
 
 
 @st.composite
