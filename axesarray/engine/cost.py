@@ -333,14 +333,15 @@ def can_hold(view, dtype, value) -> bool:
     return dtype == value.dtype
 
 
-def stored_reduction(root, key, cost_of, stop=None):
+def stored_reduction(root, result, key, cost_of, stop=None):
     """``(remap, reduce)`` for the best ``E`` to store in ``root``'s result: ``root`` is
     elementwise and reads, at its own index (through maps and casts: its spine), both
-    ``E`` (a map or cast) and ``reduce(E)`` broadcast back over the reduced dims, and
+    ``E`` (a map or cast) and ``reduce(E)`` broadcast back over the reduced dims, the
+    result (``(view or None for a fresh one, dtype)``) can hold ``E`` and
     ``worth_storing`` says so (the largest saving when several qualify). None otherwise.
     ``key(node)``: equal for nodes computing the same value; ``cost_of(E)``: ``(work,
     input bytes)`` per element; ``stop(node)``: a node read as a stored value (the spine
-    ends there). Visits the spine once."""
+    ends there; it is not stored again). Visits the spine once."""
     if root.kind not in ("map", "cast"):
         return None
     spine, seen, stack = [], set(), [root]
@@ -361,6 +362,8 @@ def stored_reduction(root, key, cost_of, stop=None):
         value = red.arg
         row = REDUCTIONS[red.op]
         if row.index or row.kernel == "logsumexp" or key(value) not in on_spine:
+            continue
+        if (stop is not None and stop(value)) or not can_hold(*result, value):
             continue
         kept = [d for d in range(value.ndim) if d not in red.axes]
         if back.shape != value.shape or back.maps != tuple((d, 0, 1) for d in kept):

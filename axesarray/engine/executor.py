@@ -82,7 +82,7 @@ def _new_plan(root: Node, dst: Leaf | None, key, seen: list | None = None) -> Sc
     rules = CPU_REWRITES if device.is_cpu else REWRITES
     dag = rewrite(root, rules, target)
     record = None if seen is None else {}
-    plan = build_schedule(dag, params, target, device.has_blas, record, device.is_cpu)
+    plan = build_schedule(dag, params, target, device.has_blas, record=record, stores=device.is_cpu)
     if seen is not None:
         seen.append((dag, record))
     plan.device = device
@@ -120,7 +120,9 @@ def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | No
     target = None if dst is None else (dst.view, dst.dtype)
     dag = rewrite(root, rules, target)
     record: dict = {}
-    again = build_schedule(dag, root.params, target, device.has_blas, record, device.is_cpu)
+    again = build_schedule(
+        dag, root.params, target, device.has_blas, record=record, stores=device.is_cpu
+    )
     if len(again.steps) != len(plan.steps):  # pragma: no cover - planning is deterministic
         return None
     return step_names(dag, record, names)

@@ -17,7 +17,7 @@ Owns the materialization rules (DESIGN §3, §5):
   reads whose children are shifted so every leaf reads ``offset + sum(stride * index)``);
 - a kernel computing ``f(E, reduce(E))`` (softmax written by hand) whose output can hold
   ``E`` stores ``E`` there while reducing it and reads it back for ``f`` (a normalize
-  kernel, ``_Builder._normalize``), when ``cost.stored_reduction`` says so: ``E`` computed
+  kernel, ``engine.normalize``), when ``cost.stored_reduction`` says so: ``E`` computed
   once, not once for the reduction's kernel and once for the root's.
 
 Kernel trees hold no arrays: leaves refer to ``("param", i)`` (the i-th of the root's
@@ -40,6 +40,7 @@ from ..dag.reshape import merge_order
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
 from . import cost
+from .normalize import Normalize
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
@@ -172,19 +173,10 @@ def _shifted(tree, shape: tuple, dim: int, delta: int, length: int):
 NO_RULE = {"chunked": "a chunked leaf is lowered to dask (engine.chunked), never fused here"}
 
 
-class _Builder:
-    def __init__(
-        self,
-        dag: Node,
-        params: tuple,
-        canon: dict,
-        force: set,
-        blas: bool,
-        heavy: dict,
-        stores: bool = True,
-    ):
+class _Builder(Normalize):
+    def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
-        self.stores = stores  # normalize kernels allowed (the CPU templates have them)
+        self.stores = True  # normalize kernels allowed (the CPU templates have them)
         self.canon = canon  # id(node) -> canonical value; all memos are keyed by it
         self.param_index = {id(p): i for i, p in enumerate(params)}
         # Inputs are numbered among the leaf parameters (what a user calls input 0, 1...).
@@ -299,75 +291,6 @@ class _Builder:
         finally:
             self._kernel, self._root, self._reduction, self._memo, self._same = saved
             self._out, self._store = saved_out, saved_store
-
-    # --- normalize kernels -----------------------------------------------------------------
-
-    def _stored_site(self, out: KLeaf, node: Node):
-        """``(remap, reduce)`` when the kernel computing ``node`` into ``out`` stores the
-        reduced value ``E`` in ``out`` (``cost.stored_reduction``; ``out`` can hold it)."""
-        if not self.stores or node.kind not in ("map", "cast"):
-            return None
-        canon, force, heavy = self.canon, self.force, self.heavy
-
-        def cost_of(value):
-            work, _, _, inputs = heavy[canon[id(value)]]
-            return work, inputs
-
-        def key(n):  # a value stored by its own kernel is a leaf here (spine stops)
-            return canon[id(n)]
-
-        site = cost.stored_reduction(
-            node, key, cost_of, stop=lambda n: n is not node and canon[id(n)] in force
-        )
-        if site is None:
-            return None
-        value = site[1].arg
-        if canon[id(value)] in force:
-            return None
-        return site if cost.can_hold(out.view, out.dtype, value) else None
-
-    def _normalize(self, out, node, why, order_from, back, red) -> None:
-        """The normalize kernel of ``node`` = ``f(E, reduce(E))`` into ``out``: its index
-        space is ``out``'s dims, kept ones first, then the reduced ones (as the reduction's
-        own), and its tree ``f`` over a ``KReduce(stores=True)`` whose child is the same
-        ``E`` subtree ``f`` reads (``kernels.cpu._normalize_kernel`` reads it back from
-        ``out``). Only ``E``'s own leaves are read before ``out`` is written at their
-        index: they alone are in place (``same_index``)."""
-        n = node.ndim
-        kept = [d for d in range(n) if d not in red.axes]
-        perm = tuple(kept) + tuple(red.axes)
-        with self._context(node):
-            self._out = out
-            self._store = (self.canon[id(back)], red)
-            tree = self.fuse(node, "epi")
-            self.step_nodes[len(self.steps)] = (node, red)
-        shape = tuple(node.shape[d] for d in perm)
-        maps = tuple((perm.index(d), 0, 1) for d in range(n))
-        tree = reindex(tree, shape, maps)
-        view = remap_view(out.view, shape, maps)
-        stored = next(x for x in kernel_nodes(tree) if x.kind == "reduce" and x.stores)
-        first = kernel_nodes(stored.child)
-        later = set()
-        stack = [tree]
-        while stack:  # what the second sweep reads: the tree, E taken as read back
-            x = stack.pop()
-            if id(x) in later or x is stored or x is stored.child:
-                continue
-            later.add(id(x))
-            stack.extend(x.children)
-        same = frozenset(id(x) for x in first if x.kind == "leaf" and id(x) not in later)
-        out = KLeaf(view, out.dtype, out.src)
-        self.steps.append((out, tree, same, f"{why} (normalize)", order_from))
-
-    def _stored_reduce(self, node: Node) -> KReduce:
-        """The normalize kernel's reduction of ``E`` (fused at the output's index, the
-        subtree ``f`` reads too), in the original dims (``_normalize`` permutes them)."""
-        _, red = self._store
-        self._reduction = red
-        child = self.fuse(red.arg, "epi")
-        lengths = tuple(red.arg.shape[d] for d in red.axes)
-        n_out = red.arg.ndim - len(red.axes)
-        return KReduce(red.op, child, n_out, red.dtype, lengths, stores=True)
 
     def fuse(self, node: Node, ctx: str):
         """Kernel IR for ``node`` in context ``epi`` (the kernel's own index: a reduction
@@ -766,8 +689,8 @@ def build_schedule(
     attempt = 0  # builder passes that stored more values (planning again without in-place
     # BLAS results does not count: it happens at most once)
     while True:
-        b = _Builder(dag, params, canon, force, blas, heavy, stores)
-        b.dot_into, b.parents = into, parents
+        b = _Builder(dag, params, canon, force, blas, heavy)
+        b.dot_into, b.parents, b.stores = into, parents, stores
         for node in stored_in_order(nodes, canon, force):
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):

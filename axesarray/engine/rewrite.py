@@ -435,11 +435,9 @@ def _stored_softmax(root: Node, dst) -> set[int]:
             inputs = sum(by_id[i].dtype.itemsize for i in ids if by_id[i].kind in cost.BOUNDARY)
         return w, inputs
 
-    site = cost.stored_reduction(root, _value_key, cost_of)
+    result = (None, root.dtype) if dst is None else dst
+    site = cost.stored_reduction(root, result, _value_key, cost_of)
     if site is None:
-        return set()
-    view, dtype = (None, root.dtype) if dst is None else dst
-    if not cost.can_hold(view, dtype, site[1].arg):
         return set()
     back = site[0]
     return {id(n) for n in order if n.kind == "map" and any(c is back for c in n.children)}

@@ -38,6 +38,7 @@ __all__ = [
     "reindex",
     "kernel_nodes",
     "kernel_leaves",
+    "stored_reads",
 ]
 
 _frozen = attrs.frozen(eq=False, repr=False)  # identity equality: trees share subtrees
@@ -240,3 +241,21 @@ def kernel_nodes(root) -> list:
 def kernel_leaves(root) -> list[KLeaf]:
     """Distinct leaves in order of first appearance."""
     return [n for n in kernel_nodes(root) if n.kind == "leaf"]
+
+
+def stored_reads(tree) -> frozenset:
+    """Ids of the leaves a normalize kernel's tree reads only in its first sweep, under
+    the ``KReduce(stores=True)`` (where ``E`` is computed): each is read before the output
+    is written at its index. The second sweep reads the rest of the tree, ``E`` taken
+    from the output."""
+    stored = next(x for x in kernel_nodes(tree) if x.kind == "reduce" and x.stores)
+    later: set[int] = set()
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if id(x) in later or x is stored or x is stored.child:
+            continue
+        later.add(id(x))
+        stack.extend(x.children)
+    first = kernel_nodes(stored.child)
+    return frozenset(id(x) for x in first if x.kind == "leaf" and id(x) not in later)
