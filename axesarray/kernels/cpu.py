@@ -396,13 +396,13 @@ def _rows_first(low: Lowered) -> bool:
     return along_out and not along_red
 
 
-def _row_blocks(low: Lowered, src: _Src, loop: str) -> dict:
-    """The task loop of the rows-first templates: one task per block of up to ``ROW_BLOCK``
+def _row_blocks(low: Lowered, src: _Src, loop: str, block: int = ROW_BLOCK) -> dict:
+    """The task loop of the rows-first templates: one task per block of up to ``block``
     elements of the innermost output dim times the outer output rows; emits ``j0`` (the
     block's first element) and ``m`` (its length) and returns the operands' bases."""
     last = low.nest.n_out - 1
     outer = list(range(last))
-    blocks = f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"
+    blocks = f"((n{last} + {block - 1}) // {block})"
     src.par_loop(1, "jo", " * ".join([f"n{d}" for d in outer] + [blocks]), loop)
     src.add(2, f"blk = jo % {blocks}")
     src.add(2, f"qr = jo // {blocks}")
@@ -410,8 +410,8 @@ def _row_blocks(low: Lowered, src: _Src, loop: str) -> dict:
     if outer:
         _decompose(src, 2, "qr", outer)
         base = _bases(src, low, 2, range(last), base, "o")
-    src.add(2, f"j0 = blk * {ROW_BLOCK}")
-    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    src.add(2, f"j0 = blk * {block}")
+    src.add(2, f"m = min({block}, n{last} - j0)")
     return base
 
 
@@ -543,6 +543,9 @@ def _read_out(low: Lowered, base: dict, inner: range) -> str:
     return f"f16_to_f32({x})" if low.is_f16(0) else x
 
 
+NORMALIZE_BLOCK = 1024  # outputs per task of the rows-first normalize kernel
+
+
 def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     """``f(E, reduce(E))`` with ``E`` stored once (``KReduce.stores``; softmax written by
     hand: ``e / e.sum(K)``). The index space is the output's: kept dims, then reduced dims.
@@ -553,10 +556,11 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     a kernel of its own.
 
     Tasks: rows-first (``_rows_first``: the reduced dim strided, the innermost output dim
-    contiguous) a block of up to ``ROW_BLOCK`` outputs, one accumulator each, both sweeps
-    vectorizing across outputs; else one output, where a float sum, product, max or min
-    first writes the innermost row of ``E`` (a loop with no carried value: the exp
-    vectorizes) and then folds it back with the reassociable combine."""
+    contiguous) a block of up to ``NORMALIZE_BLOCK`` outputs, one accumulator each, each
+    row of ``E`` written and then folded in loops of their own, vectorized across
+    outputs; else one output, where a float sum, product, max or min first writes the
+    innermost row of ``E`` (a loop with no carried value: the exp vectorizes) and then
+    folds it back with the reassociable combine."""
     red, nest = low.reduce, low.nest
     n_out, rank = nest.n_out, nest.rank
     acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
@@ -595,8 +599,8 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     if rows_first:
         last = n_out - 1
         inner = range(last, last + 1)
-        base = _row_blocks(low, src, loop)
-        src.add(2, f"acc = np.empty({ROW_BLOCK}, {acc_t})")
+        base = _row_blocks(low, src, loop, NORMALIZE_BLOCK)
+        src.add(2, f"acc = np.empty({NORMALIZE_BLOCK}, {acc_t})")
         src.add(2, "for k in range(m):")
         src.add(3, f"acc[k] = {init}")
         indent, b = reduce_loops(2, base, range(n_out, rank), "sx")
@@ -610,7 +614,7 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
         for line in _combine(red.op, "acc[k]", convert(_read_out(low, b, inner)), "0", fl):
             src.add(indent + 1, line)
         res_t = "np.bool_" if red.dtype.kind == "b" else type_name(red.dtype)
-        src.add(2, f"res = np.empty({ROW_BLOCK}, {res_t})")
+        src.add(2, f"res = np.empty({NORMALIZE_BLOCK}, {res_t})")
         src.add(2, "for k in range(m):")
         src.add(3, f"res[k] = {finish('acc[k]')}")
         indent, b = reduce_loops(2, base, range(n_out, rank), "nx")
