@@ -92,18 +92,23 @@ def _close(got, want, rtol=1e-4, atol=1e-5):
 
 
 class SoftmaxByHand(Workload):
-    name = "softmax by hand over C"
+    """``e = exp(x - x.max(K)); e / e.sum(K)`` over C of an NCHW tensor (a strided reduced
+    dim: rows-first), or over the last dim K of a matrix (``rows=True``)."""
+
     transcendental_reduction = True
 
-    def __init__(self, shape):
+    def __init__(self, shape, rows=False):
         self.shape = shape
+        self.names, self.axis = ("N K", 1) if rows else ("N C H W", 1)
+        self.over = self.names.split()[self.axis]
+        self.name = f"softmax by hand over {self.over}" + (" (rows)" if rows else "")
         self.x_np = np.random.default_rng(0).standard_normal(shape).astype(F32)
         self.out_np = np.empty_like(self.x_np)
-        self.x = ax.tensor(self.x_np, "N C H W")
-        self.out = ax.tensor(self.out_np, "N C H W")
+        self.x = ax.tensor(self.x_np, self.names)
+        self.out = ax.tensor(self.out_np, self.names)
         if torch is not None:
             tx = _t(self.x_np)
-            self.torch_fn = lambda: torch.softmax(tx, 1)
+            self.torch_fn = lambda: torch.softmax(tx, self.axis)
 
     def elements(self):
         return self.x_np.size
@@ -112,12 +117,12 @@ class SoftmaxByHand(Workload):
         return 2 * self.x_np.nbytes
 
     def ax_program(self):
-        e = ax.exp(self.x - self.x.max("C"))
-        yield self.out, e / e.sum("C")
+        e = ax.exp(self.x - self.x.max(self.over))
+        yield self.out, e / e.sum(self.over)
 
     def numpy(self):
-        e = np.exp(self.x_np - self.x_np.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+        e = np.exp(self.x_np - self.x_np.max(axis=self.axis, keepdims=True))
+        return e / e.sum(axis=self.axis, keepdims=True)
 
     def check(self):
         self.run_ax()
@@ -642,6 +647,7 @@ def workloads(quick: bool) -> list[Workload]:
     if quick:
         return [
             SoftmaxByHand((2, 8, 4, 4)),
+            SoftmaxByHand((8, 16), rows=True),
             Quantize((2, 8, 4, 4), "clip"),
             Quantize((2, 8, 4, 4), "minmax"),
             Attention(2, 2, 8, 8, 4),
@@ -661,6 +667,7 @@ def workloads(quick: bool) -> list[Workload]:
         ]
     return [
         SoftmaxByHand((8, 32, 64, 64)),
+        SoftmaxByHand((4096, 1024), rows=True),
         Quantize((8, 64, 56, 56), "clip"),
         Quantize((8, 64, 56, 56), "minmax"),
         Attention(8, 8, 128, 128, 64),

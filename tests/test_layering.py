@@ -64,6 +64,7 @@ ORDER = [
     "engine.direct",
     "engine.reference",
     "engine.rewrite",
+    "engine.normalize",
     "engine.planner",
     "engine.binder",
     "engine.dispatch",

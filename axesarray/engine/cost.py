@@ -23,11 +23,17 @@ Decisions, in terms of these estimates:
   final kernel (or the result itself) is written straight into the destination when its
   layout takes BLAS rows: the bytes of a temporary (written by BLAS, read back, and a
   fresh allocation per run) are saved, and nothing else changes;
+- ``stored_reduction``/``worth_storing``: a root ``f(E, reduce(E))`` (softmax written by
+  hand: ``e / e.sum(K)``) whose result can hold ``E`` computes ``E`` once, writes it to
+  the result while reducing it, and reads it back (in cache) for ``f``: one computation
+  of ``E`` and one read of its inputs saved, a store and a load in cache added (the
+  normalize kernel, ``kernels.cpu._normalize_kernel``);
 - ``blas_host``: an elementwise value computed from a BLAS result that nothing else reads
   (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
   two, the same bytes moved.
 
-Imports only the op table and the kernel IR (``engine.planner`` and ``engine.plan`` use it).
+Imports only the op and reduction tables and the kernel IR (``engine.planner`` and
+``engine.plan`` use it).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import math
 
 from ..core.ops import OPS
+from ..core.reductions_table import REDUCTIONS
 from ..core.strided import View
 from ..kernels.ir import kernel_nodes
 
@@ -52,6 +59,9 @@ __all__ = [
     "blas_into_destination",
     "parent_edges",
     "blas_host",
+    "stored_reduction",
+    "worth_storing",
+    "can_hold",
 ]
 
 TRANSCENDENTAL = 4  # an exp/log/division as additions (vectorized math library)
@@ -289,3 +299,81 @@ def blas_host(node, canon: dict, parents: dict):
         elif c.kind in ("map", "cast"):
             stack.extend(c.children)
     return None
+
+
+# --- a value stored once in the result (the normalize kernel) ------------------------------
+
+# Flop-equivalents per byte written and read back while still in cache (L1/L2): a few
+# times cheaper than memory (``FLOPS_PER_BYTE``).
+CACHED_PER_BYTE = FLOPS_PER_BYTE / 4
+# The values of one output's reduced extent stay in cache between the normalize kernel's
+# two sweeps below this size (a core's share of L2); above it, they come back from memory.
+STORE_CACHE_BYTES = 1 << 18
+
+
+def worth_storing(work: float, input_bytes: int, itemsize: int, row_elements: int) -> bool:
+    """Whether ``f(E, reduce(E))`` stores ``E`` in the result while reducing it and reads
+    it back for ``f``, instead of computing ``E`` in the reduction's kernel and again in
+    the root's: that saves ``work`` and the reads of ``E``'s inputs (``input_bytes``) per
+    element, and costs a store and a load of ``itemsize`` bytes, in cache when the
+    reduced extent of one output (``row_elements``) fits."""
+    fits = row_elements * itemsize <= STORE_CACHE_BYTES
+    extra = 2 * itemsize * (CACHED_PER_BYTE if fits else FLOPS_PER_BYTE)
+    return work + input_bytes * FLOPS_PER_BYTE > extra
+
+
+def can_hold(view, dtype, value) -> bool:
+    """Whether a result (``view``: strided, not blocked, each element its own address;
+    ``dtype``) can hold ``value``'s elements exactly: the same shape and dtype."""
+    if view is not None:
+        if view.blocks is not None or view.shape != value.shape:
+            return False
+        if any(s == 0 and n > 1 for n, s in zip(view.shape, view.strides, strict=True)):
+            return False
+    return dtype == value.dtype
+
+
+def stored_reduction(root, result, key, cost_of, stop=None):
+    """``(remap, reduce)`` for the best ``E`` to store in ``root``'s result: ``root`` is
+    elementwise and reads, at its own index (through maps and casts: its spine), both
+    ``E`` (a map or cast) and ``reduce(E)`` broadcast back over the reduced dims, the
+    result (``(view or None for a fresh one, dtype)``) can hold ``E`` and
+    ``worth_storing`` says so (the largest saving when several qualify). None otherwise.
+    ``key(node)``: equal for nodes computing the same value; ``cost_of(E)``: ``(work,
+    input bytes)`` per element; ``stop(node)``: a node read as a stored value (the spine
+    ends there; it is not stored again). Visits the spine once."""
+    if root.kind not in ("map", "cast"):
+        return None
+    spine, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        spine.append(node)
+        if node.kind in ("map", "cast") and (stop is None or not stop(node)):
+            stack.extend(node.children)
+    on_spine = {key(n) for n in spine if n.kind in ("map", "cast") and n is not root}
+    best, best_saving = None, 0.0
+    for back in spine:
+        if back.kind != "remap" or back.arg.kind != "reduce":
+            continue
+        red = back.arg
+        value = red.arg
+        row = REDUCTIONS[red.op]
+        if row.index or row.kernel == "logsumexp" or key(value) not in on_spine:
+            continue
+        if (stop is not None and stop(value)) or not can_hold(*result, value):
+            continue
+        kept = [d for d in range(value.ndim) if d not in red.axes]
+        if back.shape != value.shape or back.maps != tuple((d, 0, 1) for d in kept):
+            continue
+        work, input_bytes = cost_of(value)
+        size = value.dtype.itemsize
+        extent = math.prod(value.shape[d] for d in red.axes)
+        if not worth_storing(work, input_bytes, size, extent):
+            continue
+        saving = work + input_bytes * FLOPS_PER_BYTE
+        if saving > best_saving:
+            best, best_saving = (back, red), saving
+    return best

@@ -80,9 +80,9 @@ def _new_plan(root: Node, dst: Leaf | None, key, seen: list | None = None) -> Sc
     device = _device(params, dst)
     target = None if dst is None else (dst.view, dst.dtype)
     rules = CPU_REWRITES if device.is_cpu else REWRITES
-    dag = rewrite(root, rules)
+    dag = rewrite(root, rules, target)
     record = None if seen is None else {}
-    plan = build_schedule(dag, params, target, device.has_blas, record=record)
+    plan = build_schedule(dag, params, target, device.has_blas, record=record, stores=device.is_cpu)
     if seen is not None:
         seen.append((dag, record))
     plan.device = device
@@ -117,10 +117,12 @@ def _step_dims(plan: Schedule, root: Node, dst: Leaf | None, names) -> dict | No
     nodes."""
     device = plan.device
     rules = CPU_REWRITES if device.is_cpu else REWRITES
-    dag = rewrite(root, rules)
-    record: dict = {}
     target = None if dst is None else (dst.view, dst.dtype)
-    again = build_schedule(dag, root.params, target, device.has_blas, record=record)
+    dag = rewrite(root, rules, target)
+    record: dict = {}
+    again = build_schedule(
+        dag, root.params, target, device.has_blas, record=record, stores=device.is_cpu
+    )
     if len(again.steps) != len(plan.steps):  # pragma: no cover - planning is deterministic
         return None
     return step_names(dag, record, names)

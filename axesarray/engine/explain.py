@@ -246,6 +246,11 @@ def step_names(dag, record: dict, names) -> dict:
         if reduction is not None and id(reduction.arg) in dims:
             below = dims[id(reduction.arg)]
             reduced = tuple(below[d] for d in reduction.axes)
+            if node.ndim == reduction.arg.ndim:  # a normalize kernel: its output's dims,
+                # kept ones first, then the reduced ones (``planner._Builder._normalize``)
+                axes = reduction.axes
+                mine = tuple(m for d, m in enumerate(mine) if d not in axes) + reduced
+                reduced = ()
         out[i] = (mine, reduced, None)
     return out
 

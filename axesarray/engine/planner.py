@@ -14,7 +14,11 @@ Owns the materialization rules (DESIGN §3, §5):
   temporary) says writing it once is cheaper than recomputing it; a reduction is never
   recomputed per element of its consumer (it is read from a temporary);
 - everything else fuses into one kernel: maps, casts, constants, pads and concats (guarded
-  reads whose children are shifted so every leaf reads ``offset + sum(stride * index)``).
+  reads whose children are shifted so every leaf reads ``offset + sum(stride * index)``);
+- a kernel computing ``f(E, reduce(E))`` (softmax written by hand) whose output can hold
+  ``E`` stores ``E`` there while reducing it and reads it back for ``f`` (a normalize
+  kernel, ``engine.normalize``), when ``cost.stored_reduction`` says so: ``E`` computed
+  once, not once for the reduction's kernel and once for the root's.
 
 Kernel trees hold no arrays: leaves refer to ``("param", i)`` (the i-th of the root's
 ``params``), ``("temp", t)`` or ``("dst",)``. Structurally identical subtrees over the same
@@ -36,6 +40,7 @@ from ..dag.reshape import merge_order
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
 from . import cost
+from .normalize import Normalize
 from .order import result_order
 from .schedule import CallStep, DotStep, KernelStep, Schedule
 
@@ -125,7 +130,7 @@ def make_nest(out: KLeaf, tree) -> LoopNest:
     then the reduce dims of its reduction; guard and blocked dims are pinned."""
     nodes = kernel_nodes(tree)
     red = next((n for n in nodes if n.kind == "reduce"), None)
-    shape = out.view.shape + (red.lengths if red is not None else ())
+    shape = out.view.shape + (red.lengths if red is not None and not red.stores else ())
     leaves = [n for n in nodes if n.kind == "leaf"]
     pinned = {n.dim for n in nodes if n.kind in ("pad", "concat")}
     for lf in [out] + leaves:
@@ -135,7 +140,7 @@ def make_nest(out: KLeaf, tree) -> LoopNest:
     by_size = sorted(leaves, key=lambda lf: -lf.view.size)
     return build_loop_nest(
         shape,
-        out.view.ndim,
+        red.n_out if red is not None and red.stores else out.view.ndim,
         operands,
         frozenset(pinned),
         [lf.view.strides for lf in by_size] or None,
@@ -168,9 +173,10 @@ def _shifted(tree, shape: tuple, dim: int, delta: int, length: int):
 NO_RULE = {"chunked": "a chunked leaf is lowered to dask (engine.chunked), never fused here"}
 
 
-class _Builder:
+class _Builder(Normalize):
     def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
+        self.stores = True  # normalize kernels allowed (the CPU templates have them)
         self.canon = canon  # id(node) -> canonical value; all memos are keyed by it
         self.param_index = {id(p): i for i, p in enumerate(params)}
         # Inputs are numbered among the leaf parameters (what a user calls input 0, 1...).
@@ -192,6 +198,7 @@ class _Builder:
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
+        self._store = None  # (canonical value of the remap, reduce): a normalize kernel's
         # step index -> (the node it computes, the reduction fused into it or None): what
         # explain names its loops after, without walking the DAG below each step
         self.step_nodes: dict = {}
@@ -261,6 +268,9 @@ class _Builder:
 
     def kernel(self, out: KLeaf, node: Node, why: str, order_from: int | None = None) -> None:
         """Append the kernel computing ``node`` into ``out`` (after the kernels it needs)."""
+        site = self._stored_site(out, node)
+        if site is not None:
+            return self._normalize(out, node, why, order_from, *site)
         with self._context(node):
             self._out = out
             tree = self.fuse(node, "epi")
@@ -271,15 +281,16 @@ class _Builder:
     def _context(self, node: Node):
         """Fusion state of one kernel; kernels realized while fusing get their own."""
         saved = (self._kernel, self._root, self._reduction, self._memo, self._same)
-        saved_out = self._out
+        saved_out, saved_store = self._out, self._store
         self._kernels += 1
         self._kernel, self._root = self._kernels, self.canon[id(node)]
         self._reduction, self._memo, self._same = None, {}, set()
+        self._store = None
         try:
             yield
         finally:
             self._kernel, self._root, self._reduction, self._memo, self._same = saved
-            self._out = saved_out
+            self._out, self._store = saved_out, saved_store
 
     def fuse(self, node: Node, ctx: str):
         """Kernel IR for ``node`` in context ``epi`` (the kernel's own index: a reduction
@@ -378,6 +389,8 @@ class _Builder:
         return KReduce(node.op, child, len(kept), node.dtype, lengths)
 
     def _fuse_remap(self, node, ctx):
+        if self._store is not None and ctx == "epi" and self.canon[id(node)] == self._store[0]:
+            return self._stored_reduce(node)
         arg = node.arg
         if arg.kind == "const":  # a scalar whatever its shape (a compacted contraction)
             return self.fuse(arg, ctx)
@@ -646,6 +659,7 @@ def build_schedule(
     dst: tuple[View, np.dtype] | None,
     blas: bool = True,
     record: dict | None = None,
+    stores: bool = True,
 ) -> Schedule:
     """Schedule ``dst[...] = dag`` (or a fresh result when ``dst`` is None).
 
@@ -657,7 +671,7 @@ def build_schedule(
     nodes (a value read by one node is computed where that node is), and a later pass,
     at most ``_ATTEMPTS`` in all, stores what is still computed by several kernels.
     ``record`` (explain) receives step index -> (the node that step computes, the
-    reduction node fused into it or None).
+    reduction node fused into it or None). ``stores``: normalize kernels allowed (CPU).
     """
     nodes = walk(dag)  # every pass below visits each node once, in this order
     canon = _canonical(nodes, {id(p): i for i, p in enumerate(params)})
@@ -676,7 +690,7 @@ def build_schedule(
     # BLAS results does not count: it happens at most once)
     while True:
         b = _Builder(dag, params, canon, force, blas, heavy)
-        b.dot_into, b.parents = into, parents
+        b.dot_into, b.parents, b.stores = into, parents, stores
         for node in stored_in_order(nodes, canon, force):
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):

@@ -16,14 +16,19 @@ writes them as literals, they are not run-time parameters.
   ``e / e.sum(K)`` is ``exp(x - lse)``, ``(x - m) - log(sum(exp(x - m)))`` is
   ``x - lse``, ``m + log(sum(exp(x - m)))`` is ``lse``. Two passes over ``x`` for a
   softmax instead of four kernels and a full-size temporary. CPU only (the CUDA
-  templates have no logsumexp reduction).
+  templates have no logsumexp reduction). Except where the result can hold ``e`` (by
+  hand or ``ax.softmax``'s guarded form): there the planner's normalize kernel computes
+  ``e`` once and stores it (``cost.stored_reduction``, the same test the planner makes),
+  one exp per element against the rewrite's two (one of them float64); ``rewrite``'s
+  ``dst`` says what the result is.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..dag.nodes import Cast, Const, Dot, Map, Node, Reduce, Remap, lazy, rebuild_dag
+from ..dag.nodes import Cast, Const, Dot, Map, Node, Reduce, Remap, lazy, rebuild_dag, walk
+from . import cost
 
 __all__ = ["rewrite", "REWRITES", "CPU_REWRITES"]
 
@@ -407,13 +412,49 @@ CPU_REWRITES = REWRITES + (
 )
 
 
-def rewrite(root: Node, rules: tuple = REWRITES) -> Node:
-    """``root`` with every rule applied bottom-up (shared subtrees stay shared)."""
+def _value_key(node: Node):
+    """Equal for nodes computing the same value (``_same``'s test, as a dict key)."""
+    return id(node) if lazy(node) else (node.key, tuple(map(id, node.params)))
+
+
+def _stored_softmax(root: Node, dst) -> set[int]:
+    """Ids of the nodes the ``softmax`` rule leaves alone: those reading the reduction the
+    planner's normalize kernel will store in the result (``cost.stored_reduction`` and
+    ``cost.can_hold``, the planner's own test; ``dst``: the destination's ``(view,
+    dtype)``, or None for a fresh result)."""
+    if root.kind not in ("map", "cast"):
+        return set()
+    order = walk(root)
+    work = cost.dag_work(order)
+    by_id = {id(n): n for n in order}
+
+    def cost_of(value):
+        w, _, ids = work[id(value)]
+        inputs = 0
+        if ids is not None:
+            inputs = sum(by_id[i].dtype.itemsize for i in ids if by_id[i].kind in cost.BOUNDARY)
+        return w, inputs
+
+    result = (None, root.dtype) if dst is None else dst
+    site = cost.stored_reduction(root, result, _value_key, cost_of)
+    if site is None:
+        return set()
+    back = site[0]
+    return {id(n) for n in order if n.kind == "map" and any(c is back for c in n.children)}
+
+
+def rewrite(root: Node, rules: tuple = REWRITES, dst=None) -> Node:
+    """``root`` with every rule applied bottom-up (shared subtrees stay shared). ``dst``:
+    the destination's ``(view, dtype)`` (None: a fresh result), for the ``softmax`` rule
+    (see ``_stored_softmax``)."""
+    kept = _stored_softmax(root, dst) if softmax in rules or softmax_guarded in rules else set()
 
     def apply(node: Node, kids: tuple) -> Node | None:
         if node.kind != "map" and node.kind != "reduce":
             return None
         for rule in rules:
+            if (rule is softmax or rule is softmax_guarded) and id(node) in kept:
+                continue
             out = rule(node, kids)
             if out is not None:
                 return out

@@ -345,6 +345,8 @@ def _buffered_sum(src, low, indent, d, ranges, rbase, inner, acc, acc_t, value) 
 
 def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
+    if red.stores:
+        return _normalize_kernel(low, src, loop)
     if REDUCTIONS[red.op].kernel == "logsumexp" and _rows_first(low):
         return _logsumexp_rows_kernel(low, src, loop)
     if REDUCTIONS[red.op].kernel == "logsumexp":
@@ -394,13 +396,13 @@ def _rows_first(low: Lowered) -> bool:
     return along_out and not along_red
 
 
-def _row_blocks(low: Lowered, src: _Src, loop: str) -> dict:
-    """The task loop of the rows-first templates: one task per block of up to ``ROW_BLOCK``
+def _row_blocks(low: Lowered, src: _Src, loop: str, block: int = ROW_BLOCK) -> dict:
+    """The task loop of the rows-first templates: one task per block of up to ``block``
     elements of the innermost output dim times the outer output rows; emits ``j0`` (the
     block's first element) and ``m`` (its length) and returns the operands' bases."""
     last = low.nest.n_out - 1
     outer = list(range(last))
-    blocks = f"((n{last} + {ROW_BLOCK - 1}) // {ROW_BLOCK})"
+    blocks = f"((n{last} + {block - 1}) // {block})"
     src.par_loop(1, "jo", " * ".join([f"n{d}" for d in outer] + [blocks]), loop)
     src.add(2, f"blk = jo % {blocks}")
     src.add(2, f"qr = jo // {blocks}")
@@ -408,8 +410,8 @@ def _row_blocks(low: Lowered, src: _Src, loop: str) -> dict:
     if outer:
         _decompose(src, 2, "qr", outer)
         base = _bases(src, low, 2, range(last), base, "o")
-    src.add(2, f"j0 = blk * {ROW_BLOCK}")
-    src.add(2, f"m = min({ROW_BLOCK}, n{last} - j0)")
+    src.add(2, f"j0 = blk * {block}")
+    src.add(2, f"m = min({block}, n{last} - j0)")
     return base
 
 
@@ -531,6 +533,131 @@ def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     value = body.emit(low.tree, 3, {})
     src.lines.extend(body.lines)
     src.add(3, _store(low, value, low.tree.dtype, base[0], range(last, last + 1)))
+
+
+def _read_out(low: Lowered, base: dict, inner: range) -> str:
+    """An element of the output (operand 0) read back at the current loop indices."""
+    x = f"A0[np.uint64({low.address(0, base[0], inner)})]"
+    if low.is_bf16(0):
+        return f"bf16_to_f32({x})"
+    return f"f16_to_f32({x})" if low.is_f16(0) else x
+
+
+NORMALIZE_BLOCK = 1024  # outputs per task of the rows-first normalize kernel
+
+
+def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
+    """``f(E, reduce(E))`` with ``E`` stored once (``KReduce.stores``; softmax written by
+    hand: ``e / e.sum(K)``). The index space is the output's: kept dims, then reduced dims.
+    Per task, a first sweep computes ``E`` (the user's value, in the output's dtype),
+    writes it to the output and folds it into the accumulator; a second sweep, over the
+    same elements while they are in cache, reads ``E`` back and writes ``f``. One
+    evaluation of ``E`` per element (one exp for a softmax), against two when the sum is
+    a kernel of its own.
+
+    Tasks: rows-first (``_rows_first``: the reduced dim strided, the innermost output dim
+    contiguous) a block of up to ``NORMALIZE_BLOCK`` outputs, one accumulator each, each
+    row of ``E`` written and then folded in loops of their own, vectorized across
+    outputs; else one output, where a float sum, product, max or min first writes the
+    innermost row of ``E`` (a loop with no carried value: the exp vectorizes) and then
+    folds it back with the reassociable combine."""
+    red, nest = low.reduce, low.nest
+    n_out, rank = nest.n_out, nest.rank
+    acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
+    acc_t = type_name(acc_dt)
+    init = REDUCE_INIT(red.op, acc_dt)
+    fl = red.child.dtype.kind == "f"
+    row = REDUCTIONS[red.op]
+    convert = (lambda v: f"{acc_t}({v})") if row.convert else (lambda v: v)
+    finish = (lambda a: a) if red.dtype.kind == "b" else (lambda a: f"{type_name(red.dtype)}({a})")
+    rows_first = _rows_first(low)
+
+    def compute(indent: int, b: dict, inner: range, tag: str) -> str:
+        """``E`` at the current indices, written to the output; returns its local."""
+        body = _emit_body(low, b, inner, prefix=f"{tag}_")
+        v = body.emit(red.child, indent, {})
+        src.lines.extend(body.lines)
+        src.add(indent, _store(low, v, red.child.dtype, b[0], inner))
+        return v
+
+    def finish_value(indent: int, b: dict, inner: range, tag: str) -> None:
+        """``f`` at the current indices, ``E`` read back from the output, ``r`` the
+        finished reduction."""
+        src.add(indent, f"{tag}e = {_read_out(low, b, inner)}")
+        body = _emit_body(low, b, inner, reduce_value="r", prefix=f"{tag}_")
+        value = body.emit(low.tree, indent, {id(red.child): f"{tag}e"})
+        src.lines.extend(body.lines)
+        src.add(indent, _store(low, value, low.tree.dtype, b[0], inner))
+
+    def reduce_loops(indent: int, b: dict, dims, tag: str) -> tuple[int, dict]:
+        for d in dims:
+            src.add(indent, f"for i{d} in range(n{d}):")
+            indent += 1
+            b = _bases(src, low, indent, range(d, d + 1), b, f"{tag}{d}")
+        return indent, b
+
+    if rows_first:
+        last = n_out - 1
+        inner = range(last, last + 1)
+        base = _row_blocks(low, src, loop, NORMALIZE_BLOCK)
+        src.add(2, f"acc = np.empty({NORMALIZE_BLOCK}, {acc_t})")
+        src.add(2, "for k in range(m):")
+        src.add(3, f"acc[k] = {init}")
+        indent, b = reduce_loops(2, base, range(n_out, rank), "sx")
+        src.add(indent, "for k in range(m):")
+        src.add(indent + 1, f"i{last} = j0 + k")
+        compute(indent + 1, b, inner, "s")
+        # folded in a loop of its own: with the store to the output in the same loop, LLVM
+        # cannot tell the accumulators from the output and keeps it scalar
+        src.add(indent, "for k in range(m):")
+        src.add(indent + 1, f"i{last} = j0 + k")
+        for line in _combine(red.op, "acc[k]", convert(_read_out(low, b, inner)), "0", fl):
+            src.add(indent + 1, line)
+        res_t = "np.bool_" if red.dtype.kind == "b" else type_name(red.dtype)
+        src.add(2, f"res = np.empty({NORMALIZE_BLOCK}, {res_t})")
+        src.add(2, "for k in range(m):")
+        src.add(3, f"res[k] = {finish('acc[k]')}")
+        indent, b = reduce_loops(2, base, range(n_out, rank), "nx")
+        src.add(indent, "for k in range(m):")
+        src.add(indent + 1, f"i{last} = j0 + k")
+        src.add(indent + 1, "r = res[k]")
+        finish_value(indent + 1, b, inner, "n")
+        return
+    base = {k: f"o{k}" for k in range(len(low.operands))}
+    if n_out:
+        outer = list(range(n_out))
+        src.par_loop(1, "jo", " * ".join(f"n{d}" for d in outer), loop)
+        _decompose(src, 2, "jo", outer)
+        base = _bases(src, low, 2, range(n_out), base, "o")
+    else:  # one task (a 1-D softmax): the same loop, once
+        src.par_loop(1, "jo", "1", loop)
+    src.add(2, f"acc = {init}")
+    red_dims = list(range(n_out, rank))
+    if not red_dims:  # every reduced dim has length 1
+        v = compute(2, base, range(0), "s")
+        for line in _combine(red.op, "acc", convert(v), "0", fl):
+            src.add(2, line)
+        src.add(2, f"r = {finish('acc')}")
+        finish_value(2, base, range(0), "n")
+        return
+    d = red_dims[-1]
+    inner = range(d, d + 1)
+    reassoc = row.combine_reassoc is not None and acc_t in ("np.float64", "np.float32")
+    indent, b = reduce_loops(2, base, red_dims[:-1], "sx")
+    src.add(indent, f"for i{d} in range(n{d}):")
+    v = compute(indent + 1, b, inner, "s")
+    if reassoc:  # fold the row back in a loop of its own (this one then vectorizes)
+        src.add(indent, f"for i{d} in range(n{d}):")
+        v = convert(_read_out(low, b, inner))
+        for line in _combine(red.op, "acc", v, "0", fl, True):
+            src.add(indent + 1, line)
+    else:
+        for line in _combine(red.op, "acc", convert(v), "0", fl):
+            src.add(indent + 1, line)
+    src.add(2, f"r = {finish('acc')}")
+    indent, b = reduce_loops(2, base, red_dims[:-1], "nx")
+    src.add(indent, f"for i{d} in range(n{d}):")
+    finish_value(indent + 1, b, inner, "n")
 
 
 def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: list):

@@ -7,7 +7,8 @@ A small family of frozen node classes, made only by the planner:
 - ``KMap``/``KCast``: an op of ``ops.OPS`` / a conversion;
 - ``KPad``: ``child`` where ``lo <= i[dim] < hi``, else ``value`` (a guarded read);
 - ``KConcat``: ``parts[k]`` where ``bounds[k] <= i[dim] < bounds[k+1]``;
-- ``KReduce``: accumulate ``child`` over the trailing (reduce) dims of the index space.
+- ``KReduce``: accumulate ``child`` over the trailing (reduce) dims of the index space
+  (``stores``: the normalize template, whose index space is the output's own).
 
 Every class has ``kind``, ``children`` and ``rebuild(children)``; ``reindex`` is the one
 transform of index spaces (permute, shift, broadcast are all remaps), so passes over the
@@ -37,6 +38,7 @@ __all__ = [
     "reindex",
     "kernel_nodes",
     "kernel_leaves",
+    "stored_reads",
 ]
 
 _frozen = attrs.frozen(eq=False, repr=False)  # identity equality: trees share subtrees
@@ -159,13 +161,20 @@ class KConcat:
 @_frozen
 class KReduce:
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
-    ``dtype`` is the result."""
+    ``dtype`` is the result.
+
+    ``stores``: the normalize kernel (``kernels.cpu._normalize_kernel``). The index space
+    is the output's own (kept dims, then the reduced ones); ``child`` (the value E, with
+    the output's dtype) is written to the output as it is folded, and the tree above the
+    reduction runs at every index, reading E back from the output where it names
+    ``child`` (E computed once per element, not once for the sum and once for the root)."""
 
     op: str
     child: object
     n_out: int
     dtype: np.dtype
     lengths: tuple[int, ...]
+    stores: bool = False
     kind = "reduce"
 
     @property
@@ -174,10 +183,10 @@ class KReduce:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.child.shape[: self.n_out]
+        return self.child.shape if self.stores else self.child.shape[: self.n_out]
 
     def rebuild(self, children) -> KReduce:
-        return KReduce(self.op, children[0], self.n_out, self.dtype, self.lengths)
+        return KReduce(self.op, children[0], self.n_out, self.dtype, self.lengths, self.stores)
 
 
 def reindex(node, shape: tuple[int, ...], maps: tuple, memo: dict | None = None):
@@ -194,6 +203,8 @@ def reindex(node, shape: tuple[int, ...], maps: tuple, memo: dict | None = None)
         out = KLeaf(remap_view(node.view, shape, maps), node.dtype, node.src)
     elif kind == "const":
         out = node
+    elif kind == "reduce" and node.stores:  # its child lives in the same index space
+        out = node.rebuild((reindex(node.child, shape, maps, memo),))
     elif kind == "reduce":  # pragma: no cover - reductions are realized before this
         raise TypeError("reindex: a reduction cannot be remapped")
     else:
@@ -230,3 +241,21 @@ def kernel_nodes(root) -> list:
 def kernel_leaves(root) -> list[KLeaf]:
     """Distinct leaves in order of first appearance."""
     return [n for n in kernel_nodes(root) if n.kind == "leaf"]
+
+
+def stored_reads(tree) -> frozenset:
+    """Ids of the leaves a normalize kernel's tree reads only in its first sweep, under
+    the ``KReduce(stores=True)`` (where ``E`` is computed): each is read before the output
+    is written at its index. The second sweep reads the rest of the tree, ``E`` taken
+    from the output."""
+    stored = next(x for x in kernel_nodes(tree) if x.kind == "reduce" and x.stores)
+    later: set[int] = set()
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if id(x) in later or x is stored or x is stored.child:
+            continue
+        later.add(id(x))
+        stack.extend(x.children)
+    first = kernel_nodes(stored.child)
+    return frozenset(id(x) for x in first if x.kind == "leaf" and id(x) not in later)
