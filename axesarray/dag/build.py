@@ -372,7 +372,7 @@ _F32 = np.dtype(np.float32)
 def rounded(node: Node) -> Node:
     """``node`` (float32 or wider) cast to bfloat16, marked so later ops read ``node``."""
     out = cast(node, dtypes.bfloat16())
-    if type(out) is Cast:
+    if isinstance(out, Cast):  # a lazy Cast is of a subclass (nodes._defer)
         _ROUND_ONCE.add(out)
     return out
 

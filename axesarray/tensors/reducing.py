@@ -107,7 +107,7 @@ class ReductionMethods:
         tensor: a function whose placeholder has an axis bound per call (a batch) then
         divides by the call's count (``dag.resize``)."""
         node = mean.node
-        if type(node) is not ex.Map or type(node.children[1]) is not ex.Const:
+        if not isinstance(node, ex.Map) or type(node.children[1]) is not ex.Const:
             return mean  # a bfloat16 mean (a rounding cast on top) keeps the built count
         c = node.children[1]
         fresh = ex.Const(c.value, c.dtype, c.shape)  # Consts are shared: this one is not

@@ -192,7 +192,7 @@ class Tensor(
     def __setitem__(self, key, value) -> None:
         if key is Ellipsis:  # ``self[...]`` is ``self``: straight to the checks of assign
             node = self._node
-            if type(node) is ex.Call and isinstance(node.fn, Gather):
+            if isinstance(node, ex.Call) and isinstance(node.fn, Gather):
                 index_put(self, value)  # ``x.isel(C=[0, 2])[...] = v``
                 return
             assign(self, value)
@@ -601,7 +601,7 @@ def _gathered(t: Tensor):
     ``t`` is a gather of an l-tensor by 1-D index arrays (lists, masks, 1-D index
     tensors), else None."""
     node = t._node
-    if type(node) is not ex.Call or not isinstance(node.fn, Gather):
+    if not isinstance(node, ex.Call) or not isinstance(node.fn, Gather):
         return None
     fn, src = node.fn, node.children[0]
     if type(src) is not ex.Leaf or any(len(d) != 1 for d in fn.index_dims):
