@@ -137,6 +137,13 @@ def map2(op: str, a: Node, b: Node) -> Node:
         memo = (op, _key(a), _key(b))
     except AttributeError:  # a lazy operand (a long program): nothing remembered
         memo = None
+    if a is b and memo is not None:  # ``x op x`` of a leaf: one param, a key of its own
+        same = _BUILT.get(memo + (None,))
+        if same is not None:
+            node = _new(Map)
+            node.op, node.children, node.shape, node.dtype = op, (a, a), a.shape, same[0]
+            node.key, node.params = same[1], (a,)
+            return node
     hit = _BUILT.get(memo)
     if hit is not None:
         if hit[2]:  # both are their own params (two leaves): disjoint unless the same one
@@ -161,8 +168,11 @@ def map2(op: str, a: Node, b: Node) -> Node:
     la, lb, out = hit
     if a.dtype is la and b.dtype is lb and type(a) is not Const is not type(b):
         node = Map(op, (a, b), out)
-        if memo is not None and not lazy(node) and _disjoint(a.params, b.params):
-            _remember(memo, (out, node.key, _own_param(a) and _own_param(b)))
+        if memo is not None and not lazy(node):
+            if _disjoint(a.params, b.params):
+                _remember(memo, (out, node.key, _own_param(a) and _own_param(b)))
+            elif a is b and _own_param(a):  # ``x op x``: found by map2's hit for two leaves
+                _remember(memo + (None,), (out, node.key))
         return node
     if a.dtype is not la:
         a = cast(a, la)

@@ -681,7 +681,9 @@ _NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def name_dims(node: Node, names: tuple[str, ...]) -> None:
     """Remember that ``node``'s dims are called ``names`` (for display only)."""
     old = _NAMES.get(node)
-    if old is not None and old != names:
+    if old == names:  # already known (a leaf contracted again): no weak entry to make
+        return
+    if old is not None:
         names = tuple(
             a if a == b or b in a.split("|") else f"{a}|{b}"
             for a, b in zip(old, names, strict=True)
