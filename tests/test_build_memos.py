@@ -19,7 +19,7 @@ from axesarray.engine import direct
 from axesarray.errors import AxesError
 from axesarray.tensors import tensor as tensor_module
 
-B, I, H = ax.Axis("B", 3), ax.Axis("I", 4), ax.Axis("H", 5)
+B, AI, H = ax.Axis("B", 3), ax.Axis("I", 4), ax.Axis("H", 5)
 
 
 def _t(shape_axes, dtype="float32", seed=0):
@@ -77,8 +77,8 @@ def test_lazy_nodes_of_every_kind_finish():
 
 
 def test_a_remembered_contraction_builds_the_same_dot():
-    xn, x = _t((B, I))
-    wn, w = _t((I, H), seed=1)
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
     first, again = ax.dot(x, w, over="I"), ax.dot(x, w, over="I")
     assert first.axes is again.axes and first.axes == ax.Axes([B, H])
     assert first.node.key == again.node.key and type(again.node) is Dot
@@ -92,12 +92,12 @@ def test_a_remembered_contraction_builds_the_same_dot():
 def test_contraction_memo_keys_on_dtypes_and_axes_objects():
     """The same axes with other dtypes promote as numpy does; equal axes in another Axes
     object give the same result."""
-    xn, x = _t((B, I))
-    wn, w = _t((I, H), seed=1)
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
     ax.dot(x, w, over="I")
-    x64 = ax.tensor(xn.astype("float64"), (B, I))
+    x64 = ax.tensor(xn.astype("float64"), (B, AI))
     assert ax.dot(x64, w, over="I").dtype == np.float64
-    xi = ax.tensor(np.arange(12, dtype="int32").reshape(3, 4), ax.Axes([B, I]))
+    xi = ax.tensor(np.arange(12, dtype="int32").reshape(3, 4), ax.Axes([B, AI]))
     got = ax.dot(xi, w, over="I")
     assert got.dtype == (np.arange(2, dtype="int32") @ np.ones(2, "float32")).dtype
     assert_close(got, np.arange(12, dtype="int32").reshape(3, 4) @ wn)
@@ -106,8 +106,8 @@ def test_contraction_memo_keys_on_dtypes_and_axes_objects():
 def test_contraction_errors_are_raised_after_a_remembered_success():
     """A contraction remembered for some axes still checks others: unknown names and
     mismatched lengths raise with the first build's messages."""
-    _, x = _t((B, I))
-    _, w = _t((I, H), seed=1)
+    _, x = _t((B, AI))
+    _, w = _t((AI, H), seed=1)
     ax.dot(x, w, over="I")
     with pytest.raises(AxesError, match="unknown axis 'K'"):
         ax.dot(x, w, over="K")
@@ -115,16 +115,16 @@ def test_contraction_errors_are_raised_after_a_remembered_success():
     for _ in range(2):
         with pytest.raises(AxesError, match="axis 'I' has length 4 in the left operand and 7"):
             ax.dot(x, w_bad, over="I")
-    bool_x = ax.tensor(np.ones((3, 4), bool), (B, I))
-    bool_w = ax.tensor(np.ones((4, 5), bool), (I, H))
+    bool_x = ax.tensor(np.ones((3, 4), bool), (B, AI))
+    bool_w = ax.tensor(np.ones((4, 5), bool), (AI, H))
     assert ax.dot(bool_x, bool_w, over="I").dtype == np.bool_
 
 
 def test_contraction_memo_is_bounded():
     tensor_module._CONTRACTS.clear()
-    _, x = _t((B, I))
-    for k in range(1100):
-        w = ax.tensor(np.ones((4, 1), "float32"), ax.Axes([I, ax.Axis("H", 1)]))
+    _, x = _t((B, AI))
+    for _ in range(1100):
+        w = ax.tensor(np.ones((4, 1), "float32"), ax.Axes([AI, ax.Axis("H", 1)]))
         ax.dot(x, w, over="I")
     assert 0 < len(tensor_module._CONTRACTS) <= 1024
 
@@ -135,14 +135,14 @@ def test_contraction_memo_is_bounded():
 def test_a_remembered_broadcast_gives_numpys_values_and_one_axes_object():
     dn, d = _t((B, H))
     bn, b = _t((H,), seed=2)
-    xn, x = _t((B, I), seed=3)
+    xn, x = _t((B, AI), seed=3)
     for _ in range(3):
         s, r = d + b, b + d
         assert s.axes == ax.Axes([B, H]) and r.axes == ax.Axes([B, H])
         assert_close(s, dn + bn)
         assert_close(r, bn + dn)
         u = x * b  # a union of names
-        assert u.axes == ax.Axes([B, I, H])
+        assert u.axes == ax.Axes([B, AI, H])
         assert_close(u, xn[:, :, None] * bn)
         assert_close(ax.maximum(d - b, 0), np.maximum(dn - bn, 0))
     assert (d + b).axes is (d + b).axes
@@ -151,13 +151,15 @@ def test_a_remembered_broadcast_gives_numpys_values_and_one_axes_object():
 def test_a_remembered_broadcast_follows_the_broadcast_option():
     """A union remembered under broadcast="union" is refused under "subset", and a wrong
     length is refused on every build."""
-    _, x = _t((B, I))
+    _, x = _t((B, AI))
     _, b = _t((H,), seed=2)
     x + b
-    with ax.set_options(broadcast="subset"):
-        with pytest.raises(AxesError, match="neither operand's axes contain the other's"):
-            x + b
-    assert (x + b).axes == ax.Axes([B, I, H])
+    with (
+        ax.set_options(broadcast="subset"),
+        pytest.raises(AxesError, match="neither operand's axes contain the other's"),
+    ):
+        x + b
+    assert (x + b).axes == ax.Axes([B, AI, H])
     _, wrong = _t((ax.Axis("I", 9),))
     for _ in range(2):
         with pytest.raises(AxesError, match="axis 'I' has length 4 in the left operand"):
@@ -168,12 +170,12 @@ def test_a_remembered_broadcast_follows_the_broadcast_option():
 
 
 def test_x_op_x_is_remembered_with_its_shared_param():
-    xn, x = _t((B, I))
+    xn, x = _t((B, AI))
     first, again = x + x, x + x
     rebuilt = Map("add", (x.node, x.node), first.node.dtype)
     for t in (first, again):
         assert t.node.key == rebuilt.key and t.node.params == (x.node,)
-    assert (x + x).node.key != (x + ax.tensor(xn.copy(), (B, I))).node.key
+    assert (x + x).node.key != (x + ax.tensor(xn.copy(), (B, AI))).node.key
     assert_close(x * x, xn * xn)
     assert_close(x + x, xn + xn)
 
