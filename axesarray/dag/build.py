@@ -29,7 +29,6 @@ __all__ = [
     "rounded",
     "widen",
     "BUILT",
-    "key_of",
 ]
 
 
@@ -115,12 +114,11 @@ def _disjoint(pa: tuple, pb: tuple) -> bool:
     return not pa or not pb or set(map(id, pa)).isdisjoint(map(id, pb))
 
 
-# Reads a node's key without finishing a lazy node (AttributeError then): the straight
-# paths remember keys of small nodes only.
-_key = Node.__dict__["key"].__get__
-# The Tensor operators read the memo and keys directly for their hits (a frame less per
-# operator): the layout of the memo's keys and values is the contract with them.
-BUILT, key_of = _BUILT, _key
+# The straight paths read keys as ``node.known_key``, which never finishes a lazy node
+# (AttributeError then): they remember keys of small nodes only. The Tensor operators read
+# the memo and keys directly for their hits (a frame less per operator): the layout of the
+# memo's keys and values is the contract with them.
+BUILT = _BUILT
 
 
 def _own_param(node: Node) -> bool:
@@ -134,7 +132,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
     """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
     operator users write most (a tensor op a tensor with the same axes)."""
     try:
-        memo = (op, _key(a), _key(b))
+        memo = (op, a.known_key, b.known_key)
     except AttributeError:  # a lazy operand (a long program): nothing remembered
         memo = None
     if a is b and memo is not None:  # ``x op x`` of a leaf: one param, a key of its own
@@ -186,7 +184,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
 def map1(op: str, a: Node) -> Node:
     """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
     try:
-        memo = (op, _key(a))
+        memo = (op, a.known_key)
     except AttributeError:  # a lazy operand: nothing remembered
         memo = None
     hit = _BUILT.get(memo)
@@ -215,7 +213,7 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     t = type(value)
     # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
     try:
-        memo = (op, _key(a), t, reflected, value if value else repr(value))
+        memo = (op, a.known_key, t, reflected, value if value else repr(value))
     except AttributeError:  # a lazy operand: nothing remembered
         memo = None
     hit = _BUILT.get(memo)

@@ -631,6 +631,10 @@ class Call(Node):
 
 
 _KEY = Node.__dict__["key"]
+# The key slot under a second name: reading ``node.known_key`` never finishes a lazy node
+# (its twin's ``__getattr__`` answers AttributeError for any other name), and on an eager
+# node it is a plain (specialized) slot read, where ``_KEY.__get__(node)`` is a call.
+Node.known_key = _KEY
 
 
 def _finish(root: Node) -> None:

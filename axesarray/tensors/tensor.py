@@ -471,7 +471,6 @@ def _loaded(cls, axes: Axes, node, layout) -> Tensor:
 # (its three slots set in place): an operator is then one Python frame. A miss, or
 # anything unusual, calls the builder, which does the same lookup.
 _BUILT_GET = expr_ops.BUILT.get
-_key_of = expr_ops.key_of
 _new = object.__new__
 _Map = ex.Map
 
@@ -485,7 +484,7 @@ def unary_function(op: str):
         if type(x) is Tensor and x._layout is None:  # the common case, without detours
             a = x._node
             try:
-                hit = _BUILT_GET((op, _key_of(a)))
+                hit = _BUILT_GET((op, a.known_key))
             except AttributeError:  # a lazy operand: the builder decides
                 hit = None
             if hit is None:
@@ -518,7 +517,7 @@ def _binary_operator(op: str, reflected: bool):
         ):
             a, b = self._node, o._node
             try:
-                hit = _BUILT_GET((op, _key_of(a), _key_of(b)))
+                hit = _BUILT_GET((op, a.known_key, b.known_key))
             except AttributeError:  # a lazy operand: the builder decides
                 hit = None
             # map2's hit for two distinct leaves, inline; other hits check sharing there
@@ -535,7 +534,7 @@ def _binary_operator(op: str, reflected: bool):
         if type(o) in _WEAK_TYPES and self._layout is None:
             a = self._node
             try:  # map_scalar's memo key (zeros by repr: -0.0 is not 0.0)
-                hit = _BUILT_GET((op, _key_of(a), type(o), reflected, o if o else repr(o)))
+                hit = _BUILT_GET((op, a.known_key, type(o), reflected, o if o else repr(o)))
             except AttributeError:
                 hit = None
             if hit is not None:  # map_scalar's hit, inline
