@@ -148,7 +148,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
             if a is not b:
                 node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
                 node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
-                node.key, node.params = hit[1], (a, b)
+                node.key, node.params = hit[1], node.children  # one tuple: both are (a, b)
                 return node
         else:
             pa, pb = a.params, b.params

@@ -146,7 +146,7 @@ def runner_for(root: Node, unbound: set):
     if out.view != contiguous(root.shape):
         return None
     ufunc = UFUNCS[root.op][0]
-    view, key, n, shape = out.view, out.key, out.view.size, out.view.shape
+    view, key, n, shape, dtype = out.view, out.key, out.view.size, out.view.shape, out.dtype
     floats = root.children[0].dtype.kind == "f"
     kinds = tuple(type(c) is Leaf for c in root.children)
     stats, enabled, options, quiet = STATS, ENABLED, OPTIONS, _run_quiet
@@ -167,7 +167,7 @@ def runner_for(root: Node, unbound: set):
             if unbound and (a.tag is not None or b.tag is not None):
                 return None  # maybe a placeholder with no value: evaluate checks
             da, db = a.data, b.data
-            if da.size != n or db.size != n:
+            if len(da) != n or len(db) != n:  # storage is 1-D: len is size, and cheaper
                 return None
             if floats:
                 try:
@@ -177,7 +177,7 @@ def runner_for(root: Node, unbound: set):
             else:
                 data = ufunc(da, db)
             leaf = _new(Leaf)  # Leaf.fresh's fields, inline (a frame per call counts)
-            leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, shape, data.dtype
+            leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, shape, dtype
             leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
             stats["direct"] += 1
             return leaf
@@ -191,7 +191,7 @@ def runner_for(root: Node, unbound: set):
         for c, is_leaf in zip(root.children, kinds, strict=True):
             if is_leaf:
                 d = c.data
-                if d.size != n or (unbound and c.tag is not None):
+                if len(d) != n or (unbound and c.tag is not None):
                     return None
                 args.append(d)
             else:

@@ -524,7 +524,7 @@ def _binary_operator(op: str, reflected: bool):
             if hit is not None and hit[2] and a is not b:
                 node = _new(_Map)
                 node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
-                node.key, node.params = hit[1], (a, b)
+                node.key, node.params = hit[1], node.children  # one tuple: both are (a, b)
                 t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
                 t._axes, t._node, t._layout = self._axes, node, None
                 return t
