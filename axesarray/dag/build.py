@@ -358,10 +358,29 @@ def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
     if node.dtype.kind == "V":  # bfloat16: reduce the float32 values, round the result once
         r = reduce(op, widen(node), axes)
         return rounded(r) if r.dtype.kind == "f" else r
+    try:
+        memo = (op, node.known_key, axes)
+    except AttributeError:  # a lazy operand: nothing remembered
+        memo = None
+    hit = _REDUCED.get(memo)
+    if hit is not None:  # as map1: the child's key fixes dtype, shape and the result key
+        r = _new(Reduce)
+        r.op, r.children, r.axes, r.shape, r.dtype = op, (node,), hit[0], hit[1], hit[2]
+        r.key, r.params = hit[3], node.params
+        return r
     out = dtypes.reduce_dtype(op, node.dtype)
-    if REDUCTIONS[op].convert:
-        node = cast(node, out)
-    return Reduce(op, node, tuple(sorted(axes)), out)
+    arg = cast(node, out) if REDUCTIONS[op].convert else node
+    r = Reduce(op, arg, tuple(sorted(axes)), out)
+    if memo is not None and arg is node and not lazy(r):
+        if len(_REDUCED) >= _MEMO_MAX:
+            _REDUCED.clear()
+        _REDUCED[memo] = (r.axes, r.shape, out, r.key)
+    return r
+
+
+# Reductions built without a cast, by (op, child key, axes): -> (sorted axes, shape,
+# dtype, key), as ``_BUILT`` for Maps. Bounded.
+_REDUCED: dict = {}
 
 
 # --- bfloat16: storage only, float32 arithmetic ------------------------------------------

@@ -205,7 +205,7 @@ KINDS = (
 class Node:
     """Base of all nodes: shape (positional), dtype, children, structural key, params."""
 
-    __slots__ = ("shape", "dtype", "children", "key", "params", "__weakref__")
+    __slots__ = ("shape", "dtype", "children", "key", "params", "dim_names", "__weakref__")
     kind = "node"
 
     @property
@@ -672,32 +672,32 @@ def _finish(root: Node) -> None:
 # --- traversal -------------------------------------------------------------------------------
 
 
-# --- the name map beside the DAG ----------------------------------------------------------
+# --- the names beside the DAG ----------------------------------------------------------
 # Nodes are positional (hash-consing needs that), so a reduced or contracted dim loses its
 # name in the DAG. The ops that drop names (reductions, dot) remember the names of the node
-# they consume here, weakly (a node that dies takes its names with it). Display code derives
-# every other node's names from its root's and these (``dag.text.inputs``); a node given
-# two different names for one dim keeps both, joined by "|" (a true collision).
-
-_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# they consume in its ``dim_names`` slot (set only then; it dies with the node, and is no
+# part of its key). Display code derives every other node's names from its root's and
+# these (``dag.text.inputs``); a node given two different names for one dim keeps both,
+# joined by "|" (a true collision). A slot, not a weak dictionary: a reduction rebuilt
+# each call names a new node each time, and a weak entry costs ~1.5 us to make.
 
 
 def name_dims(node: Node, names: tuple[str, ...]) -> None:
     """Remember that ``node``'s dims are called ``names`` (for display only)."""
-    old = _NAMES.get(node)
-    if old == names:  # already known (a leaf contracted again): no weak entry to make
+    old = getattr(node, "dim_names", None)
+    if old == names:  # already known (a leaf contracted again)
         return
     if old is not None:
         names = tuple(
             a if a == b or b in a.split("|") else f"{a}|{b}"
             for a, b in zip(old, names, strict=True)
         )
-    _NAMES[node] = tuple(names)
+    node.dim_names = tuple(names)
 
 
 def known_names(node: Node) -> tuple[str, ...] | None:
     """The names some op remembered for ``node``'s dims, or None."""
-    return _NAMES.get(node)
+    return getattr(node, "dim_names", None)
 
 
 def walk(root: Node, edges=None) -> list[Node]:
@@ -733,8 +733,8 @@ def rebuild_dag(root: Node, fn) -> Node:
             changed = any(k is not c for k, c in zip(kids, node.children, strict=True))
             new = node.rebuild(kids) if changed else node
         if new is not node and new.shape == node.shape:  # the rewritten value keeps its names
-            names = _NAMES.get(node)
-            if names is not None and new not in _NAMES:
-                _NAMES[new] = names
+            names = getattr(node, "dim_names", None)
+            if names is not None and getattr(new, "dim_names", None) is None:
+                new.dim_names = names
         done[id(node)] = new
     return done[id(root)]

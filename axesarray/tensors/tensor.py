@@ -101,14 +101,13 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
             if b._layout is not None:
                 return None
             x, y = a._node, b._node
-            if a._axes is b._axes or a._axes == b._axes:
+            if a._axes is b._axes:
                 axes = a._axes
-            else:  # broadcast by name: the result's axes and each operand's view, remembered
+            else:  # by name (equal, or broadcast): result axes and operand views, remembered
                 hit = _PAIRS.get((id(a._axes), id(b._axes), OPTIONS["broadcast"]))
                 if hit is None or hit[0] is not a._axes or hit[1] is not b._axes:
                     hit = _pair(a._axes, b._axes, name)
-                axes, ma, mb = hit[2], hit[3], hit[4]
-                shape = axes.shape
+                axes, ma, mb, shape = hit[2], hit[3], hit[4], hit[5]
                 if ma is not None:
                     x = expr_views.remap(x, shape, ma)
                 if mb is not None:
@@ -131,7 +130,8 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
 
 # Broadcasts of two tensors' axes, by the ids of the two Axes objects and the broadcast
 # option (the entry keeps both alive and is checked by identity): (left axes, right axes,
-# result axes, left remap maps, right maps; None where an operand's axes are the result's).
+# result axes, left remap maps, right maps (None where an operand's axes are the result's),
+# result shape).
 # ``broadcast_axes`` and ``align`` ran once for the pair, so their errors were raised then.
 _PAIRS: dict = {}
 
@@ -142,7 +142,7 @@ def _pair(a_axes: Axes, b_axes: Axes, name: str) -> tuple:
         None if v == axes else tuple((axes.index(x.name, name), 0, 1) for x in v)
         for v in (a_axes, b_axes)
     ]
-    hit = (a_axes, b_axes, axes, maps[0], maps[1])
+    hit = (a_axes, b_axes, axes, maps[0], maps[1], axes.shape)
     if len(_PAIRS) >= 1024:
         _PAIRS.clear()
     _PAIRS[(id(a_axes), id(b_axes), OPTIONS["broadcast"])] = hit
