@@ -225,6 +225,32 @@ def bench_object_model(table: Rows, batches: int) -> None:
             "object model, (a+b).eval() 1e3 float32", k, t, f"{t / times['numpy a+b']:.2f}x numpy"
         )
 
+    class Plain:
+        __slots__ = ("a", "b")
+
+    class Hooked(Plain):  # a __getattr__ hook that is never called (both slots are set)
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
+    def reads(obj):
+        def run():
+            for _ in range(100):
+                obj.a, obj.b, obj.a, obj.b, obj.a, obj.b, obj.a, obj.b, obj.a, obj.b  # noqa: B018
+
+        return run
+
+    objs = []
+    for cls in (Plain, Hooked):
+        o = cls()
+        o.a = o.b = 1
+        objs.append(o)
+    times = per_call({"slot read": reads(objs[0]), "the same, __getattr__ defined": reads(objs[1])},
+                     batches)  # fmt: skip
+    for k, t in times.items():  # 1000 reads per call
+        table.add("attribute read (CPython specializes none with the hook)", k, t / 1000)
+
 
 def bench_build(table: Rows, batches: int) -> None:
     """Building (not evaluating) the ops of the MLP workload (bench_workloads.py "MLP"):

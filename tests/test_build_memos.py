@@ -224,3 +224,40 @@ def test_the_direct_path_from_several_threads():
         for s, p in zip(sums, products, strict=True):
             np.testing.assert_array_equal(s, an + an)
             np.testing.assert_array_equal(p, an * an)
+
+
+# --- reductions ---------------------------------------------------------------------------
+
+
+def test_remembered_reductions_give_numpys_values_and_keys():
+    xn, x = _t((B, AI))
+    for _ in range(3):
+        for names, axis in ((None, None), ("I", 1), ("B", 0), ("B I", (0, 1))):
+            assert_close(x.sum(names), xn.sum(axis=axis))
+            assert_close(x.mean(names), xn.mean(axis=axis))
+            assert_close(x.max(names, keepdims=True), xn.max(axis=axis, keepdims=True))
+        assert (x * 2).sum("I").node.key == (x * 2).sum("I").node.key
+    i8 = ax.tensor(np.arange(12, dtype="int8").reshape(3, 4), (B, AI))
+    for _ in range(2):  # a reduction with a cast below it (sum of int8 is int64)
+        got = i8.sum("I")
+        assert got.dtype == np.int64
+        assert_close(got, np.arange(12, dtype="int8").reshape(3, 4).sum(axis=1))
+
+
+def test_reduction_errors_after_a_remembered_success():
+    _, x = _t((B, AI))
+    x.max("I")
+    with pytest.raises(AxesError, match="unknown axis 'K'"):
+        x.max("K")
+    empty = ax.tensor(np.zeros((3, 0), "float32"), (B, ax.Axis("I", 0)))
+    empty.sum("I")
+    for _ in range(2):
+        with pytest.raises(AxesError, match="cannot reduce over an empty axis"):
+            empty.max("I")
+
+
+def test_reduced_dims_keep_their_names_in_explain():
+    _, x = _t((B, AI))
+    for _ in range(2):
+        text = str(ax.explain((x * 2).sum("I")))
+        assert "I" in text and "r0" not in text
