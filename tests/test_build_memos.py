@@ -17,7 +17,7 @@ from axesarray.dag import nodes
 from axesarray.dag.nodes import Dot, Map
 from axesarray.engine import direct
 from axesarray.errors import AxesError
-from axesarray.tensors import tensor as tensor_module
+from axesarray.tensors import structures
 
 B, AI, H = ax.Axis("B", 3), ax.Axis("I", 4), ax.Axis("H", 5)
 
@@ -121,12 +121,12 @@ def test_contraction_errors_are_raised_after_a_remembered_success():
 
 
 def test_contraction_memo_is_bounded():
-    tensor_module._CONTRACTS.clear()
+    structures._CONTRACTS.clear()
     _, x = _t((B, AI))
     for _ in range(1100):
         w = ax.tensor(np.ones((4, 1), "float32"), ax.Axes([AI, ax.Axis("H", 1)]))
         ax.dot(x, w, over="I")
-    assert 0 < len(tensor_module._CONTRACTS) <= 1024
+    assert 0 < len(structures._CONTRACTS) <= 1024
 
 
 # --- broadcasts ---------------------------------------------------------------------------

@@ -83,6 +83,7 @@ ORDER = [
     "autograd.program",
     "autograd",
     "tensors.base",
+    "tensors.structures",
     "tensors.calls",
     "tensors.indexing",
     "tensors.reducing",

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import engine
 from ..core.axes import Axes, Axis, broadcast_axes
-from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak, ufunc_dtypes
+from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from ..core.ops import OPS
 from ..core.strided import contiguous
 from ..dag import build as expr_ops
@@ -38,6 +38,7 @@ from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
 from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
 from .reducing import ReductionMethods
+from .structures import PAIRS, contraction, pair
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align", "unary_function"]
 
@@ -81,10 +82,9 @@ _WEAK_TYPES = (int, float, bool)
 
 def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
     """The common cases without layouts: one tensor, two tensors (equal axes, or axes
-    broadcast as remembered by ``_pair``), or a tensor and a Python scalar. None sends
-    the call to the general path. Under the op's own name the builder's straight lines
-    (``map1``, ``map2``, ``map_scalar``) remember structures; another name (``setitem``)
-    goes through ``map_op``, whose errors carry it."""
+    broadcast as ``structures.PAIRS`` remembers), or a tensor and a Python scalar; None:
+    the general path. Under the op's own name the builder's straight lines remember
+    structures; another name (``setitem``) takes ``map_op``, whose errors carry it."""
     a = operands[0]
     own = name == op
     if len(operands) == 1:
@@ -94,19 +94,15 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
             return Tensor(a._axes, node)
         return None
     b = operands[1]
-    if type(a) is Tensor:
-        if a._layout is not None:
-            return None
-        if type(b) is Tensor:
-            if b._layout is not None:
-                return None
+    if type(a) is Tensor and a._layout is None:
+        if type(b) is Tensor and b._layout is None:
             x, y = a._node, b._node
             if a._axes is b._axes:
                 axes = a._axes
             else:  # by name (equal, or broadcast): result axes and operand views, remembered
-                hit = _PAIRS.get((id(a._axes), id(b._axes), OPTIONS["broadcast"]))
+                hit = PAIRS.get((id(a._axes), id(b._axes), OPTIONS["broadcast"]))
                 if hit is None or hit[0] is not a._axes or hit[1] is not b._axes:
-                    hit = _pair(a._axes, b._axes, name)
+                    hit = pair(a._axes, b._axes, name)
                 axes, ma, mb, shape = hit[2], hit[3], hit[4], hit[5]
                 if ma is not None:
                     x = expr_views.remap(x, shape, ma)
@@ -116,37 +112,13 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
             return Tensor(axes, node)
         if type(b) in _WEAK_TYPES:
             x = a._node
-            if own:
-                return Tensor(a._axes, expr_ops.map_scalar(op, x, b, False))
-            return Tensor(a._axes, expr_ops.map_op(op, (x, b), x.shape, name))
-        return None
-    if type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
+            node = expr_ops.map_scalar(op, x, b, False) if own else None
+            return Tensor(a._axes, node or expr_ops.map_op(op, (x, b), x.shape, name))
+    elif type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
         y = b._node
-        if own:
-            return Tensor(b._axes, expr_ops.map_scalar(op, y, a, True))
-        return Tensor(b._axes, expr_ops.map_op(op, (a, y), y.shape, name))
+        node = expr_ops.map_scalar(op, y, a, True) if own else None
+        return Tensor(b._axes, node or expr_ops.map_op(op, (a, y), y.shape, name))
     return None
-
-
-# Broadcasts of two tensors' axes, by the ids of the two Axes objects and the broadcast
-# option (the entry keeps both alive and is checked by identity): (left axes, right axes,
-# result axes, left remap maps, right maps (None where an operand's axes are the result's),
-# result shape).
-# ``broadcast_axes`` and ``align`` ran once for the pair, so their errors were raised then.
-_PAIRS: dict = {}
-
-
-def _pair(a_axes: Axes, b_axes: Axes, name: str) -> tuple:
-    axes = broadcast_axes(a_axes, b_axes, op=name)
-    maps = [
-        None if v == axes else tuple((axes.index(x.name, name), 0, 1) for x in v)
-        for v in (a_axes, b_axes)
-    ]
-    hit = (a_axes, b_axes, axes, maps[0], maps[1], axes.shape)
-    if len(_PAIRS) >= 1024:
-        _PAIRS.clear()
-    _PAIRS[(id(a_axes), id(b_axes), OPTIONS["broadcast"])] = hit
-    return hit
 
 
 def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
@@ -586,51 +558,11 @@ def _operators(cls) -> None:
 _operators(Tensor)
 
 
-# ``contract``'s checked structure per (axes of a, axes of b, contracted names, dtypes),
-# by the ids of the two Axes objects, which the entry keeps alive and checks by identity
-# (a program rebuilt each call passes the same tensors, so the same Axes objects): a hit
-# skips the name checks and label arithmetic (~20 us -> ~1 us). Bounded.
-_CONTRACTS: dict = {}
-
-
-def _contraction(a_axes: Axes, b_axes: Axes, over_names: tuple, dtypes: tuple, op: str):
-    """The structure of ``contract``, checked (raising on bad names or lengths first)."""
-    for name in over_names:
-        a_axes.index(name, op)
-        b_axes.index(name, op)
-    broadcast_axes(a_axes, b_axes, op=op, mode="union")  # same-name lengths must agree
-    out_axes = Axes(
-        [x for x in a_axes if x.name not in over_names]
-        + [x for x in b_axes if x.name not in over_names and x.name not in a_axes]
-    )
-    a_names, b_names = a_axes.names, b_axes.names
-    label = {n: i for i, n in enumerate(dict.fromkeys(a_names + b_names))}
-    loop = ufunc_dtypes("matmul", dtypes, op)
-    return (
-        a_axes,
-        b_axes,
-        out_axes,
-        a_names,
-        b_names,
-        tuple(label[n] for n in a_names),
-        tuple(label[n] for n in b_names),
-        tuple(label[x.name] for x in out_axes),
-        out_axes.shape,
-        loop,
-    )
-
-
 def contract(a: Tensor, b: Tensor, over_names: tuple, op: str) -> Tensor:
     """``ax.dot``: contract ``over_names``; other shared axes batch. The result has ``a``'s
     remaining axes followed by ``b``'s new ones."""
-    a_axes, b_axes, an, bn = a._axes, b._axes, a._node, b._node
-    memo = (id(a_axes), id(b_axes), over_names, an.dtype, bn.dtype)
-    hit = _CONTRACTS.get(memo)
-    if hit is None or hit[0] is not a_axes or hit[1] is not b_axes:
-        hit = _contraction(a_axes, b_axes, over_names, (an.dtype, bn.dtype), op)
-        if len(_CONTRACTS) >= 1024:
-            _CONTRACTS.clear()
-        _CONTRACTS[memo] = hit
+    an, bn = a._node, b._node
+    hit = contraction(a._axes, b._axes, over_names, an.dtype, bn.dtype, op)
     _, _, out_axes, a_names, b_names, a_labels, b_labels, out_labels, shape, loop = hit
     ca, cb = expr_ops.cast(an, loop[0]), expr_ops.cast(bn, loop[1])
     ex.name_dims(ca, a_names)  # the contracted dims keep their names (display)
