@@ -262,8 +262,13 @@ def bench_build(table: Rows, batches: int) -> None:
     b1 = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
     d = ax.dot(x, w1, over="I")
     s = d + b1
+    from bench_workloads import MlpStep
+
+    mlp, mlp_sum = MlpStep(256, 512, 1024, 256), MlpStep(256, 512, 1024, 256, how="sum")
     times = per_call(
         {
+            "the MLP program (dot), all its ops": lambda: list(mlp.ax_program()),
+            "the MLP program (x * w).sum(name)": lambda: list(mlp_sum.ax_program()),
             'ax.dot(x, w1, over="I")': lambda: ax.dot(x, w1, over="I"),
             '(x * w1).sum("I")': lambda: (x * w1).sum("I"),
             "d + b1 (d a dot, b1 broadcast)": lambda: d + b1,
