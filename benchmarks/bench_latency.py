@@ -115,14 +115,24 @@ def bench_small(table: Rows, batches: int) -> None:
 def bench_object_model(table: Rows, batches: int) -> None:
     """What ``(a + b).eval()`` could cost under two object models (docs/design.md, "Per-call
     overhead"): prototypes of the Python objects each model creates per call, the numpy
-    ufunc doing the work in both, next to the library and numpy in the same run. They
-    measure the models' floors, not the library."""
+    ufunc doing the work in all (in a context whose errstate ignores, as
+    ``engine.direct`` runs it), next to the library and numpy in the same run. They
+    measure the models' floors, not the library. The lazy variant is one object per value
+    whose missing parts are made on first read by ``__getattr__``, the way a Tensor could
+    carry its node lazily: on CPython 3.11 a class with ``__getattr__`` has no specialized
+    attribute reads, so every read of the value's fields pays for it."""
+    import contextvars
+
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
 
     from axesarray.dag.nodes import Leaf, Map
     from axesarray.tensors.tensor import Tensor
 
-    ignore, new = _make_extobj(all="ignore"), object.__new__
+    context = contextvars.copy_context()  # errstate "ignore" in it, as engine.direct does
+    context.run(_extobj_contextvar.set, _make_extobj(all="ignore"))
+    quiet = context.run
+
+    new = object.__new__
     rng = np.random.default_rng(3)
     an, bn = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
     a, b = ax.tensor(an, "I"), ax.tensor(bn, "I")
@@ -151,9 +161,7 @@ def bench_object_model(table: Rows, batches: int) -> None:
             node = self._node
             ufunc = runs.get(node.key)
             x, y = node.children
-            token = _extobj_contextvar.set(ignore)
-            data = ufunc(x.data, y.data)
-            _extobj_contextvar.reset(token)
+            data = quiet(ufunc, x.data, y.data)
             leaf = new(Leaf)
             leaf.data, leaf.view, leaf.shape, leaf.dtype = data, view, shape, data.dtype
             leaf.writeable, leaf.origin, leaf.tag, leaf.key = True, None, None, key
@@ -173,25 +181,35 @@ def bench_object_model(table: Rows, batches: int) -> None:
         def __add__(self, o):
             e = new(Lazy)
             e.op, e.args, e.axes = np.add, (self, o), self.axes
-            v = new(Value)
+            v = new(type(self))
             v.axes, v.array, v.lazy = self.axes, None, e
             return v
 
         def eval(self):
             e = self.lazy
             x, y = e.args
-            token = _extobj_contextvar.set(ignore)
-            data = e.op(x.array, y.array)
-            _extobj_contextvar.reset(token)
-            v = new(Value)
+            data = quiet(e.op, x.array, y.array)
+            v = new(type(self))
             v.axes, v.array, v.lazy = self.axes, data, None
             return v
 
+    class LazyValue(Value):
+        """``Value`` with a ``__getattr__`` hook (never reached here: every slot is set)."""
+
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
     ta, tb = Today(a.axes, a.node), Today(b.axes, b.node)
-    va, vb = new(Value), new(Value)
-    va.axes, va.array, va.lazy = a.axes, an, None
-    vb.axes, vb.array, vb.lazy = b.axes, bn, None
-    for got in ((ta + tb).eval().numpy(), (va + vb).eval().array):
+    values = []
+    for cls in (Value, LazyValue):
+        va, vb = new(cls), new(cls)
+        va.axes, va.array, va.lazy = a.axes, an, None
+        vb.axes, vb.array, vb.lazy = b.axes, bn, None
+        values.append((va, vb))
+    (va, vb), (la, lb) = values
+    for got in ((ta + tb).eval().numpy(), (va + vb).eval().array, (la + lb).eval().array):
         np.testing.assert_array_equal(got, an + bn)
     times = per_call(
         {
@@ -199,6 +217,7 @@ def bench_object_model(table: Rows, batches: int) -> None:
             "ax (a+b).eval(), the library": lambda: (a + b).eval(),
             "floor of today's objects": lambda: (ta + tb).eval(),
             "floor of one object per value": lambda: (va + vb).eval(),
+            "the same, lazy (__getattr__)": lambda: (la + lb).eval(),
         },
         batches,
     )
@@ -206,6 +225,64 @@ def bench_object_model(table: Rows, batches: int) -> None:
         table.add(
             "object model, (a+b).eval() 1e3 float32", k, t, f"{t / times['numpy a+b']:.2f}x numpy"
         )
+
+    class Plain:
+        __slots__ = ("a", "b")
+
+    class Hooked(Plain):  # a __getattr__ hook that is never called (both slots are set)
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
+    def reads(obj):
+        def run():
+            for _ in range(100):
+                obj.a, obj.b, obj.a, obj.b, obj.a, obj.b, obj.a, obj.b, obj.a, obj.b  # noqa: B018
+
+        return run
+
+    objs = []
+    for cls in (Plain, Hooked):
+        o = cls()
+        o.a = o.b = 1
+        objs.append(o)
+    times = per_call({"slot read": reads(objs[0]), "the same, __getattr__ defined": reads(objs[1])},
+                     batches)  # fmt: skip
+    for k, t in times.items():  # 1000 reads per call
+        table.add("attribute read (CPython specializes none with the hook)", k, t / 1000)
+
+
+def bench_build(table: Rows, batches: int) -> None:
+    """Building (not evaluating) the ops of the MLP workload (bench_workloads.py "MLP"):
+    a contraction, a broadcast add to its result, a reduction, and an op on leaves, with
+    its shapes: x (256, 512) "B I", w1 (512, 1024) "I H", b1 (1024,) "H"."""
+    rng = np.random.default_rng(8)
+    x = ax.tensor(rng.standard_normal((256, 512)).astype(np.float32), "B I")
+    w1 = ax.tensor(rng.standard_normal((512, 1024)).astype(np.float32), "I H")
+    b1 = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
+    d = ax.dot(x, w1, over="I")
+    s = d + b1
+    from bench_workloads import MlpStep
+
+    mlp, mlp_sum = MlpStep(256, 512, 1024, 256), MlpStep(256, 512, 1024, 256, how="sum")
+    times = per_call(
+        {
+            "the MLP program (dot), all its ops": lambda: list(mlp.ax_program()),
+            "the MLP program (x * w).sum(name)": lambda: list(mlp_sum.ax_program()),
+            'ax.dot(x, w1, over="I")': lambda: ax.dot(x, w1, over="I"),
+            '(x * w1).sum("I")': lambda: (x * w1).sum("I"),
+            "d + b1 (d a dot, b1 broadcast)": lambda: d + b1,
+            "ax.maximum(s, 0)": lambda: ax.maximum(s, 0),
+            "s.mean()": lambda: s.mean(),
+            "x + x": lambda: x + x,
+            "x + w1 (a broadcast of leaves)": lambda: x + w1,
+        },
+        batches,
+        size=10,
+    )
+    for k, t in times.items():
+        table.add("building MLP ops (no evaluation), per call", k, t)
 
 
 _CHAIN = textwrap.dedent(
@@ -467,6 +544,7 @@ def main(argv=None) -> None:
     table = Rows("Latency (per-call rows: best of round-robin batches of 50 calls)")
     bench_small(table, 5 if args.quick else 200)
     bench_object_model(table, 5 if args.quick else 200)
+    bench_build(table, 5 if args.quick else 100)
     if args.small:
         table.show()
         return

@@ -84,6 +84,7 @@ ORDER = [
     "autograd.program",
     "autograd",
     "tensors.base",
+    "tensors.structures",
     "tensors.calls",
     "tensors.indexing",
     "tensors.reducing",

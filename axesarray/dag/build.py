@@ -29,7 +29,6 @@ __all__ = [
     "rounded",
     "widen",
     "BUILT",
-    "key_of",
 ]
 
 
@@ -115,12 +114,11 @@ def _disjoint(pa: tuple, pb: tuple) -> bool:
     return not pa or not pb or set(map(id, pa)).isdisjoint(map(id, pb))
 
 
-# Reads a node's key without finishing a lazy node (AttributeError then): the straight
-# paths remember keys of small nodes only.
-_key = Node.__dict__["key"].__get__
-# The Tensor operators read the memo and keys directly for their hits (a frame less per
-# operator): the layout of the memo's keys and values is the contract with them.
-BUILT, key_of = _BUILT, _key
+# The straight paths read keys as ``node.known_key``, which never finishes a lazy node
+# (AttributeError then): they remember keys of small nodes only. The Tensor operators read
+# the memo and keys directly for their hits (a frame less per operator): the layout of the
+# memo's keys and values is the contract with them.
+BUILT = _BUILT
 
 
 def _own_param(node: Node) -> bool:
@@ -134,16 +132,23 @@ def map2(op: str, a: Node, b: Node) -> Node:
     """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
     operator users write most (a tensor op a tensor with the same axes)."""
     try:
-        memo = (op, _key(a), _key(b))
+        memo = (op, a.known_key, b.known_key)
     except AttributeError:  # a lazy operand (a long program): nothing remembered
         memo = None
+    if a is b and memo is not None:  # ``x op x`` of a leaf: one param, a key of its own
+        same = _BUILT.get(memo + (None,))
+        if same is not None:
+            node = _new(Map)
+            node.op, node.children, node.shape, node.dtype = op, (a, a), a.shape, same[0]
+            node.key, node.params = same[1], (a,)
+            return node
     hit = _BUILT.get(memo)
     if hit is not None:
         if hit[2]:  # both are their own params (two leaves): disjoint unless the same one
             if a is not b:
                 node = _new(Map)  # no __init__: its six fields, known (a frame per operator counts)
                 node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
-                node.key, node.params = hit[1], (a, b)
+                node.key, node.params = hit[1], node.children  # one tuple: both are (a, b)
                 return node
         else:
             pa, pb = a.params, b.params
@@ -161,8 +166,11 @@ def map2(op: str, a: Node, b: Node) -> Node:
     la, lb, out = hit
     if a.dtype is la and b.dtype is lb and type(a) is not Const is not type(b):
         node = Map(op, (a, b), out)
-        if memo is not None and not lazy(node) and _disjoint(a.params, b.params):
-            _remember(memo, (out, node.key, _own_param(a) and _own_param(b)))
+        if memo is not None and not lazy(node):
+            if _disjoint(a.params, b.params):
+                _remember(memo, (out, node.key, _own_param(a) and _own_param(b)))
+            elif a is b and _own_param(a):  # ``x op x``: found by map2's hit for two leaves
+                _remember(memo + (None,), (out, node.key))
         return node
     if a.dtype is not la:
         a = cast(a, la)
@@ -176,7 +184,7 @@ def map2(op: str, a: Node, b: Node) -> Node:
 def map1(op: str, a: Node) -> Node:
     """``op(a)`` for a node: ``map_op``'s straight line for unary functions."""
     try:
-        memo = (op, _key(a))
+        memo = (op, a.known_key)
     except AttributeError:  # a lazy operand: nothing remembered
         memo = None
     hit = _BUILT.get(memo)
@@ -205,7 +213,7 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
     t = type(value)
     # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
     try:
-        memo = (op, _key(a), t, reflected, value if value else repr(value))
+        memo = (op, a.known_key, t, reflected, value if value else repr(value))
     except AttributeError:  # a lazy operand: nothing remembered
         memo = None
     hit = _BUILT.get(memo)
@@ -350,10 +358,29 @@ def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
     if node.dtype.kind == "V":  # bfloat16: reduce the float32 values, round the result once
         r = reduce(op, widen(node), axes)
         return rounded(r) if r.dtype.kind == "f" else r
+    try:
+        memo = (op, node.known_key, axes)
+    except AttributeError:  # a lazy operand: nothing remembered
+        memo = None
+    hit = _REDUCED.get(memo)
+    if hit is not None:  # as map1: the child's key fixes dtype, shape and the result key
+        r = _new(Reduce)
+        r.op, r.children, r.axes, r.shape, r.dtype = op, (node,), hit[0], hit[1], hit[2]
+        r.key, r.params = hit[3], node.params
+        return r
     out = dtypes.reduce_dtype(op, node.dtype)
-    if REDUCTIONS[op].convert:
-        node = cast(node, out)
-    return Reduce(op, node, tuple(sorted(axes)), out)
+    arg = cast(node, out) if REDUCTIONS[op].convert else node
+    r = Reduce(op, arg, tuple(sorted(axes)), out)
+    if memo is not None and arg is node and not lazy(r):
+        if len(_REDUCED) >= _MEMO_MAX:
+            _REDUCED.clear()
+        _REDUCED[memo] = (r.axes, r.shape, out, r.key)
+    return r
+
+
+# Reductions built without a cast, by (op, child key, axes): -> (sorted axes, shape,
+# dtype, key), as ``_BUILT`` for Maps. Bounded.
+_REDUCED: dict = {}
 
 
 # --- bfloat16: storage only, float32 arithmetic ------------------------------------------
@@ -372,7 +399,7 @@ _F32 = np.dtype(np.float32)
 def rounded(node: Node) -> Node:
     """``node`` (float32 or wider) cast to bfloat16, marked so later ops read ``node``."""
     out = cast(node, dtypes.bfloat16())
-    if type(out) is Cast:
+    if isinstance(out, Cast):  # a lazy Cast is of a subclass (nodes._defer)
         _ROUND_ONCE.add(out)
     return out
 

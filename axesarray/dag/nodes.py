@@ -88,6 +88,19 @@ LAZY_PARAMS = 64
 _KEY = None  # Node.key's slot descriptor (set below): reads a key without finishing a node
 
 
+def _lazy_getattr(node, name):
+    # Only reached on a lazy twin when a slot is unset: its key or params.
+    if name == "key" or name == "params":
+        _finish(node)
+        return object.__getattribute__(node, name)
+    raise AttributeError(name)
+
+
+def _defer(node) -> None:
+    """Make ``node`` lazy: its key and params are found when first read (``_finish``)."""
+    node.__class__ = type(node)._lazy
+
+
 def lazy(node) -> bool:
     """Whether ``node``'s key and params are not computed yet (see ``LAZY_PARAMS``)."""
     try:
@@ -192,7 +205,7 @@ KINDS = (
 class Node:
     """Base of all nodes: shape (positional), dtype, children, structural key, params."""
 
-    __slots__ = ("shape", "dtype", "children", "key", "params", "__weakref__")
+    __slots__ = ("shape", "dtype", "children", "key", "params", "dim_names", "__weakref__")
     kind = "node"
 
     @property
@@ -211,12 +224,25 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.dtype} {self.shape}>"
 
-    def __getattr__(self, name):
-        # Only reached when a slot is unset: the key or params of a lazy node.
-        if name == "key" or name == "params":
-            _finish(self)
-            return object.__getattribute__(self, name)
-        raise AttributeError(name)
+    def __init_subclass__(cls, **kwargs):
+        # Each kind gets a lazy twin (the same class plus ``__getattr__``), the class of
+        # its lazy nodes until ``_finish`` turns them back. Only the twin has the hook: on
+        # a class with ``__getattr__`` every attribute read is a generic lookup (CPython
+        # specializes no attribute access of such a class: ~45 ns a read, not ~15).
+        super().__init_subclass__(**kwargs)
+        if "_eager" in cls.__dict__:
+            return
+        cls._lazy = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__slots__": (),
+                "__getattr__": _lazy_getattr,
+                "_eager": cls,
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+            },
+        )
 
     def own(self) -> tuple:
         """This node's structure without its children (what its key adds to theirs)."""
@@ -396,6 +422,8 @@ class Map(Node):
         made = _combine(("M", op, dtype.char), args)
         if made is not None:
             self.key, self.params = made
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("M", self.op, self.dtype.char)
@@ -416,6 +444,8 @@ class Cast(Node):
         self.dtype = dtype
         if not _lazy_over(self.children):
             self.key, self.params = _intern(("C", dtype.char, arg.key)), arg.params
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("C", self.dtype.char)
@@ -441,6 +471,8 @@ class Reduce(Node):
         self.dtype = dtype
         if not _lazy_over(self.children):
             self.key, self.params = _intern(("R", op, dtype.char, axes, arg.key)), arg.params
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("R", self.op, self.dtype.char, self.axes)
@@ -462,6 +494,8 @@ class Remap(Node):
         self.dtype = arg.dtype
         if not _lazy_over(self.children):
             self.key, self.params = _intern(("X", shape, maps, arg.key)), arg.params
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("X", self.shape, self.maps)
@@ -490,6 +524,8 @@ class Pad(Node):
         self.shape = tuple(shape)
         if not _lazy_over(self.children):
             self.key = _intern(("P", dim, before, after, arg.key))
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("P", self.dim, self.before, self.after)
@@ -518,6 +554,8 @@ class Concat(Node):
         made = _combine(("J", dim), args)
         if made is not None:
             self.key, self.params = made
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("J", self.dim)
@@ -547,6 +585,8 @@ class Dot(Node):
         made = _combine(head, (a, b))
         if made is not None:
             self.key, self.params = made
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("D", self.a_labels, self.b_labels, self.out_labels, self.shape, self.dtype.char)
@@ -580,6 +620,8 @@ class Call(Node):
         made = _combine(("F", fn, name, self.shape, self.dtype.char), args)
         if made is not None:
             self.key, self.params = made
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("F", self.fn, self.name, self.shape, self.dtype.char)
@@ -589,6 +631,10 @@ class Call(Node):
 
 
 _KEY = Node.__dict__["key"]
+# The key slot under a second name: reading ``node.known_key`` never finishes a lazy node
+# (its twin's ``__getattr__`` answers AttributeError for any other name), and on an eager
+# node it is a plain (specialized) slot read, where ``_KEY.__get__(node)`` is a call.
+Node.known_key = _KEY
 
 
 def _finish(root: Node) -> None:
@@ -620,35 +666,38 @@ def _finish(root: Node) -> None:
     root.key = _intern(("lazy", tuple(entries)))
     if root.kind != "pad":  # a pad's params are its child's and its own (a property)
         root.params = tuple(params)
+    root.__class__ = root._eager  # finished: the kind's own class again
 
 
 # --- traversal -------------------------------------------------------------------------------
 
 
-# --- the name map beside the DAG ----------------------------------------------------------
+# --- the names beside the DAG ----------------------------------------------------------
 # Nodes are positional (hash-consing needs that), so a reduced or contracted dim loses its
 # name in the DAG. The ops that drop names (reductions, dot) remember the names of the node
-# they consume here, weakly (a node that dies takes its names with it). Display code derives
-# every other node's names from its root's and these (``dag.text.inputs``); a node given
-# two different names for one dim keeps both, joined by "|" (a true collision).
-
-_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# they consume in its ``dim_names`` slot (set only then; it dies with the node, and is no
+# part of its key). Display code derives every other node's names from its root's and
+# these (``dag.text.inputs``); a node given two different names for one dim keeps both,
+# joined by "|" (a true collision). A slot, not a weak dictionary: a reduction rebuilt
+# each call names a new node each time, and a weak entry costs ~1.5 us to make.
 
 
 def name_dims(node: Node, names: tuple[str, ...]) -> None:
     """Remember that ``node``'s dims are called ``names`` (for display only)."""
-    old = _NAMES.get(node)
-    if old is not None and old != names:
+    old = getattr(node, "dim_names", None)
+    if old == names:  # already known (a leaf contracted again)
+        return
+    if old is not None:
         names = tuple(
             a if a == b or b in a.split("|") else f"{a}|{b}"
             for a, b in zip(old, names, strict=True)
         )
-    _NAMES[node] = tuple(names)
+    node.dim_names = tuple(names)
 
 
 def known_names(node: Node) -> tuple[str, ...] | None:
     """The names some op remembered for ``node``'s dims, or None."""
-    return _NAMES.get(node)
+    return getattr(node, "dim_names", None)
 
 
 def walk(root: Node, edges=None) -> list[Node]:
@@ -684,8 +733,8 @@ def rebuild_dag(root: Node, fn) -> Node:
             changed = any(k is not c for k, c in zip(kids, node.children, strict=True))
             new = node.rebuild(kids) if changed else node
         if new is not node and new.shape == node.shape:  # the rewritten value keeps its names
-            names = _NAMES.get(node)
-            if names is not None and new not in _NAMES:
-                _NAMES[new] = names
+            names = getattr(node, "dim_names", None)
+            if names is not None and getattr(new, "dim_names", None) is None:
+                new.dim_names = names
         done[id(node)] = new
     return done[id(root)]

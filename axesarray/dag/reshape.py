@@ -15,7 +15,7 @@ others), as in ``strided.split_dim`` / ``strided.merge_dims``.
 
 from __future__ import annotations
 
-from .nodes import Node, _intern, _lazy_over
+from .nodes import Node, _defer, _intern, _lazy_over
 from .views import transform_views
 
 __all__ = ["Reshape", "reshape", "reshaped_shape", "merge_order"]
@@ -34,6 +34,8 @@ class Reshape(Node):
         self.dtype = arg.dtype
         if not _lazy_over(self.children):
             self.key, self.params = _intern(("S", step, arg.key)), arg.params
+        else:
+            _defer(self)
 
     def own(self) -> tuple:
         return ("S", self.step)

@@ -188,9 +188,9 @@ def resize(roots: list[Node], lengths: dict) -> tuple[list[Node], dict]:
             new = node
         elif type(node) is Const:
             new = Const(node.value, node.dtype, shape)
-        elif type(node) is Remap:
+        elif isinstance(node, Remap):  # a lazy node is of its kind's twin subclass
             new = Remap(kids[0], shape, node.maps)
-        elif type(node) is Dot:
+        elif isinstance(node, Dot):
             a, b = kids
             new = Dot(a, b, node.a_labels, node.b_labels, node.out_labels, shape, node.dtype)
         else:

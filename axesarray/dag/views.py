@@ -18,6 +18,12 @@ __all__ = ["remap", "transform_views", "compose_maps"]
 
 _ELEMENTWISE = frozenset(("map", "cast"))
 
+# ``remap_view``'s answers by (id of the View, shape, maps), the entry keeping the View
+# alive and checked by identity: a broadcast rebuilt each call (``x * w`` over a new
+# axis) reads the same leaves' views, and composing a view costs more than the lookup.
+# Views are immutable and small (no storage). Bounded.
+_VIEWS: dict = {}
+
 
 def _const_like(node: Const, shape: tuple) -> Const:
     """``node`` at another shape (a shared Const), or, for a mean's count, a Const of its
@@ -51,7 +57,15 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     kind = node.kind
     out: Node
     if kind == "leaf":
-        v = remap_view(node.view, shape, maps)
+        view = node.view
+        hit = _VIEWS.get((id(view), shape, maps))
+        if hit is not None and hit[0] is view:
+            v = hit[1]
+        else:
+            v = remap_view(view, shape, maps)
+            if len(_VIEWS) >= 1024:
+                _VIEWS.clear()
+            _VIEWS[(id(view), shape, maps)] = (view, v)
         if v is None:  # e.g. a blocked axis read in a way strides cannot express
             out = Remap(node, shape, maps)
         else:

@@ -139,9 +139,9 @@ def _direct_for(root: Node):
 
 def assign(dst: Leaf, root: Node) -> None:
     """Write ``root`` into ``dst`` (same shape, castable dtype, already validated)."""
-    if UNBOUND:
+    if UNBOUND.data:  # the WeakSet's own set: its ``len`` is a Python frame (hot path)
         check_bound(root, "assign")
-    if has_chunked(root):  # computed whole first: ``root`` may read ``dst``
+    if _CHUNKED_SEEN[0] and has_chunked(root):  # computed whole first: it may read ``dst``
         data, view = wrap_array(np.ascontiguousarray(chunked_engine().compute(root)))
         root = Leaf(data, view, False)
     if OPTIONS["engine"] == "numba":
@@ -179,7 +179,7 @@ def explain(root: Node, dst: Leaf | None = None, names=None):
 
 def to_numpy(root: Node) -> np.ndarray:
     """The value in logical order: a view for plain leaves, else a computed array."""
-    if UNBOUND:
+    if UNBOUND.data:
         check_bound(root, "numpy")
     if isinstance(root, Leaf):
         return host_array(root.data, root.view, root.writeable)

@@ -35,20 +35,40 @@ __all__ = ["ReductionMethods"]
 _KEEP = "_axesarray_kept_"  # prefix of placeholder axes (renamed back at once)
 
 
+# ``_reduce``'s checked names per (id of the Axes object, names, op), the entry keeping the
+# Axes alive and checked by identity: (axes, dims, result axes, the axes' names). Only
+# names given as None or one string (hashable, and what a program rebuilt each call
+# passes); the first build raised any error. Bounded.
+_REDUCED_AXES: dict = {}
+
+
 class ReductionMethods:
     """Reductions over axes given by name (all axes when None)."""
 
     __slots__ = ()
 
     def _reduce(self, op: str, names, keepdims: bool = False) -> Self:
-        dims = resolve_names(self.axes, names, op)
-        self._check_identity(op, dims)
-        if keepdims:
-            reduced = [self.axes[d].name for d in dims]
-            return self._with_placeholders(dims)._reduce(op, reduced)._placeholders_named()
-        node = expr_ops.reduce(op, self.node, tuple(dims))
-        ex.name_dims(self.node, self.axes.names)  # the reduced dims keep their names
-        axes = Axes._trusted(tuple(a for d, a in enumerate(self.axes) if d not in dims))
+        axes_in, memo, hit = self.axes, None, None
+        if not keepdims and (names is None or type(names) is str):
+            memo = (id(axes_in), names, op)
+            hit = _REDUCED_AXES.get(memo)
+            if hit is not None and hit[0] is not axes_in:
+                hit = None
+        if hit is None:
+            dims = resolve_names(axes_in, names, op)
+            self._check_identity(op, dims)
+            if keepdims:
+                reduced = [axes_in[d].name for d in dims]
+                return self._with_placeholders(dims)._reduce(op, reduced)._placeholders_named()
+            out_axes = Axes._trusted(tuple(a for d, a in enumerate(axes_in) if d not in dims))
+            hit = (axes_in, tuple(dims), out_axes, axes_in.names)
+            if memo is not None:
+                if len(_REDUCED_AXES) >= 1024:
+                    _REDUCED_AXES.clear()
+                _REDUCED_AXES[memo] = hit
+        _, dims, axes, in_names = hit
+        node = expr_ops.reduce(op, self.node, dims)
+        ex.name_dims(self.node, in_names)  # the reduced dims keep their names
         layout = self.layout
         if layout is not None:  # the result is laid out like the input, minus reduced axes
             layout = isel_layout(layout, self.axes, {self.axes[d].name: 0 for d in dims})
@@ -107,7 +127,7 @@ class ReductionMethods:
         tensor: a function whose placeholder has an axis bound per call (a batch) then
         divides by the call's count (``dag.resize``)."""
         node = mean.node
-        if type(node) is not ex.Map or type(node.children[1]) is not ex.Const:
+        if not isinstance(node, ex.Map) or type(node.children[1]) is not ex.Const:
             return mean  # a bfloat16 mean (a rounding cast on top) keeps the built count
         c = node.children[1]
         fresh = ex.Const(c.value, c.dtype, c.shape)  # Consts are shared: this one is not

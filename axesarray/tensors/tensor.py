@@ -17,14 +17,16 @@ import numpy as np
 
 from .. import engine
 from ..core.axes import Axes, Axis, broadcast_axes
-from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak, ufunc_dtypes
+from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from ..core.ops import OPS
 from ..core.strided import contiguous
 from ..dag import build as expr_ops
 from ..dag import nodes as ex
+from ..dag import views as expr_views
 from ..dag.chunked_leaf import Chunked, has_chunked
 from ..display.reprs import tensor_html, tensor_repr
 from ..errors import AxesError, fmt_axes, message
+from ..options import OPTIONS
 from ..storage.devices import as_device, device_of
 from .base import TensorBase
 from .calls import CallMethods, Gather
@@ -36,6 +38,7 @@ from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
 from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
 from .reducing import ReductionMethods
+from .structures import PAIRS, contraction, pair
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align", "unary_function"]
 
@@ -78,26 +81,43 @@ _WEAK_TYPES = (int, float, bool)
 
 
 def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
-    """The common cases without layouts: one tensor, two tensors with equal axes, or a
-    tensor and a Python scalar. None sends the call to the general path."""
+    """The common cases without layouts: one tensor, two tensors (equal axes, or axes
+    broadcast as ``structures.PAIRS`` remembers), or a tensor and a Python scalar; None:
+    the general path. Under the op's own name the builder's straight lines remember
+    structures; another name (``setitem``) takes ``map_op``, whose errors carry it."""
     a = operands[0]
+    own = name == op
     if len(operands) == 1:
         if type(a) is Tensor and a._layout is None:
-            return Tensor(a._axes, expr_ops.map_op(op, (a._node,), a._node.shape, name))
+            x = a._node
+            node = expr_ops.map1(op, x) if own else expr_ops.map_op(op, (x,), x.shape, name)
+            return Tensor(a._axes, node)
         return None
     b = operands[1]
-    if type(a) is Tensor:
-        if a._layout is not None:
-            return None
-        if type(b) is Tensor:
-            if b._layout is None and (a._axes is b._axes or a._axes == b._axes):
-                return Tensor(a._axes, expr_ops.map_op(op, (a._node, b._node), a._node.shape, name))
-            return None
+    if type(a) is Tensor and a._layout is None:
+        if type(b) is Tensor and b._layout is None:
+            x, y = a._node, b._node
+            if a._axes is b._axes:
+                axes = a._axes
+            else:  # by name (equal, or broadcast): result axes and operand views, remembered
+                hit = PAIRS.get((id(a._axes), id(b._axes), OPTIONS["broadcast"]))
+                if hit is None or hit[0] is not a._axes or hit[1] is not b._axes:
+                    hit = pair(a._axes, b._axes, name)
+                axes, ma, mb, shape = hit[2], hit[3], hit[4], hit[5]
+                if ma is not None:
+                    x = expr_views.remap(x, shape, ma)
+                if mb is not None:
+                    y = expr_views.remap(y, shape, mb)
+            node = expr_ops.map2(op, x, y) if own else expr_ops.map_op(op, (x, y), x.shape, name)
+            return Tensor(axes, node)
         if type(b) in _WEAK_TYPES:
-            return Tensor(a._axes, expr_ops.map_op(op, (a._node, b), a._node.shape, name))
-        return None
-    if type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
-        return Tensor(b._axes, expr_ops.map_op(op, (a, b._node), b._node.shape, name))
+            x = a._node
+            node = expr_ops.map_scalar(op, x, b, False) if own else None
+            return Tensor(a._axes, node or expr_ops.map_op(op, (x, b), x.shape, name))
+    elif type(b) is Tensor and b._layout is None and type(a) in _WEAK_TYPES:
+        y = b._node
+        node = expr_ops.map_scalar(op, y, a, True) if own else None
+        return Tensor(b._axes, node or expr_ops.map_op(op, (a, y), y.shape, name))
     return None
 
 
@@ -192,7 +212,7 @@ class Tensor(
     def __setitem__(self, key, value) -> None:
         if key is Ellipsis:  # ``self[...]`` is ``self``: straight to the checks of assign
             node = self._node
-            if type(node) is ex.Call and isinstance(node.fn, Gather):
+            if isinstance(node, ex.Call) and isinstance(node.fn, Gather):
                 index_put(self, value)  # ``x.isel(C=[0, 2])[...] = v``
                 return
             assign(self, value)
@@ -423,7 +443,6 @@ def _loaded(cls, axes: Axes, node, layout) -> Tensor:
 # (its three slots set in place): an operator is then one Python frame. A miss, or
 # anything unusual, calls the builder, which does the same lookup.
 _BUILT_GET = expr_ops.BUILT.get
-_key_of = expr_ops.key_of
 _new = object.__new__
 _Map = ex.Map
 
@@ -437,7 +456,7 @@ def unary_function(op: str):
         if type(x) is Tensor and x._layout is None:  # the common case, without detours
             a = x._node
             try:
-                hit = _BUILT_GET((op, _key_of(a)))
+                hit = _BUILT_GET((op, a.known_key))
             except AttributeError:  # a lazy operand: the builder decides
                 hit = None
             if hit is None:
@@ -470,14 +489,14 @@ def _binary_operator(op: str, reflected: bool):
         ):
             a, b = self._node, o._node
             try:
-                hit = _BUILT_GET((op, _key_of(a), _key_of(b)))
+                hit = _BUILT_GET((op, a.known_key, b.known_key))
             except AttributeError:  # a lazy operand: the builder decides
                 hit = None
             # map2's hit for two distinct leaves, inline; other hits check sharing there
             if hit is not None and hit[2] and a is not b:
                 node = _new(_Map)
                 node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
-                node.key, node.params = hit[1], (a, b)
+                node.key, node.params = hit[1], node.children  # one tuple: both are (a, b)
                 t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
                 t._axes, t._node, t._layout = self._axes, node, None
                 return t
@@ -487,7 +506,7 @@ def _binary_operator(op: str, reflected: bool):
         if type(o) in _WEAK_TYPES and self._layout is None:
             a = self._node
             try:  # map_scalar's memo key (zeros by repr: -0.0 is not 0.0)
-                hit = _BUILT_GET((op, _key_of(a), type(o), reflected, o if o else repr(o)))
+                hit = _BUILT_GET((op, a.known_key, type(o), reflected, o if o else repr(o)))
             except AttributeError:
                 hit = None
             if hit is not None:  # map_scalar's hit, inline
@@ -542,28 +561,13 @@ _operators(Tensor)
 def contract(a: Tensor, b: Tensor, over_names: tuple, op: str) -> Tensor:
     """``ax.dot``: contract ``over_names``; other shared axes batch. The result has ``a``'s
     remaining axes followed by ``b``'s new ones."""
-    for name in over_names:
-        a.axes.index(name, op)
-        b.axes.index(name, op)
-    broadcast_axes(a.axes, b.axes, op=op, mode="union")  # same-name lengths must agree
-    out_axes = Axes(
-        [x for x in a.axes if x.name not in over_names]
-        + [x for x in b.axes if x.name not in over_names and x.name not in a.axes]
-    )
-    label = {n: i for i, n in enumerate(dict.fromkeys(a.names + b.names))}
-    loop = ufunc_dtypes("matmul", (a.dtype, b.dtype), op)
-    ca, cb = expr_ops.cast(a._node, loop[0]), expr_ops.cast(b._node, loop[1])
-    for t, n in ((a, ca), (b, cb)):  # the contracted dims keep their names (display)
-        ex.name_dims(n, t.names)
-    node = ex.Dot(
-        ca,
-        cb,
-        tuple(label[n] for n in a.names),
-        tuple(label[n] for n in b.names),
-        tuple(label[x.name] for x in out_axes),
-        out_axes.shape,
-        loop[-1],
-    )
+    an, bn = a._node, b._node
+    hit = contraction(a._axes, b._axes, over_names, an.dtype, bn.dtype, op)
+    _, _, out_axes, a_names, b_names, a_labels, b_labels, out_labels, shape, loop = hit
+    ca, cb = expr_ops.cast(an, loop[0]), expr_ops.cast(bn, loop[1])
+    ex.name_dims(ca, a_names)  # the contracted dims keep their names (display)
+    ex.name_dims(cb, b_names)
+    node = ex.Dot(ca, cb, a_labels, b_labels, out_labels, shape, loop[-1])
     return Tensor(out_axes, node)
 
 
@@ -601,7 +605,7 @@ def _gathered(t: Tensor):
     ``t`` is a gather of an l-tensor by 1-D index arrays (lists, masks, 1-D index
     tensors), else None."""
     node = t._node
-    if type(node) is not ex.Call or not isinstance(node.fn, Gather):
+    if not isinstance(node, ex.Call) or not isinstance(node.fn, Gather):
         return None
     fn, src = node.fn, node.children[0]
     if type(src) is not ex.Leaf or any(len(d) != 1 for d in fn.index_dims):

@@ -1,0 +1,263 @@
+"""Per-call building: lazy nodes' twin classes, the remembered structures of contractions,
+broadcasts and ``x op x``, and the direct path's quiet context. Each against numpy or the
+structure built without the memo, and the errors as a first build raises them.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from conftest import assert_close
+
+import axesarray as ax
+from axesarray.dag import nodes
+from axesarray.dag.nodes import Dot, Map
+from axesarray.engine import direct
+from axesarray.errors import AxesError
+from axesarray.tensors import structures
+
+B, AI, H = ax.Axis("B", 3), ax.Axis("I", 4), ax.Axis("H", 5)
+
+
+def _t(shape_axes, dtype="float32", seed=0):
+    shape = tuple(a.length for a in shape_axes)
+    values = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    return values, ax.tensor(values, shape_axes)
+
+
+# --- lazy nodes ---------------------------------------------------------------------------
+
+
+def _long_sum(count):
+    n = ax.Axis("I", 5)
+    xs = [ax.tensor(np.arange(5.0) + k, (n,)) for k in range(count)]
+    acc = xs[0] * 1.5
+    for x in xs[1:]:
+        acc = acc + x * 1.5
+    return acc, sum((np.arange(5.0) + k) * 1.5 for k in range(count))
+
+
+def test_a_lazy_node_is_its_kinds_twin_until_finished():
+    """A lazy node is of its kind's twin subclass (the only class with ``__getattr__``);
+    reading its key finishes it and makes it of its kind's class again."""
+    acc, expected = _long_sum(nodes.LAZY_PARAMS + 6)
+    node = acc.node
+    assert nodes.lazy(node)
+    assert type(node) is not Map and isinstance(node, Map) and type(node).__name__ == "Map"
+    assert node.kind == "map" and "__getattr__" not in vars(Map)
+    assert isinstance(node.key, int) and not nodes.lazy(node)
+    assert type(node) is Map
+    assert_close(acc, expected)
+    with pytest.raises(AttributeError):
+        node.no_such_attribute  # noqa: B018 - a finished node has no lookup hook
+
+
+def test_lazy_nodes_of_every_kind_finish():
+    """Cast, reduce, remap and dot nodes over a lazy child are lazy twins too; evaluating
+    them gives numpy's values."""
+    acc, expected = _long_sum(nodes.LAZY_PARAMS + 2)
+    J = ax.Axis("J", 2)
+    w = ax.tensor(np.arange(10.0).reshape(5, 2), (ax.Axis("I", 5), J))
+    cases = [
+        (acc.astype("float32"), expected.astype("float32")),
+        (acc.sum(), expected.sum()),
+        (acc.isel(I=slice(1, 4)), expected[1:4]),
+        (ax.dot(acc, w, over="I"), expected @ np.arange(10.0).reshape(5, 2)),
+    ]
+    for t, want in cases:
+        assert nodes.lazy(t.node) and type(t.node).__bases__[0].kind == t.node.kind
+        assert_close(t, want)
+        assert not nodes.lazy(t.node) and type(t.node).__name__ == type(t.node).__qualname__
+
+
+# --- contractions ---------------------------------------------------------------------------
+
+
+def test_a_remembered_contraction_builds_the_same_dot():
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
+    first, again = ax.dot(x, w, over="I"), ax.dot(x, w, over="I")
+    assert first.axes is again.axes and first.axes == ax.Axes([B, H])
+    assert first.node.key == again.node.key and type(again.node) is Dot
+    fresh = Dot(*first.node.children, first.node.a_labels, first.node.b_labels,
+                first.node.out_labels, first.node.shape, first.node.dtype)  # fmt: skip
+    assert fresh.key == again.node.key
+    assert_close(again, xn @ wn)
+    assert_close(x @ w, xn @ wn)
+
+
+def test_contraction_memo_keys_on_dtypes_and_axes_objects():
+    """The same axes with other dtypes promote as numpy does; equal axes in another Axes
+    object give the same result."""
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
+    ax.dot(x, w, over="I")
+    x64 = ax.tensor(xn.astype("float64"), (B, AI))
+    assert ax.dot(x64, w, over="I").dtype == np.float64
+    xi = ax.tensor(np.arange(12, dtype="int32").reshape(3, 4), ax.Axes([B, AI]))
+    got = ax.dot(xi, w, over="I")
+    assert got.dtype == (np.arange(2, dtype="int32") @ np.ones(2, "float32")).dtype
+    assert_close(got, np.arange(12, dtype="int32").reshape(3, 4) @ wn)
+
+
+def test_contraction_errors_are_raised_after_a_remembered_success():
+    """A contraction remembered for some axes still checks others: unknown names and
+    mismatched lengths raise with the first build's messages."""
+    _, x = _t((B, AI))
+    _, w = _t((AI, H), seed=1)
+    ax.dot(x, w, over="I")
+    with pytest.raises(AxesError, match="unknown axis 'K'"):
+        ax.dot(x, w, over="K")
+    _, w_bad = _t((ax.Axis("I", 7), H))
+    for _ in range(2):
+        with pytest.raises(AxesError, match="axis 'I' has length 4 in the left operand and 7"):
+            ax.dot(x, w_bad, over="I")
+    bool_x = ax.tensor(np.ones((3, 4), bool), (B, AI))
+    bool_w = ax.tensor(np.ones((4, 5), bool), (AI, H))
+    assert ax.dot(bool_x, bool_w, over="I").dtype == np.bool_
+
+
+def test_contraction_memo_is_bounded():
+    structures._CONTRACTS.clear()
+    _, x = _t((B, AI))
+    for _ in range(1100):
+        w = ax.tensor(np.ones((4, 1), "float32"), ax.Axes([AI, ax.Axis("H", 1)]))
+        ax.dot(x, w, over="I")
+    assert 0 < len(structures._CONTRACTS) <= 1024
+
+
+# --- broadcasts ---------------------------------------------------------------------------
+
+
+def test_a_remembered_broadcast_gives_numpys_values_and_one_axes_object():
+    dn, d = _t((B, H))
+    bn, b = _t((H,), seed=2)
+    xn, x = _t((B, AI), seed=3)
+    for _ in range(3):
+        s, r = d + b, b + d
+        assert s.axes == ax.Axes([B, H]) and r.axes == ax.Axes([B, H])
+        assert_close(s, dn + bn)
+        assert_close(r, bn + dn)
+        u = x * b  # a union of names
+        assert u.axes == ax.Axes([B, AI, H])
+        assert_close(u, xn[:, :, None] * bn)
+        assert_close(ax.maximum(d - b, 0), np.maximum(dn - bn, 0))
+    assert (d + b).axes is (d + b).axes
+
+
+def test_a_remembered_broadcast_follows_the_broadcast_option():
+    """A union remembered under broadcast="union" is refused under "subset", and a wrong
+    length is refused on every build."""
+    _, x = _t((B, AI))
+    _, b = _t((H,), seed=2)
+    x + b
+    with (
+        ax.set_options(broadcast="subset"),
+        pytest.raises(AxesError, match="neither operand's axes contain the other's"),
+    ):
+        x + b
+    assert (x + b).axes == ax.Axes([B, AI, H])
+    _, wrong = _t((ax.Axis("I", 9),))
+    for _ in range(2):
+        with pytest.raises(AxesError, match="axis 'I' has length 4 in the left operand"):
+            x + wrong
+
+
+# --- x op x -----------------------------------------------------------------------------
+
+
+def test_x_op_x_is_remembered_with_its_shared_param():
+    xn, x = _t((B, AI))
+    first, again = x + x, x + x
+    rebuilt = Map("add", (x.node, x.node), first.node.dtype)
+    for t in (first, again):
+        assert t.node.key == rebuilt.key and t.node.params == (x.node,)
+    assert (x + x).node.key != (x + ax.tensor(xn.copy(), (B, AI))).node.key
+    assert_close(x * x, xn * xn)
+    assert_close(x + x, xn + xn)
+
+
+# --- the direct path's quiet context --------------------------------------------------------
+
+
+def test_the_direct_path_inside_its_own_context_still_ignores_errors():
+    """The quiet context is entered by one thread at a time; a call that finds it entered
+    (here: from inside it) sets numpy's errstate itself, with the same result."""
+    big = ax.tensor(np.array([3e38, -3e38], "float32"), "N")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = direct.STATS["direct"]
+        got = direct._QUIET.run(lambda: (big + big).eval().numpy())
+        assert direct.STATS["direct"] == before + 1
+    np.testing.assert_array_equal(got, [np.inf, -np.inf])
+    assert np.geterr()["over"] == "warn"
+
+
+def test_the_direct_path_from_several_threads():
+    an = np.random.default_rng(0).standard_normal(1000).astype("float32")
+    a = ax.tensor(an, "N")
+    errors, results = [], []
+
+    def work():
+        sums, products = [], []
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                for _ in range(200):
+                    sums.append((a + a).eval().numpy())
+                    products.append((a * a).eval().numpy())
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+        results.append((sums, products))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
+    for sums, products in results:
+        assert len(sums) == len(products) == 200
+        for s, p in zip(sums, products, strict=True):
+            np.testing.assert_array_equal(s, an + an)
+            np.testing.assert_array_equal(p, an * an)
+
+
+# --- reductions ---------------------------------------------------------------------------
+
+
+def test_remembered_reductions_give_numpys_values_and_keys():
+    xn, x = _t((B, AI))
+    for _ in range(3):
+        for names, axis in ((None, None), ("I", 1), ("B", 0), ("B I", (0, 1))):
+            assert_close(x.sum(names), xn.sum(axis=axis))
+            assert_close(x.mean(names), xn.mean(axis=axis))
+            assert_close(x.max(names, keepdims=True), xn.max(axis=axis, keepdims=True))
+        assert (x * 2).sum("I").node.key == (x * 2).sum("I").node.key
+    i8 = ax.tensor(np.arange(12, dtype="int8").reshape(3, 4), (B, AI))
+    for _ in range(2):  # a reduction with a cast below it (sum of int8 is int64)
+        got = i8.sum("I")
+        assert got.dtype == np.int64
+        assert_close(got, np.arange(12, dtype="int8").reshape(3, 4).sum(axis=1))
+
+
+def test_reduction_errors_after_a_remembered_success():
+    _, x = _t((B, AI))
+    x.max("I")
+    with pytest.raises(AxesError, match="unknown axis 'K'"):
+        x.max("K")
+    empty = ax.tensor(np.zeros((3, 0), "float32"), (B, ax.Axis("I", 0)))
+    empty.sum("I")
+    for _ in range(2):
+        with pytest.raises(AxesError, match="cannot reduce over an empty axis"):
+            empty.max("I")
+
+
+def test_reduced_dims_keep_their_names_in_explain():
+    _, x = _t((B, AI))
+    for _ in range(2):
+        text = str(ax.explain((x * 2).sum("I")))
+        assert "I" in text and "r0" not in text
