@@ -10,18 +10,25 @@ again), 3-4x the compile time of the serial kernel.
 from __future__ import annotations
 
 import itertools
+import queue
 import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
-
-__all__ = ["run_parts", "RANGES_PER_THREAD", "block_interrupts", "worker_pool"]
+__all__ = ["run_parts", "num_threads", "RANGES_PER_THREAD", "block_interrupts", "worker_pool"]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
 # leaves more ranges to the others instead of stalling the kernel.
 RANGES_PER_THREAD = 4
 
-_POOL: list = []  # [(workers, ThreadPoolExecutor)], made on first parallel use
+# The helpers: daemon threads (interpreter exit never waits for them) taking jobs from one
+# queue. A job is ``(work, done)``; ``work()`` runs ranges of one call until none are left
+# and returns how many it accounted for, which goes to that call's ``done`` queue. A
+# SimpleQueue hand-off costs ~23 us per launch against ~61 us for a ThreadPoolExecutor's
+# submit and Future (benchmarks/bench_latency.py, "parallel launch").
+_JOBS: queue.SimpleQueue = queue.SimpleQueue()
+_HELPERS: list[int] = []  # thread idents of the helpers started so far
+_START = threading.Lock()
 
 
 def block_interrupts() -> None:
@@ -51,12 +58,39 @@ def worker_pool(workers: int, name: str) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=block_interrupts)
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    if not _POOL or _POOL[0][0] != workers:
-        if _POOL:
-            _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((workers, worker_pool(workers, "axesarray-kernel")))
-    return _POOL[0][1]
+_COUNT: list = []  # numba's reader of the thread count, once numba is loaded
+
+
+def num_threads() -> int:
+    """Threads a parallel kernel runs on: ``numba.get_num_threads()`` (numba's setting,
+    ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads``, per calling thread). numba is
+    imported on the first call."""
+    if not _COUNT:
+        import numba
+
+        numba.get_num_threads()  # starts numba's thread layer, which the reader needs
+        # numba's own reader, without the launch check (1.6 of its 2.2 us); the public
+        # function where numba lacks it
+        from numba.np.ufunc import parallel
+
+        _COUNT.append(getattr(parallel, "_get_num_threads", numba.get_num_threads))
+    return _COUNT[0]()
+
+
+def _helper() -> None:
+    block_interrupts()
+    while True:
+        work, done = _JOBS.get()
+        done.put(work())
+
+
+def _ensure_helpers(n: int) -> None:
+    """At least ``n`` helper threads are running."""
+    with _START:
+        while len(_HELPERS) < n:
+            t = threading.Thread(target=_helper, name="axesarray-kernel", daemon=True)
+            t.start()
+            _HELPERS.append(t.ident)
 
 
 def run_parts(part, count: int, args: tuple) -> None:
@@ -67,21 +101,38 @@ def run_parts(part, count: int, args: tuple) -> None:
     >>> sorted(seen) == list(range(10))
     True
     """
-    threads = numba.get_num_threads()
-    if threads == 1 or count < 2:
+    threads = num_threads()
+    if threads == 1 or count < 2 or threading.get_ident() in _HELPERS:
+        # (a part that launches parts itself runs them here: its helper would wait on itself)
         part(0, count, *args)
         return
     ranges = min(count, RANGES_PER_THREAD * threads)
     bounds = [count * r // ranges for r in range(ranges + 1)]
     taken = itertools.count()  # next() is atomic under the GIL
+    failed: list = []  # the first exception of a part; then the rest of the ranges are skipped
 
-    def work() -> None:
-        for r in iter(taken.__next__, None):
+    def work() -> int:
+        """Ranges taken and run (or skipped after a failure): how many."""
+        for n, r in enumerate(iter(taken.__next__, None)):  # noqa: B007 - n: ranges so far
             if r >= ranges:
-                return
-            part(bounds[r], bounds[r + 1], *args)
+                return n
+            if not failed:
+                try:
+                    part(bounds[r], bounds[r + 1], *args)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+                    failed.append(e)
 
-    helpers = [_pool(threads - 1).submit(work) for _ in range(threads - 1)]
-    work()  # the calling thread takes ranges too
-    for h in helpers:
-        h.result()
+    helpers = threads - 1
+    if len(_HELPERS) < helpers:
+        _ensure_helpers(helpers)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(helpers):
+        _JOBS.put((work, done))
+    # The calling thread takes ranges too, then waits only for ranges a helper took: a
+    # helper that had not started by then finds none left and reports to a queue no one
+    # reads any more.
+    left = ranges - work()
+    while left:
+        left -= done.get()
+    if failed:
+        raise failed[0]
