@@ -91,8 +91,10 @@ def test_parallel_kernels_agree_with_numpy(parallel_kernels):
 
 @pytest.fixture
 def three_threads(monkeypatch):
-    """run_parts launches on 3 threads (2 helpers), however many cores this machine has."""
+    """run_parts launches on 3 threads (2 helpers), however many cores this machine has
+    and whatever BLAS ran just before."""
     monkeypatch.setattr(threads, "num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "_SPIN_UNTIL", [0.0])
 
 
 def _record(lo, hi, out, lock):
@@ -285,3 +287,44 @@ def test_the_estimate_grows_with_the_data_and_leaves_cache():
         assert cost.serial_seconds(step) == pytest.approx(moved / rate)
         ests.append(cost.serial_seconds(step))
     assert ests[0] < dispatch.LAUNCH_SECONDS < ests[1] < ests[2]
+
+
+def test_launches_after_a_threaded_blas_call_leave_its_cores(three_threads, monkeypatch):
+    """For ``BLAS_SPIN_SECONDS`` after a BLAS product big enough for OpenBLAS to thread, its
+    threads spin on the other cores: a launch then runs on the cores left (here the
+    calling thread's: 2 cores, BLAS on both); small products and later launches do not
+    change it."""
+    monkeypatch.setattr(threads, "_CORES", 2)
+    monkeypatch.setattr(threads, "_BLAS_SPINNERS", 1)
+
+    def who(lo, hi, seen):
+        time.sleep(0.01 * (hi - lo))
+        seen.append((lo, hi, threading.get_ident()))
+
+    def runners():
+        seen = []
+        run_parts(who, 12, (seen,))
+        assert sorted(i for lo, hi, _ in seen for i in range(lo, hi)) == list(range(12))
+        return {t for _, _, t in seen}
+
+    me = {threading.get_ident()}
+    threads.blas_ran(8, 8, 8)  # OpenBLAS runs it on one thread
+    assert threads._SPIN_UNTIL == [0.0] and runners() != me
+    threads.blas_ran(64, 64, 64)
+    assert runners() == me
+    threads._SPIN_UNTIL[0] = time.perf_counter() - 1e-3  # the window has passed
+    assert runners() != me
+
+
+def test_a_blas_step_notes_its_call():
+    rng = np.random.default_rng(0)
+    a = ax.tensor(rng.standard_normal((64, 64)), "M K")
+    b = ax.tensor(rng.standard_normal((64, 64)), "K N")
+    threads._SPIN_UNTIL[0] = 0.0
+    before = time.perf_counter()
+    got = ax.dot(a, b, over="K").eval()
+    assert_close(got, a.numpy() @ b.numpy())
+    if threads._BLAS_SPINNERS:  # OpenBLAS threaded: the window starts after the call
+        assert before + threads.BLAS_SPIN_SECONDS < threads._SPIN_UNTIL[0]
+    else:
+        assert threads._SPIN_UNTIL[0] == 0.0

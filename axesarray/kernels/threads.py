@@ -10,12 +10,22 @@ again), 3-4x the compile time of the serial kernel.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["run_parts", "num_threads", "RANGES_PER_THREAD", "block_interrupts", "worker_pool"]
+__all__ = [
+    "run_parts",
+    "num_threads",
+    "blas_ran",
+    "BLAS_SPIN_SECONDS",
+    "RANGES_PER_THREAD",
+    "block_interrupts",
+    "worker_pool",
+]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
 # leaves more ranges to the others instead of stalling the kernel.
@@ -77,6 +87,36 @@ def num_threads() -> int:
     return _COUNT[0]()
 
 
+# After a threaded call OpenBLAS's threads spin (sched_yield) for 2**28 TSC cycles, its
+# THREAD_TIMEOUT (~0.1 s at 2.5 GHz), before they sleep: until then each holds a core, and
+# a helper woken on it competes with the spinner. A launch in that window uses only the
+# cores the BLAS threads leave (the calling thread's, when BLAS runs on every core).
+BLAS_SPIN_SECONDS = 0.1
+# OpenBLAS threads a GEMM from m * n * k >= 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
+BLAS_THREADED_MNK = 1 << 18
+_SPIN_UNTIL = [0.0]  # perf_counter() until which BLAS threads may be spinning
+
+
+def _blas_threads() -> int:
+    """Threads OpenBLAS runs on: its environment settings, else every core."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return os.cpu_count() or 1
+
+
+_CORES = os.cpu_count() or 1
+_BLAS_SPINNERS = max(0, min(_blas_threads(), _CORES) - 1)  # BLAS threads beside the caller
+
+
+def blas_ran(m: int, n: int, k: int) -> None:
+    """Note a BLAS matrix product of ``m x k`` by ``k x n`` that just ended (engine.routes):
+    when OpenBLAS threads it, its threads now spin for ``BLAS_SPIN_SECONDS``."""
+    if _BLAS_SPINNERS and m * n * k >= BLAS_THREADED_MNK:
+        _SPIN_UNTIL[0] = time.perf_counter() + BLAS_SPIN_SECONDS
+
+
 def _helper() -> None:
     block_interrupts()
     while True:
@@ -102,6 +142,8 @@ def run_parts(part, count: int, args: tuple) -> None:
     True
     """
     threads = num_threads()
+    if _SPIN_UNTIL[0] and time.perf_counter() < _SPIN_UNTIL[0]:
+        threads = max(1, min(threads, _CORES - _BLAS_SPINNERS))
     if threads == 1 or count < 2 or threading.get_ident() in _HELPERS:
         # (a part that launches parts itself runs them here: its helper would wait on itself)
         part(0, count, *args)
