@@ -12,6 +12,12 @@ Rows:
 - kernels: one kernel per row, its serial and parallel variants timed interleaved, next
   to the one-core time the cost model estimates (``cost.serial_seconds``) and the variant
   ``dispatch.variant`` picks. "best" is the faster measured variant.
+- BLAS spin: the CPU time numpy's BLAS threads (every thread but this one) use in each
+  25 ms after a threaded ``np.matmul`` returns, from /proc (Linux): the window
+  ``threads.BLAS_SPIN_SECONDS`` stands for.
+- after BLAS: ``relu(h + b)`` (256x1024 float32) timed right after, or some time after, a
+  threaded ``np.matmul`` (256x512 by 512x1024), its serial and parallel variants: the
+  parallel one against OpenBLAS's spinning threads (``threads.BLAS_SPIN_SECONDS``).
 Medians of ``--repeat`` samples, round-robin so the machine's load hits each alike.
 """
 
@@ -19,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -124,6 +132,67 @@ def bench_kernels(repeat: int) -> None:
         )
 
 
+def _thread_cpu() -> dict:
+    """CPU seconds per thread of this process (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        found[t] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return found
+
+
+def bench_blas_spin(trials: int = 3) -> None:
+    if not os.path.isdir("/proc/self/task"):
+        return
+    x = np.ones((256, 512), np.float32)
+    w = np.ones((512, 1024), np.float32)
+    me = str(threading.get_native_id())
+    print("\nCPU ms used by the BLAS threads in each 25 ms after np.matmul 256x512x1024:")
+    for _ in range(trials):
+        time.sleep(0.5)  # the threads from the last call sleep again
+        x @ w
+        prev, used = _thread_cpu(), []
+        for _ in range(8):
+            time.sleep(0.025)
+            now = _thread_cpu()
+            used.append(sum(v - prev.get(k, 0) for k, v in now.items() if k != me))
+            prev = now
+        print("  " + " ".join(f"{u * 1e3:4.0f}" for u in used))
+
+
+def bench_after_blas(repeat: int) -> None:
+    rng = np.random.default_rng(0)
+    h = ax.tensor(rng.standard_normal((256, 1024)).astype(np.float32), "B H")
+    b = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
+    e, out = ax.maximum(h + b, 0), ax.zeros(h.axes, "float32")
+    plan, _ = executor.schedule_for(e.node, out.node)
+    (step,) = plan.steps
+    args = binder(step)(e.node.params, {}, out.node)
+    fns = {v: kernel_for(step, plan.device, v) for v in ("serial", "parallel")}
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    w = rng.standard_normal((512, 1024)).astype(np.float32)
+    print("\nrelu(h + b) 256x1024 f32 after np.matmul 256x512x1024 (median us):")
+    print(f"  {'delay after BLAS':<18} {'serial':>8} {'parallel':>8}")
+    for delay in (0.0, 1e-3, 2e-2, 0.2, None):
+        times: dict = {v: [] for v in fns}
+        for _ in range(repeat if delay is None or delay < 0.1 else max(5, repeat // 10)):
+            for v, fn in fns.items():
+                if delay is not None:
+                    x @ w
+                    time.sleep(delay)
+                t0 = time.perf_counter()
+                fn(*args)
+                times[v].append(time.perf_counter() - t0)
+        m = {v: statistics.median(t) * 1e6 for v, t in times.items()}
+        label = "no BLAS" if delay is None else f"{delay * 1e3:g} ms"
+        print(f"  {label:<18} {m['serial']:8.1f} {m['parallel']:8.1f}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=101, help="samples per median")
@@ -131,6 +200,8 @@ def main(argv=None) -> None:
     ax.set_options(tiered=False)
     bench_launch(a.repeat * 10)
     bench_kernels(a.repeat)
+    bench_blas_spin()
+    bench_after_blas(a.repeat)
 
 
 if __name__ == "__main__":

@@ -75,8 +75,9 @@ def _streamable(step: KernelStep) -> bool:
 
 # What running a kernel's ranges on threads costs beyond the ranges themselves: handing
 # them to the helpers and waiting for them (kernels/threads.py). Measured as the median
-# time of ``run_parts`` with a part that does nothing, less a direct call: 20-26 us on
-# the 2-core reference machine (benchmarks/bench_threads.py, "launch").
+# time of ``run_parts`` with a part that does nothing, less a direct call: 11-25 us on
+# the 2-core reference machine (benchmarks/bench_threads.py, "launch"; medians of 1010
+# calls in three runs at load 2-6).
 LAUNCH_SECONDS = 25e-6
 
 

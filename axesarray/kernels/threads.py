@@ -34,8 +34,8 @@ RANGES_PER_THREAD = 4
 # The helpers: daemon threads (interpreter exit never waits for them) taking jobs from one
 # queue. A job is ``(work, done)``; ``work()`` runs ranges of one call until none are left
 # and returns how many it accounted for, which goes to that call's ``done`` queue. A
-# SimpleQueue hand-off costs ~23 us per launch against ~61 us for a ThreadPoolExecutor's
-# submit and Future (benchmarks/bench_latency.py, "parallel launch").
+# SimpleQueue hand-off costs 11-26 us per launch against 39-84 us for a ThreadPoolExecutor's
+# submit and Future (benchmarks/bench_threads.py, "launch"; 2 threads, shared machine).
 _JOBS: queue.SimpleQueue = queue.SimpleQueue()
 _HELPERS: list[int] = []  # thread idents of the helpers started so far
 _START = threading.Lock()
