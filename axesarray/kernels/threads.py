@@ -155,7 +155,7 @@ def run_parts(part, count: int, args: tuple) -> None:
 
     def work() -> int:
         """Ranges taken and run (or skipped after a failure): how many."""
-        for n, r in enumerate(iter(taken.__next__, None)):  # noqa: B007 - n: ranges so far
+        for n, r in enumerate(iter(taken.__next__, None)):  # n: ranges so far
             if r >= ranges:
                 return n
             if not failed:
