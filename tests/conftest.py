@@ -108,3 +108,12 @@ def _default_options():
     saved = dict(ax.options.OPTIONS)
     yield
     ax.options.OPTIONS.update(saved)
+
+
+@pytest.fixture
+def parallel_kernels(monkeypatch):
+    """From ``serial_threshold`` on, kernels run their parallel variant whatever the cost
+    estimate says (``dispatch.parallel_pays``): the parallel code on small test data."""
+    from axesarray.engine import dispatch
+
+    monkeypatch.setattr(dispatch, "parallel_pays", lambda step: True)

@@ -230,7 +230,7 @@ def test_one_compile_serves_every_size():
     assert compiled + loaded <= 1
 
 
-def test_parallel_and_serial_variants_agree():
+def test_parallel_and_serial_variants_agree(parallel_kernels):
     x, xn = t_((ax.Axis("L", 5000),))
     with ax.set_options(serial_threshold=0):
         par = (ax.sigmoid(x) * x).sum().numpy()

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import assert_close
 
 import axesarray as ax
-from axesarray.engine import executor
-from axesarray.engine.dispatch import source_for
+from axesarray.engine import cost, dispatch, executor
+from axesarray.engine.binder import binder
+from axesarray.engine.dispatch import kernel_for, source_for
+from axesarray.kernels import threads
 from axesarray.kernels.threads import run_parts
 
 
@@ -56,7 +65,7 @@ def test_a_parallel_kernel_is_compiled_serial_over_a_range():
     assert "part(-1, -1, *args)" in full
 
 
-def test_a_parallel_full_reduction_agrees_with_numpy_and_is_deterministic():
+def test_a_parallel_full_reduction_agrees_with_numpy_and_is_deterministic(parallel_kernels):
     xn = np.random.default_rng(1).standard_normal(100_003).astype(np.float32)
     x = ax.tensor(xn, "R")
     with ax.set_options(serial_threshold=0):
@@ -67,7 +76,7 @@ def test_a_parallel_full_reduction_agrees_with_numpy_and_is_deterministic():
         assert_close(ax.logsumexp(x, "R"), _lse(xn))
 
 
-def test_parallel_kernels_agree_with_numpy():
+def test_parallel_kernels_agree_with_numpy(parallel_kernels):
     rng = np.random.default_rng(0)
     xn = rng.standard_normal((600, 257)).astype(np.float32)
     x = ax.tensor(xn, "R K")
@@ -75,3 +84,247 @@ def test_parallel_kernels_agree_with_numpy():
         assert_close(ax.tanh(x * 2 + 1), np.tanh(xn * 2 + 1))
         assert_close(x.sum("K"), xn.sum(1))
         assert_close(x.max("R"), xn.max(0))
+
+
+# --- the launch: helpers, failures, concurrent callers ------------------------------------
+
+
+@pytest.fixture
+def three_threads(monkeypatch):
+    """run_parts launches on 3 threads (2 helpers), however many cores this machine has
+    and whatever BLAS ran just before."""
+    monkeypatch.setattr(threads, "num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "_SPIN_UNTIL", [0.0])
+
+
+def _record(lo, hi, out, lock):
+    with lock:
+        out.append((lo, hi, threading.get_ident()))
+
+
+def test_helpers_run_ranges_with_interrupts_blocked(three_threads):
+    """Helpers take ranges (each part sleeps, so they get the chance), block SIGINT, and
+    are daemon threads: interpreter exit does not wait for them."""
+    seen = []
+
+    def part(lo, hi):
+        time.sleep(0.02)
+        masked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        seen.append((lo, hi, threading.get_ident(), masked))  # one append: atomic
+
+    run_parts(part, 12, ())
+    assert sorted((lo, hi) for lo, hi, _, _ in seen) == [(i, i + 1) for i in range(12)]
+    me = threading.get_ident()
+    helper = {t for _, _, t, _ in seen} - {me}
+    assert helper and helper <= set(threads._HELPERS)
+    assert all(masked for _, _, t, masked in seen if t != me)
+    assert all(t.daemon for t in threading.enumerate() if t.ident in threads._HELPERS)
+
+
+def test_a_late_helper_leaves_its_ranges_to_the_caller(three_threads):
+    """With every helper busy, the caller runs all ranges and returns without waiting."""
+    run_parts(lambda lo, hi: None, 10, ())  # the helpers exist
+    release = threading.Event()
+    stalled = queue.SimpleQueue()
+    for _ in threads._HELPERS:
+        threads._JOBS.put((lambda: release.wait(30) and 0, stalled))
+    try:
+        seen, lock = [], threading.Lock()
+        done = threading.Thread(target=run_parts, args=(_record, 100, (seen, lock)))
+        done.start()
+        done.join(10)
+        assert not done.is_alive()
+        assert sorted(lo for lo, _, _ in seen) == [100 * r // 12 for r in range(12)]
+        assert {t for _, _, t in seen} == {done.ident}
+    finally:
+        release.set()
+    for _ in threads._HELPERS:
+        assert stalled.get(timeout=10) == 0
+
+
+def test_a_failing_part_raises_in_the_caller_whoever_ran_it(three_threads):
+    ran, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        time.sleep(0.005)
+        _record(lo, hi, ran, lock)
+        if lo == 5:
+            raise ZeroDivisionError(f"range {lo}")
+
+    with pytest.raises(ZeroDivisionError, match="range 5"):
+        run_parts(part, 12, ())
+    assert len(ran) <= 12  # ranges after the failure are skipped, none runs twice
+    assert len({lo for lo, _, _ in ran}) == len(ran)
+    seen = []
+    run_parts(_record, 12, (seen, lock))  # the helpers still serve
+    assert sorted(lo for lo, _, _ in seen) == list(range(12))
+
+
+def test_concurrent_callers_each_get_their_own_ranges(three_threads):
+    errors, barrier = [], threading.Barrier(3)
+
+    def caller(count):
+        barrier.wait()
+        try:
+            for _ in range(200):
+                seen, lock = [], threading.Lock()
+                run_parts(_record, count, (seen, lock))
+                bounds = sorted((lo, hi) for lo, hi, _ in seen)
+                assert [lo for lo, _ in bounds][0] == 0 and bounds[-1][1] == count
+                assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+        except Exception as e:  # noqa: BLE001 - reported by the test thread
+            errors.append(e)
+
+    users = [threading.Thread(target=caller, args=(n,)) for n in (37, 1000, 5)]
+    for t in users:
+        t.start()
+    for t in users:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in users)
+
+
+def test_a_part_launching_parts_runs_them_itself(three_threads):
+    seen, lock = [], threading.Lock()
+
+    def outer(lo, hi):
+        for i in range(lo, hi):
+            run_parts(lambda a, b, i=i: _record(i * 10 + a, i * 10 + b, seen, lock), 10, ())
+
+    t = threading.Thread(target=run_parts, args=(outer, 6, ()))
+    t.start()
+    t.join(30)
+    assert not t.is_alive()
+    covered = sorted(i for lo, hi, _ in seen for i in range(lo, hi))
+    assert covered == list(range(60))
+
+
+def test_the_interpreter_exits_with_helpers_waiting():
+    code = (
+        "from axesarray.kernels import threads\n"
+        "threads.num_threads = lambda: 4\n"
+        "seen = []\n"
+        "threads.run_parts(lambda lo, hi: seen.extend(range(lo, hi)), 50, ())\n"
+        "print(sorted(seen) == list(range(50)))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+
+
+# --- serial and parallel variants, and the choice between them ----------------------------
+
+
+def _one_step(e, out=None):
+    plan, _ = executor.schedule_for(e.node, None if out is None else out.node)
+    (step,) = plan.steps
+    return plan, step
+
+
+def test_serial_and_parallel_variants_give_the_same_bits():
+    """Per output element the two variants run the same code: maps and row reductions
+    agree bit for bit; a full reduction's chunks are combined in order (deterministic)."""
+    rng = np.random.default_rng(3)
+    xn = rng.standard_normal((301, 77)).astype(np.float32)
+    x = ax.tensor(xn, "R K")
+    for e, ref in (
+        (ax.tanh(x) * 2 - x, np.tanh(xn) * 2 - xn),
+        (ax.exp(x).sum("K"), np.exp(xn.astype(np.float64)).sum(1).astype(np.float32)),
+        (x.max("R"), xn.max(0)),
+        ((x * x).sum(), np.float32((xn.astype(np.float64) ** 2).sum())),
+    ):
+        plan, step = _one_step(e)
+        args = binder(step)(e.node.params, {0: np.empty(step.out.view.size, step.out.dtype)}, None)
+        got = {}
+        for kind in ("serial", "parallel"):
+            kernel_for(step, plan.device, kind)(*args)
+            got[kind] = args[0].copy()
+        if step.out.view.size > 1:
+            assert got["serial"].tobytes() == got["parallel"].tobytes()
+        assert_close(got["parallel"].reshape(np.shape(ref)), ref)
+
+
+def test_the_variant_follows_the_estimate(monkeypatch):
+    """Parallel when the one-core estimate less its share on the threads exceeds the launch
+    cost; serial below ``serial_threshold`` whatever the estimate, and on one thread."""
+    rng = np.random.default_rng(0)
+    h = ax.tensor(rng.standard_normal((256, 1024)).astype(np.float32), "B H")
+    b = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
+    plan, step = _one_step(ax.maximum(h + b, 0), ax.zeros(h.axes, "float32"))
+    est = cost.serial_seconds(step)
+    moved, _ = cost.step_estimate(step)
+    assert moved == 2 * 256 * 1024 * 4 + 1024 * 4  # h read, out written, b read once
+    assert est == pytest.approx(moved / cost.CACHE_BYTES_PER_SECOND)
+    monkeypatch.setattr(dispatch, "num_threads", lambda: 4)
+    saved = est * (1 - 1 / 4)  # the time threads save over one core
+    with ax.set_options(serial_threshold=0):
+        monkeypatch.setattr(dispatch, "LAUNCH_SECONDS", saved * 0.99)
+        assert dispatch.variant(step, plan.device) == "parallel"
+        monkeypatch.setattr(dispatch, "LAUNCH_SECONDS", saved * 1.01)
+        assert dispatch.variant(step, plan.device) == "serial"
+        monkeypatch.setattr(dispatch, "LAUNCH_SECONDS", 0.0)
+        monkeypatch.setattr(dispatch, "num_threads", lambda: 1)
+        assert dispatch.variant(step, plan.device) == "serial"
+        monkeypatch.setattr(dispatch, "num_threads", lambda: 4)
+        assert dispatch.variant(step, plan.device) == "parallel"
+    with ax.set_options(serial_threshold=step.size + 1):
+        assert dispatch.variant(step, plan.device) == "serial"
+
+
+def test_the_estimate_grows_with_the_data_and_leaves_cache():
+    """Bytes beyond ``CACHE_BYTES`` move at the memory rate; tiny kernels stay serial at
+    the measured launch cost, big ones go parallel when there are threads."""
+    rng = np.random.default_rng(0)
+    ests = []
+    for rows in (16, 1024, 4096):
+        x = ax.tensor(rng.standard_normal((rows, 1024)).astype(np.float32), "N K")
+        plan, step = _one_step(x.max("K"))
+        moved, _ = cost.step_estimate(step)
+        cached = moved <= cost.CACHE_BYTES
+        rate = cost.CACHE_BYTES_PER_SECOND if cached else cost.MEMORY_BYTES_PER_SECOND
+        assert cost.serial_seconds(step) == pytest.approx(moved / rate)
+        ests.append(cost.serial_seconds(step))
+    assert ests[0] < dispatch.LAUNCH_SECONDS < ests[1] < ests[2]
+
+
+def test_launches_after_a_threaded_blas_call_leave_its_cores(three_threads, monkeypatch):
+    """For ``BLAS_SPIN_SECONDS`` after a BLAS product big enough for OpenBLAS to thread, its
+    threads spin on the other cores: a launch then runs on the cores left (here the
+    calling thread's: 2 cores, BLAS on both); small products and later launches do not
+    change it."""
+    monkeypatch.setattr(threads, "_CORES", 2)
+    monkeypatch.setattr(threads, "_BLAS_SPINNERS", 1)
+
+    def who(lo, hi, seen):
+        time.sleep(0.01 * (hi - lo))
+        seen.append((lo, hi, threading.get_ident()))
+
+    def runners():
+        seen = []
+        run_parts(who, 12, (seen,))
+        assert sorted(i for lo, hi, _ in seen for i in range(lo, hi)) == list(range(12))
+        return {t for _, _, t in seen}
+
+    me = {threading.get_ident()}
+    threads.blas_ran(8, 8, 8)  # OpenBLAS runs it on one thread
+    assert threads._SPIN_UNTIL == [0.0] and runners() != me
+    threads.blas_ran(64, 64, 64)
+    assert runners() == me
+    threads._SPIN_UNTIL[0] = time.perf_counter() - 1e-3  # the window has passed
+    assert runners() != me
+
+
+def test_a_blas_step_notes_its_call():
+    rng = np.random.default_rng(0)
+    a = ax.tensor(rng.standard_normal((64, 64)), "M K")
+    b = ax.tensor(rng.standard_normal((64, 64)), "K N")
+    threads._SPIN_UNTIL[0] = 0.0
+    before = time.perf_counter()
+    got = ax.dot(a, b, over="K").eval()
+    assert_close(got, a.numpy() @ b.numpy())
+    if threads._BLAS_SPINNERS:  # OpenBLAS threaded: the window starts after the call
+        assert before + threads.BLAS_SPIN_SECONDS < threads._SPIN_UNTIL[0]
+    else:
+        assert threads._SPIN_UNTIL[0] == 0.0

@@ -28,6 +28,9 @@ from axesarray.core.ops import apply_map
 
 FLOATS = [np.float32, np.float64]
 STREAM_BYTES = 8 << 20  # outputs this big take the streaming variant (engine/fused.py)
+# Above serial_threshold the parallel variant runs, whatever the cost estimate would pick
+# for these sizes (dispatch.parallel_pays).
+pytestmark = pytest.mark.usefixtures("parallel_kernels")
 
 UNARY = {
     "exp": ax.exp,

@@ -485,3 +485,31 @@ def test_broadcast_operands_are_computed_at_their_own_shape(tiered, rows):
     want = (np.where(mask[:, :, None], xn, np.float32(0)).sum(1) / lens[:, None]).astype(np.float32)
     assert_close(out, want)
     assert seen and all(s[-1] == 1 for s in seen)  # never spread over D
+
+
+def test_slabs_on_threads_do_not_wait_for_numba():
+    """The tier's slabs run on threads without importing numba (numba's default thread
+    count is read from the environment until numba is loaded): a first answer does not
+    pay numba's start-up."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import axesarray as ax
+        from axesarray.dag.nodes import walk
+        from axesarray.engine import tiers
+        x = ax.tensor(np.random.default_rng(0).random((512, 1024), np.float32), "N K")
+        e = ax.exp(x).sum("K")
+        root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
+        assert tiers._slabs(walk(root), root) is not None
+        out = ax.zeros(e.axes, "float32")
+        tiers.tier_assign(out.node, e.node)
+        want = np.exp(x.numpy().astype(np.float64)).sum(1).astype(np.float32)
+        print("numba" in sys.modules, bool((out.numpy() == want).all()))
+        """
+    )
+    env = dict(os.environ, NUMBA_NUM_THREADS="2")
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "True"]

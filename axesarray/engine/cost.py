@@ -30,7 +30,9 @@ Decisions, in terms of these estimates:
   normalize kernel, ``kernels.cpu._normalize_kernel``);
 - ``blas_host``: an elementwise value computed from a BLAS result that nothing else reads
   (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
-  two, the same bytes moved.
+  two, the same bytes moved;
+- ``serial_seconds``: a step's one-core time, which ``dispatch.parallel_pays`` weighs
+  against the measured cost of a parallel launch.
 
 Imports only the op and reduction tables and the kernel IR (``engine.planner`` and
 ``engine.plan`` use it).
@@ -62,6 +64,11 @@ __all__ = [
     "stored_reduction",
     "worth_storing",
     "can_hold",
+    "FLOPS_PER_SECOND",
+    "CACHE_BYTES",
+    "CACHE_BYTES_PER_SECOND",
+    "MEMORY_BYTES_PER_SECOND",
+    "serial_seconds",
 ]
 
 TRANSCENDENTAL = 4  # an exp/log/division as additions (vectorized math library)
@@ -69,6 +76,16 @@ LOAD = 1  # reading an input element (an L1 hit once streamed)
 # Flop-equivalents one core does in the time it moves one byte to or from memory: ~8
 # vectorized float32 ops per ns against ~10 GB/s per core on the reference machine.
 FLOPS_PER_BYTE = 0.8
+# Absolute rates of one core, for the one decision that weighs an estimate against a
+# measured time (a parallel launch: ``serial_seconds``, ``dispatch.parallel_pays``). Fitted
+# to the serial kernels of benchmarks/bench_threads.py on the 2-core reference machine
+# (AVX2): a kernel is bound by its work or by its bytes, whichever takes longer; bytes
+# that stay in cache (a kernel moving up to CACHE_BYTES, which the step before it or a
+# repeat left there) move ~2.5x faster than from memory.
+FLOPS_PER_SECOND = 20e9
+CACHE_BYTES = 8 << 20
+CACHE_BYTES_PER_SECOND = 25e9
+MEMORY_BYTES_PER_SECOND = 10e9
 # Nodes a kernel reads as stored values (a leaf, or a value computed by its own kernel).
 BOUNDARY = ("leaf", "remap", "reduce", "dot", "call", "reshape")
 
@@ -171,6 +188,14 @@ def step_estimate(step) -> tuple[int, int]:
             per = _reduce_work(node.op) if node.kind == "reduce" else op_work(node)
             flops += per * (total if id(node) in under else n_out)
     return int(moved), int(flops)
+
+
+def serial_seconds(step) -> float:
+    """Estimated seconds of one schedule step on one core: the longer of its work and its
+    bytes (``step_estimate``) at the rates above."""
+    moved, flops = step_estimate(step)
+    rate = CACHE_BYTES_PER_SECOND if moved <= CACHE_BYTES else MEMORY_BYTES_PER_SECOND
+    return max(flops / FLOPS_PER_SECOND, moved / rate)
 
 
 def _reduce_work(op: str) -> int:

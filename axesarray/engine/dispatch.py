@@ -1,10 +1,12 @@
 """Dispatch: which variant of a kernel runs, its generated source, and calling it.
 
-CPU variants: ``serial`` (below ``serial_threshold`` elements), ``parallel`` (prange) and
-``stream`` (a big map kernel whose output rows are contiguous: streaming stores); CUDA
-has one. A variant is generated and compiled only when a run needs it. numba itself is
-imported on the first compile or load (``kernels.cache``), not with this module: planning
-and the numpy tier run without it.
+CPU variants: ``serial`` (below ``serial_threshold`` elements, or where the estimated
+time saved on threads is less than a launch costs: ``parallel_pays``), ``parallel``
+(ranges of the outer loop on threads, ``kernels/threads.py``) and ``stream`` (a big map
+kernel whose output rows are contiguous: streaming stores); CUDA has one. A variant is
+generated and compiled only when a run needs it. numba itself is imported on the first
+compile or load (``kernels.cache``), not with this module: planning and the numpy tier
+run without it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,22 @@ from pathlib import Path
 from .._version import __version__
 from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
+from ..kernels.threads import num_threads
 from ..options import OPTIONS
 from ..storage.devices import Device
 from .binder import binder, lowered
+from .cost import serial_seconds
 from .schedule import KernelStep
 
-__all__ = ["variant", "source_for", "kernel_for", "run_kernel", "debug_level"]
+__all__ = [
+    "variant",
+    "parallel_pays",
+    "LAUNCH_SECONDS",
+    "source_for",
+    "kernel_for",
+    "run_kernel",
+    "debug_level",
+]
 
 # Generated files name the hash of the code they inline (the math library and the SIMD
 # intrinsics), so editing it invalidates numba's disk cache of every kernel.
@@ -61,12 +73,35 @@ def _streamable(step: KernelStep) -> bool:
     return c.streamable
 
 
+# What running a kernel's ranges on threads costs beyond the ranges themselves: handing
+# them to the helpers and waiting for them (kernels/threads.py). Measured as the median
+# time of ``run_parts`` with a part that does nothing, less a direct call: 11-25 us on
+# the 2-core reference machine (benchmarks/bench_threads.py, "launch"; medians of 1010
+# calls in three runs at load 2-6).
+LAUNCH_SECONDS = 25e-6
+
+
+def parallel_pays(step: KernelStep) -> bool:
+    """Whether the step's kernel is estimated faster on threads: its one-core time
+    (``cost.serial_seconds``) split over ``num_threads()`` plus ``LAUNCH_SECONDS`` is less
+    than the one-core time. The estimate is made once per step; the thread count is read
+    on each call (``numba.set_num_threads`` changes it)."""
+    threads = num_threads()
+    if threads == 1:
+        return False
+    c = step.compiled
+    if c.serial_s is None:
+        c.serial_s = serial_seconds(step)
+    return c.serial_s * (1 - 1 / threads) > LAUNCH_SECONDS
+
+
 def variant(step: KernelStep, device: Device, out=None) -> str:
-    """Which variant runs: "cuda", "serial" (small), "parallel", or "stream" (a big output
-    with contiguous rows, when its storage ``out`` is element-aligned)."""
+    """Which variant runs: "cuda", "serial" (below ``serial_threshold`` elements, or when
+    threads do not pay: ``parallel_pays``), "parallel", or "stream" (a big output with
+    contiguous rows, when its storage ``out`` is element-aligned)."""
     if not device.is_cpu:
         return "cuda"
-    if step.size < OPTIONS["serial_threshold"]:
+    if step.size < OPTIONS["serial_threshold"] or not parallel_pays(step):
         return "serial"
     if _streamable(step) and (out is None or out.flags.aligned):
         return "stream"

@@ -10,6 +10,7 @@ microseconds, so small copies stay with a fused copy kernel.
 from __future__ import annotations
 
 from ..dag.nodes import Leaf, Node
+from ..kernels.threads import blas_ran
 from ..storage.devices import Device, host_array
 from .binder import array_of
 from .reference import call_value
@@ -29,6 +30,8 @@ def run_dot(step: DotStep, params, temps: dict, dst, device: Device) -> None:
     # the output: a C-order temp, or the destination when its layout is BLAS rows
     out = device.array_view(array_of(step.out.src, params, temps, dst), step.out.view)
     device.matmul(a3, b3, out.reshape(nb, m, n))
+    if device.is_cpu:
+        blas_ran(m, n, k)  # its threads may now hold the other cores (kernels.threads)
 
 
 def run_call(step: CallStep, params, temps: dict, dst, device: Device) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 from ..core.ops import OPS, apply_map
 from ..core.reductions_table import REDUCERS, REDUCTIONS
 from ..dag.nodes import Leaf, Node, walk
-from ..kernels.threads import block_interrupts, run_parts
+from ..kernels.threads import block_interrupts, num_threads, run_parts
 from ..options import OPTIONS
 from ..storage.memory import leaf_array, wrap_array
 from . import worker
@@ -437,9 +437,10 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
             _run(computed, vals, result[lo:hi], shapes)
 
     # The slabs are independent (each writes its own rows of the result) and numpy's
-    # ufuncs release the GIL: they run on the kernels' threads. The compile process runs
-    # at a lower priority, so the answer keeps the cores.
-    run_parts(slabs, -(-n0 // rows), ())
+    # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
+    # when numba is not loaded yet: the answer does not wait for its start-up). The compile
+    # process runs at a lower priority, so the answer keeps the cores.
+    run_parts(slabs, -(-n0 // rows), (), num_threads(load=False))
     return None if target is not None else result
 
 

@@ -10,18 +10,36 @@ again), 3-4x the compile time of the serial kernel.
 from __future__ import annotations
 
 import itertools
+import os
+import queue
 import signal
+import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
-
-__all__ = ["run_parts", "RANGES_PER_THREAD", "block_interrupts", "worker_pool"]
+__all__ = [
+    "run_parts",
+    "num_threads",
+    "blas_ran",
+    "BLAS_SPIN_SECONDS",
+    "RANGES_PER_THREAD",
+    "block_interrupts",
+    "worker_pool",
+]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
 # leaves more ranges to the others instead of stalling the kernel.
 RANGES_PER_THREAD = 4
 
-_POOL: list = []  # [(workers, ThreadPoolExecutor)], made on first parallel use
+# The helpers: daemon threads (interpreter exit never waits for them) taking jobs from one
+# queue. A job is ``(work, done)``; ``work()`` runs ranges of one call until none are left
+# and returns how many it accounted for, which goes to that call's ``done`` queue. A
+# SimpleQueue hand-off costs 11-26 us per launch against 39-84 us for a ThreadPoolExecutor's
+# submit and Future (benchmarks/bench_threads.py, "launch"; 2 threads, shared machine).
+_JOBS: queue.SimpleQueue = queue.SimpleQueue()
+_HELPERS: list[int] = []  # thread idents of the helpers started so far
+_START = threading.Lock()
 
 
 def block_interrupts() -> None:
@@ -51,37 +69,119 @@ def worker_pool(workers: int, name: str) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=block_interrupts)
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    if not _POOL or _POOL[0][0] != workers:
-        if _POOL:
-            _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((workers, worker_pool(workers, "axesarray-kernel")))
-    return _POOL[0][1]
+_COUNT: list = []  # numba's reader of the thread count, once numba is loaded
 
 
-def run_parts(part, count: int, args: tuple) -> None:
-    """Run ``part(jlo, jhi, *args)`` over ``0..count`` split into ranges, on threads.
+def num_threads(load: bool = True) -> int:
+    """Threads a parallel kernel runs on: ``numba.get_num_threads()`` (numba's setting,
+    ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads``, per calling thread). numba is
+    imported on the first call; with ``load=False`` (the numpy tier, which answers before
+    numba's start-up) numba's default is read instead while numba is not loaded."""
+    if not _COUNT:
+        if not load and "numba" not in sys.modules:
+            value = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+            return int(value) if value.isdigit() and int(value) > 0 else _CORES
+        import numba
+
+        numba.get_num_threads()  # starts numba's thread layer, which the reader needs
+        # numba's own reader, without the launch check (1.6 of its 2.2 us); the public
+        # function where numba lacks it
+        from numba.np.ufunc import parallel
+
+        _COUNT.append(getattr(parallel, "_get_num_threads", numba.get_num_threads))
+    return _COUNT[0]()
+
+
+# After a threaded call OpenBLAS's threads spin (sched_yield) for 2**28 TSC cycles, its
+# THREAD_TIMEOUT (~0.1 s at 2.5 GHz), before they sleep: until then each holds a core, and
+# a helper woken on it competes with the spinner. A launch in that window uses only the
+# cores the BLAS threads leave (the calling thread's, when BLAS runs on every core).
+BLAS_SPIN_SECONDS = 0.1
+# OpenBLAS threads a GEMM from m * n * k >= 65536 * GEMM_MULTITHREAD_THRESHOLD (4)
+BLAS_THREADED_MNK = 1 << 18
+_SPIN_UNTIL = [0.0]  # perf_counter() until which BLAS threads may be spinning
+
+
+def _blas_threads() -> int:
+    """Threads OpenBLAS runs on: its environment settings, else every core."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return os.cpu_count() or 1
+
+
+_CORES = os.cpu_count() or 1
+_BLAS_SPINNERS = max(0, min(_blas_threads(), _CORES) - 1)  # BLAS threads beside the caller
+
+
+def blas_ran(m: int, n: int, k: int) -> None:
+    """Note a BLAS matrix product of ``m x k`` by ``k x n`` that just ended (engine.routes):
+    when OpenBLAS threads it, its threads now spin for ``BLAS_SPIN_SECONDS``."""
+    if _BLAS_SPINNERS and m * n * k >= BLAS_THREADED_MNK:
+        _SPIN_UNTIL[0] = time.perf_counter() + BLAS_SPIN_SECONDS
+
+
+def _helper() -> None:
+    block_interrupts()
+    while True:
+        work, done = _JOBS.get()
+        done.put(work())
+
+
+def _ensure_helpers(n: int) -> None:
+    """At least ``n`` helper threads are running."""
+    with _START:
+        while len(_HELPERS) < n:
+            t = threading.Thread(target=_helper, name="axesarray-kernel", daemon=True)
+            t.start()
+            _HELPERS.append(t.ident)
+
+
+def run_parts(part, count: int, args: tuple, threads: int | None = None) -> None:
+    """Run ``part(jlo, jhi, *args)`` over ``0..count`` split into ranges, on threads
+    (``threads`` in all, the caller included; default ``num_threads()``).
 
     >>> seen = []
     >>> run_parts(lambda lo, hi, out: out.extend(range(lo, hi)), 10, (seen,))
     >>> sorted(seen) == list(range(10))
     True
     """
-    threads = numba.get_num_threads()
-    if threads == 1 or count < 2:
+    if threads is None:
+        threads = num_threads()
+    if _SPIN_UNTIL[0] and time.perf_counter() < _SPIN_UNTIL[0]:
+        threads = max(1, min(threads, _CORES - _BLAS_SPINNERS))
+    if threads == 1 or count < 2 or threading.get_ident() in _HELPERS:
+        # (a part that launches parts itself runs them here: its helper would wait on itself)
         part(0, count, *args)
         return
     ranges = min(count, RANGES_PER_THREAD * threads)
     bounds = [count * r // ranges for r in range(ranges + 1)]
     taken = itertools.count()  # next() is atomic under the GIL
+    failed: list = []  # the first exception of a part; then the rest of the ranges are skipped
 
-    def work() -> None:
-        for r in iter(taken.__next__, None):
+    def work() -> int:
+        """Ranges taken and run (or skipped after a failure): how many."""
+        for n, r in enumerate(iter(taken.__next__, None)):  # n: ranges so far
             if r >= ranges:
-                return
-            part(bounds[r], bounds[r + 1], *args)
+                return n
+            if not failed:
+                try:
+                    part(bounds[r], bounds[r + 1], *args)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+                    failed.append(e)
 
-    helpers = [_pool(threads - 1).submit(work) for _ in range(threads - 1)]
-    work()  # the calling thread takes ranges too
-    for h in helpers:
-        h.result()
+    helpers = threads - 1
+    if len(_HELPERS) < helpers:
+        _ensure_helpers(helpers)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(helpers):
+        _JOBS.put((work, done))
+    # The calling thread takes ranges too, then waits only for ranges a helper took: a
+    # helper that had not started by then finds none left and reports to a queue no one
+    # reads any more.
+    left = ranges - work()
+    while left:
+        left -= done.get()
+    if failed:
+        raise failed[0]

@@ -1,0 +1,208 @@
+"""Parallel kernel launches (kernels/threads.py) and the serial/parallel choice
+(engine/dispatch.py ``parallel_pays``).
+
+    python benchmarks/bench_threads.py              # every row
+    python benchmarks/bench_threads.py --repeat 301
+
+Rows:
+- launch: ``run_parts`` with a part that does nothing, against a direct call and against
+  a ``ThreadPoolExecutor`` hand-off (the previous implementation, kept here as the
+  reference). ``run_parts`` less the direct call is the launch overhead that
+  ``dispatch.LAUNCH_SECONDS`` stands for.
+- kernels: one kernel per row, its serial and parallel variants timed interleaved, next
+  to the one-core time the cost model estimates (``cost.serial_seconds``) and the variant
+  ``dispatch.variant`` picks. "best" is the faster measured variant.
+- BLAS spin: the CPU time numpy's BLAS threads (every thread but this one) use in each
+  25 ms after a threaded ``np.matmul`` returns, from /proc (Linux): the window
+  ``threads.BLAS_SPIN_SECONDS`` stands for.
+- after BLAS: ``relu(h + b)`` (256x1024 float32) timed right after, or some time after, a
+  threaded ``np.matmul`` (256x512 by 512x1024), its serial and parallel variants: the
+  parallel one against OpenBLAS's spinning threads (``threads.BLAS_SPIN_SECONDS``).
+Medians of ``--repeat`` samples, round-robin so the machine's load hits each alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+import axesarray as ax
+from axesarray.engine import executor
+from axesarray.engine.binder import binder
+from axesarray.engine.cost import serial_seconds
+from axesarray.engine.dispatch import kernel_for, variant
+from axesarray.kernels.threads import RANGES_PER_THREAD, num_threads, run_parts
+
+
+def _medians(fns: dict, repeat: int) -> dict:
+    for fn in fns.values():
+        fn()
+    times: dict = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+_EXECUTOR: list = []
+
+
+def executor_run_parts(part, count: int, args: tuple) -> None:
+    """The previous ``run_parts``: helpers through a ThreadPoolExecutor and Futures."""
+    threads = num_threads()
+    if not _EXECUTOR:
+        _EXECUTOR.append(ThreadPoolExecutor(threads - 1))
+    ranges = min(count, RANGES_PER_THREAD * threads)
+    bounds = [count * r // ranges for r in range(ranges + 1)]
+    taken = itertools.count()
+
+    def work() -> None:
+        for r in iter(taken.__next__, None):
+            if r >= ranges:
+                return
+            part(bounds[r], bounds[r + 1], *args)
+
+    helpers = [_EXECUTOR[0].submit(work) for _ in range(threads - 1)]
+    work()
+    for h in helpers:
+        h.result()
+
+
+def bench_launch(repeat: int) -> None:
+    def noop(lo, hi):
+        pass
+
+    m = _medians(
+        {
+            "direct call": lambda: noop(0, 1000),
+            "run_parts": lambda: run_parts(noop, 1000, ()),
+            "ThreadPoolExecutor (before)": lambda: executor_run_parts(noop, 1000, ()),
+        },
+        repeat,
+    )
+    print(f"launch of a no-op part, {num_threads()} threads (median us):")
+    for k, v in m.items():
+        print(f"  {k:<30} {v * 1e6:8.1f}")
+    overhead = m["run_parts"] - m["direct call"]
+    print(f"  {'launch overhead (run_parts - direct)':<30} {overhead * 1e6:8.1f}")
+
+
+def _kernel_times(e, out, repeat: int) -> tuple:
+    plan, _ = executor.schedule_for(e.node, out.node)
+    (step,) = plan.steps
+    args = binder(step)(e.node.params, {}, out.node)
+    fns = {v: kernel_for(step, plan.device, v) for v in ("serial", "parallel")}
+    m = _medians({v: (lambda f=f: f(*args)) for v, f in fns.items()}, repeat)
+    return serial_seconds(step), m["serial"], m["parallel"], variant(step, plan.device, args[0])
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    for rows in (16, 64, 256, 1024):
+        h = ax.tensor(rng.standard_normal((rows, 1024)).astype(np.float32), "B H")
+        b = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
+        yield f"relu(h + b) {rows}x1024 f32", ax.maximum(h + b, 0), ax.zeros(h.axes, "float32")
+    for rows in (64, 256, 1024):
+        x = ax.tensor(rng.standard_normal((rows, 1024)).astype(np.float32), "N K")
+        yield f"tanh(x) {rows}x1024 f32", ax.tanh(x), ax.zeros(x.axes, "float32")
+        out = ax.zeros(x.axes[:1], "float32")
+        yield f"x.sum('K') {rows}x1024 f32", x.sum("K"), out
+        yield f"x.max('K') {rows}x1024 f32", x.max("K"), out
+    x = ax.tensor(rng.standard_normal((4096, 1024)).astype(np.float32), "N K")
+    yield "x.max('K') 4096x1024 f32", x.max("K"), ax.zeros(x.axes[:1], "float32")
+
+
+def bench_kernels(repeat: int) -> None:
+    print(f"\nkernels, serial vs parallel variant ({num_threads()} threads, median us):")
+    print(f"  {'kernel':<28} {'est 1 core':>10} {'serial':>8} {'parallel':>8}  chosen   best")
+    for name, e, out in _cases():
+        est, ser, par, chosen = _kernel_times(e, out, repeat)
+        best = "serial" if ser <= par else "parallel"
+        print(
+            f"  {name:<28} {est * 1e6:10.1f} {ser * 1e6:8.1f} {par * 1e6:8.1f}  {chosen:<8} {best}"
+        )
+
+
+def _thread_cpu() -> dict:
+    """CPU seconds per thread of this process (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        found[t] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return found
+
+
+def bench_blas_spin(trials: int = 3) -> None:
+    if not os.path.isdir("/proc/self/task"):
+        return
+    x = np.ones((256, 512), np.float32)
+    w = np.ones((512, 1024), np.float32)
+    me = str(threading.get_native_id())
+    print("\nCPU ms used by the BLAS threads in each 25 ms after np.matmul 256x512x1024:")
+    for _ in range(trials):
+        time.sleep(0.5)  # the threads from the last call sleep again
+        x @ w
+        prev, used = _thread_cpu(), []
+        for _ in range(8):
+            time.sleep(0.025)
+            now = _thread_cpu()
+            used.append(sum(v - prev.get(k, 0) for k, v in now.items() if k != me))
+            prev = now
+        print("  " + " ".join(f"{u * 1e3:4.0f}" for u in used))
+
+
+def bench_after_blas(repeat: int) -> None:
+    rng = np.random.default_rng(0)
+    h = ax.tensor(rng.standard_normal((256, 1024)).astype(np.float32), "B H")
+    b = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
+    e, out = ax.maximum(h + b, 0), ax.zeros(h.axes, "float32")
+    plan, _ = executor.schedule_for(e.node, out.node)
+    (step,) = plan.steps
+    args = binder(step)(e.node.params, {}, out.node)
+    fns = {v: kernel_for(step, plan.device, v) for v in ("serial", "parallel")}
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    w = rng.standard_normal((512, 1024)).astype(np.float32)
+    print("\nrelu(h + b) 256x1024 f32 after np.matmul 256x512x1024 (median us):")
+    print(f"  {'delay after BLAS':<18} {'serial':>8} {'parallel':>8}")
+    for delay in (0.0, 1e-3, 2e-2, 0.2, None):
+        times: dict = {v: [] for v in fns}
+        for _ in range(repeat if delay is None or delay < 0.1 else max(5, repeat // 10)):
+            for v, fn in fns.items():
+                if delay is not None:
+                    x @ w
+                    time.sleep(delay)
+                t0 = time.perf_counter()
+                fn(*args)
+                times[v].append(time.perf_counter() - t0)
+        m = {v: statistics.median(t) * 1e6 for v, t in times.items()}
+        label = "no BLAS" if delay is None else f"{delay * 1e3:g} ms"
+        print(f"  {label:<18} {m['serial']:8.1f} {m['parallel']:8.1f}")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=101, help="samples per median")
+    a = p.parse_args(argv)
+    ax.set_options(tiered=False)
+    bench_launch(a.repeat * 10)
+    bench_kernels(a.repeat)
+    bench_blas_spin()
+    bench_after_blas(a.repeat)
+
+
+if __name__ == "__main__":
+    main()
