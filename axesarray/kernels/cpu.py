@@ -572,20 +572,53 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     finish = (lambda a: a) if red.dtype.kind == "b" else (lambda a: f"{type_name(red.dtype)}({a})")
     rows_first = _rows_first(low)
 
-    def compute(indent: int, b: dict, inner: range, tag: str) -> str:
-        """``E`` at the current indices, written to the output; returns its local."""
+    swept = next((n for n in kernel_nodes(red.child) if n.kind == "swept"), None)
+    if swept is not None:
+        p_dt = acc_dtype(swept.op, swept.dtype, swept.child.dtype)
+        p_t = type_name(p_dt)
+        p_init = REDUCE_INIT(swept.op, p_dt)
+        p_fl = swept.child.dtype.kind == "f"
+        p_row = REDUCTIONS[swept.op]
+        p_reassoc = p_row.combine_reassoc is not None and p_t in ("np.float64", "np.float32")
+        p_res_t = "np.bool_" if swept.dtype.kind == "b" else type_name(swept.dtype)
+
+        def p_convert(v):
+            return f"{p_t}({v})" if p_row.convert else v
+
+        def p_finish(a):
+            return a if swept.dtype.kind == "b" else f"{p_res_t}({a})"
+
+    def sweep_value(indent: int, b: dict, inner: range, tag: str) -> str:
+        """The swept reduction's child at the current indices; returns its local."""
         body = _emit_body(low, b, inner, prefix=f"{tag}_")
-        v = body.emit(red.child, indent, {})
+        v = body.emit(swept.child, indent, {})
+        src.lines.extend(body.lines)
+        return p_convert(v)
+
+    def known(indent: int, tag: str, value: str | None) -> dict:
+        """The swept reduction's finished value as a local of this sweep."""
+        if swept is None:
+            return {}
+        src.add(indent, f"{tag}m = {value}")
+        return {id(swept): f"{tag}m"}
+
+    def compute(indent: int, b: dict, inner: range, tag: str, m=None) -> str:
+        """``E`` at the current indices, written to the output; returns its local."""
+        seen = known(indent, tag, m)
+        body = _emit_body(low, b, inner, prefix=f"{tag}_")
+        v = body.emit(red.child, indent, seen)
         src.lines.extend(body.lines)
         src.add(indent, _store(low, v, red.child.dtype, b[0], inner))
         return v
 
-    def finish_value(indent: int, b: dict, inner: range, tag: str) -> None:
+    def finish_value(indent: int, b: dict, inner: range, tag: str, m=None) -> None:
         """``f`` at the current indices, ``E`` read back from the output, ``r`` the
         finished reduction."""
+        seen = known(indent, tag, m)
         src.add(indent, f"{tag}e = {_read_out(low, b, inner)}")
         body = _emit_body(low, b, inner, reduce_value="r", prefix=f"{tag}_")
-        value = body.emit(low.tree, indent, {id(red.child): f"{tag}e"})
+        seen[id(red.child)] = f"{tag}e"
+        value = body.emit(low.tree, indent, seen)
         src.lines.extend(body.lines)
         src.add(indent, _store(low, value, low.tree.dtype, b[0], inner))
 
@@ -600,13 +633,26 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
         last = n_out - 1
         inner = range(last, last + 1)
         base = _row_blocks(low, src, loop, NORMALIZE_BLOCK)
+        if swept is not None:  # the first sweep: the block's rows, read from memory
+            src.add(2, f"pacc = np.empty({NORMALIZE_BLOCK}, {p_t})")
+            src.add(2, "for k in range(m):")
+            src.add(3, f"pacc[k] = {p_init}")
+            indent, b = reduce_loops(2, base, range(n_out, rank), "px")
+            src.add(indent, "for k in range(m):")
+            src.add(indent + 1, f"i{last} = j0 + k")
+            v = sweep_value(indent + 1, b, inner, "p")
+            for line in _combine(swept.op, "pacc[k]", v, "0", p_fl):
+                src.add(indent + 1, line)
+            src.add(2, f"pres = np.empty({NORMALIZE_BLOCK}, {p_res_t})")
+            src.add(2, "for k in range(m):")
+            src.add(3, f"pres[k] = {p_finish('pacc[k]')}")
         src.add(2, f"acc = np.empty({NORMALIZE_BLOCK}, {acc_t})")
         src.add(2, "for k in range(m):")
         src.add(3, f"acc[k] = {init}")
         indent, b = reduce_loops(2, base, range(n_out, rank), "sx")
         src.add(indent, "for k in range(m):")
         src.add(indent + 1, f"i{last} = j0 + k")
-        compute(indent + 1, b, inner, "s")
+        compute(indent + 1, b, inner, "s", "pres[k]")
         # folded in a loop of its own: with the store to the output in the same loop, LLVM
         # cannot tell the accumulators from the output and keeps it scalar
         src.add(indent, "for k in range(m):")
@@ -621,7 +667,7 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
         src.add(indent, "for k in range(m):")
         src.add(indent + 1, f"i{last} = j0 + k")
         src.add(indent + 1, "r = res[k]")
-        finish_value(indent + 1, b, inner, "n")
+        finish_value(indent + 1, b, inner, "n", "pres[k]")
         return
     base = {k: f"o{k}" for k in range(len(low.operands))}
     if n_out:
@@ -631,21 +677,35 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
         base = _bases(src, low, 2, range(n_out), base, "o")
     else:  # one task (a 1-D softmax): the same loop, once
         src.par_loop(1, "jo", "1", loop)
-    src.add(2, f"acc = {init}")
     red_dims = list(range(n_out, rank))
+    if swept is not None:  # the first sweep: the output's rows, read from memory
+        src.add(2, f"pacc = {p_init}")
+        if red_dims:
+            d = red_dims[-1]
+            indent, b = reduce_loops(2, base, red_dims[:-1], "px")
+            src.add(indent, f"for i{d} in range(n{d}):")
+            v = sweep_value(indent + 1, b, range(d, d + 1), "p")
+            for line in _combine(swept.op, "pacc", v, "0", p_fl, p_reassoc):
+                src.add(indent + 1, line)
+        else:
+            v = sweep_value(2, base, range(0), "p")
+            for line in _combine(swept.op, "pacc", v, "0", p_fl):
+                src.add(2, line)
+        src.add(2, f"pres = {p_finish('pacc')}")
+    src.add(2, f"acc = {init}")
     if not red_dims:  # every reduced dim has length 1
-        v = compute(2, base, range(0), "s")
+        v = compute(2, base, range(0), "s", "pres")
         for line in _combine(red.op, "acc", convert(v), "0", fl):
             src.add(2, line)
         src.add(2, f"r = {finish('acc')}")
-        finish_value(2, base, range(0), "n")
+        finish_value(2, base, range(0), "n", "pres")
         return
     d = red_dims[-1]
     inner = range(d, d + 1)
     reassoc = row.combine_reassoc is not None and acc_t in ("np.float64", "np.float32")
     indent, b = reduce_loops(2, base, red_dims[:-1], "sx")
     src.add(indent, f"for i{d} in range(n{d}):")
-    v = compute(indent + 1, b, inner, "s")
+    v = compute(indent + 1, b, inner, "s", "pres")
     if reassoc:  # fold the row back in a loop of its own (this one then vectorizes)
         src.add(indent, f"for i{d} in range(n{d}):")
         v = convert(_read_out(low, b, inner))
@@ -657,7 +717,7 @@ def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     src.add(2, f"r = {finish('acc')}")
     indent, b = reduce_loops(2, base, red_dims[:-1], "nx")
     src.add(indent, f"for i{d} in range(n{d}):")
-    finish_value(indent + 1, b, inner, "n")
+    finish_value(indent + 1, b, inner, "n", "pres")
 
 
 def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: list):
