@@ -27,7 +27,7 @@ Decisions, in terms of these estimates:
   hand: ``e / e.sum(K)``) whose result can hold ``E`` computes ``E`` once, writes it to
   the result while reducing it, and reads it back (in cache) for ``f``: one computation
   of ``E`` and one read of its inputs saved, a store and a load in cache added (the
-  normalize kernel, ``kernels.cpu._normalize_kernel``);
+  normalize kernel, ``kernels.cpu_normalize.normalize_kernel``);
 - ``blas_host``: an elementwise value computed from a BLAS result that nothing else reads
   (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
   two, the same bytes moved.

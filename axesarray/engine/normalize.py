@@ -2,7 +2,7 @@
 
 A kernel computing ``f(E, reduce(E))`` (softmax written by hand, ``e / e.sum(K)``) whose
 output can hold ``E`` writes ``E`` there while reducing it and reads it back for ``f``
-(``kernels.cpu._normalize_kernel``), instead of computing ``E`` once in a reduction kernel
+(``kernels.cpu_normalize.normalize_kernel``), instead of computing ``E`` once in a reduction kernel
 of its own and again in the root's. ``cost.stored_reduction`` decides; this module builds
 the kernel: ``f``'s tree over a ``KReduce(stores=True)`` whose child is the very ``E``
 subtree ``f`` reads, in an index space of the output's dims, kept ones first. A mixin of
@@ -54,7 +54,7 @@ class Normalize:
         """The normalize kernel of ``node`` = ``f(E, reduce(E))`` into ``out``: its index
         space is ``out``'s dims, kept ones first, then the reduced ones (as the reduction's
         own), and its tree ``f`` over a ``KReduce(stores=True)`` whose child is the same
-        ``E`` subtree ``f`` reads (``kernels.cpu._normalize_kernel`` reads it back from
+        ``E`` subtree ``f`` reads (``kernels.cpu_normalize.normalize_kernel`` reads it back from
         ``out``). Only ``E``'s own leaves are read before ``out`` is written at their
         index: they alone are in place (``same_index``)."""
         n = node.ndim

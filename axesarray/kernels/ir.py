@@ -166,7 +166,7 @@ class KReduce:
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
     ``dtype`` is the result.
 
-    ``stores``: the normalize kernel (``kernels.cpu._normalize_kernel``). The index space
+    ``stores``: the normalize kernel (``kernels.cpu_normalize.normalize_kernel``). The index space
     is the output's own (kept dims, then the reduced ones); ``child`` (the value E, with
     the output's dtype) is written to the output as it is folded, and the tree above the
     reduction runs at every index, reading E back from the output where it names
