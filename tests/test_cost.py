@@ -41,7 +41,7 @@ def test_a_reduction_is_never_recomputed_per_element_of_its_consumer():
     x = _t((2, 32, 8, 8), "N C H W")
     e = ax.exp(x - x.max("C"))
     plan = ax.explain(e / e.sum("C"))
-    assert len(plan.kernels) == 2
+    assert len(plan.kernels) == 1  # the max a first sweep of the normalize kernel
     n = 2 * 32 * 8 * 8
     # recomputing the sum per output element would cost 32 times the exp work
     assert sum(k.est_flops for k in plan.kernels) < 4 * cost.TRANSCENDENTAL * n

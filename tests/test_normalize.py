@@ -1,6 +1,7 @@
 """The normalize kernel: ``f(E, reduce(E))`` with ``E`` stored once in the result (softmax
 written by hand, ``e / e.sum(K)``), against numpy over random shapes, axes, views and
-destinations (aliasing included), and the plans it claims: two kernels, one exp."""
+destinations (aliasing included), and the plans it claims: one kernel (the max a first
+sweep of it), one exp."""
 
 from __future__ import annotations
 
@@ -41,6 +42,19 @@ def _stored(plan) -> list:
         for n in kernel_nodes(s.tree)
         if n.kind == "reduce" and getattr(n, "stores", False)
     ]
+
+
+def _swept(plan) -> list:
+    """The reductions computed in a normalize kernel's first sweep."""
+    return [n for s in plan.steps for n in kernel_nodes(s.tree) if n.kind == "swept"]
+
+
+def _in_place(plan) -> bool:
+    """Whether every input leaf of the one kernel is read where the output is written
+    (``x[...] = f(x)`` then runs in place, no temporary: ``engine.alias``)."""
+    (step,) = plan.steps
+    leaves = [lf for lf in step.leaves() if lf.src[0] == "param"]
+    return bool(leaves) and all(id(lf) in step.same_index for lf in leaves)
 
 
 def _exps(plan) -> int:
@@ -93,25 +107,96 @@ def test_softmax_by_hand_matches_numpy(case):
     "shape, names, over",
     [((2, 6, 3, 70), "N C H W", "C"), ((3, 5, 700), "N C K", "K"), ((40,), "K", "K")],
 )
-def test_two_kernels_one_exp(shape, names, over):
-    """The max, then one kernel that computes exp once per element, stores it, sums it and
-    divides: rows-first (C strided), rows-last (K contiguous), and a 1-D softmax."""
+def test_one_kernel_one_exp(shape, names, over):
+    """One kernel: a first sweep computes the max, a second computes exp once per element,
+    stores it and sums it, a third divides: rows-first (C strided), rows-last (K
+    contiguous), and a 1-D softmax; into a destination, a fresh result and in place."""
     a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     x = ax.tensor(a, names)
     out = ax.tensor(np.empty_like(a), names)
     expr = _softmax(x, over)
     axis = names.split().index(over)
-    for target in (out, None):
+    for target in (out, None, x):
         plan = _plan(expr, target)
-        assert len(plan.steps) == 2 and _exps(plan) == 1 and len(_stored(plan)) == 1
+        assert len(plan.steps) == 1 and _exps(plan) == 1 and len(_stored(plan)) == 1
+        assert [n.op for n in _swept(plan)] == ["max"]
+        assert len(plan.temps) == (target is None)  # the fresh result only
+    assert _in_place(_plan(expr, x))
     info = ax.explain(expr, out)
-    assert [k.kind for k in info.kernels] == ["reduction", "reduction"]
+    assert [k.kind for k in info.kernels] == ["reduction"]
     kept = [n for n in names.split() if n != over]
-    assert over in info.kernels[1].loops[-1][1]  # named after the dims: reduced ones last
-    assert not kept or kept[0] in info.kernels[1].loops[0][1]
+    assert over in info.kernels[0].loops[-1][1]  # named after the dims: reduced ones last
+    assert not kept or kept[0] in info.kernels[0].loops[0][1]
+    expected = _np_softmax(a, axis)
     out[...] = expr
-    assert_close(out, _np_softmax(a, axis))
-    assert_close(expr.eval(), _np_softmax(a, axis))
+    assert_close(out, expected)
+    assert_close(expr.eval(), expected)
+    x[...] = expr  # in place: each block's x read (sweep 1) before E is written over it
+    assert_close(a, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("over", ["N", "C", "W"])
+def test_swept_max_in_place_with_special_values(over, dtype):
+    """``x[...] = softmax(x)`` over each dim (rows-first and rows-last) with rows of -inf,
+    a NaN and +inf, by hand and ``ax.softmax`` (the guarded max): one kernel, no
+    temporary, numpy's values."""
+    a = (np.random.default_rng(9).standard_normal((5, 6, 9)) * 30).astype(dtype)
+    a[1, :, 2] = -np.inf
+    a[:, 1, 3] = -np.inf
+    a[2, 1, 3] = np.nan
+    a[3, 2, 4] = np.inf
+    axis = "NCW".index(over)
+    m = a.max(axis, keepdims=True)
+    with np.errstate(all="ignore"):
+        by_hand = _np_softmax(a, axis)
+        e = np.exp(a - np.where(np.isfinite(m), m, 0))
+        guarded = e / e.sum(axis, keepdims=True)
+    for make, expected in ((_softmax, by_hand), (ax.softmax, guarded)):
+        b = a.copy()
+        x = ax.tensor(b, "N C W")
+        plan = _plan(make(x, over), x)
+        assert len(plan.steps) == 1 and _swept(plan) and not plan.temps and _in_place(plan)
+        with np.errstate(all="ignore"):
+            x[...] = make(x, over)
+        assert_close(b, expected)
+
+
+def test_swept_reduction_read_by_the_root_too():
+    """The root reads the max as well (``softmax + max``): the third sweep takes it from
+    the first's per-output value, never from x (which E overwrote in place)."""
+    a = np.random.default_rng(10).standard_normal((3, 7, 20)).astype(np.float32)
+    expected = _np_softmax(a, 1) + a.max(1, keepdims=True)
+    x = ax.tensor(a, "N C K")
+    expr = _softmax(x, "C") + x.max("C")
+    assert len(_swept(_plan(expr, x))) == 1
+    x[...] = expr
+    assert_close(a, expected)
+    # a max the root reads but E does not: a kernel of its own (x's max is swept)
+    b = np.random.default_rng(12).standard_normal((3, 7, 20)).astype(np.float32)
+    x, y = ax.tensor(b, "N C K"), ax.tensor(b[::-1].copy(), "N C K")
+    expr = y.max("C") + _softmax(x, "C")
+    plan = _plan(expr)
+    assert len(plan.steps) == 2 and len(_swept(plan)) == 1
+    assert_close(expr.eval(), b[::-1].max(1, keepdims=True) + _np_softmax(b, 1))
+
+
+def test_reductions_that_are_not_swept():
+    """A max over other dims than the sum's, and a max stored for another reader too,
+    stay kernels of their own; numpy's values."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((4, 6, 33)).astype(np.float32)
+    x = ax.tensor(a, "N C K")
+    e = ax.exp(x - x.max("K"))
+    en = np.exp(a - a.max(2, keepdims=True))
+    r = e / e.sum("C")
+    plan = _plan(r)
+    assert _stored(plan) and not _swept(plan) and len(plan.steps) == 2
+    assert_close(r.eval(), en / en.sum(1, keepdims=True))
+    # x - max(x) read by the normalize kernel and the max read by a second reduction
+    total = _softmax(x, "C") * x.max("C").sum("K")
+    expected = _np_softmax(a, 1) * a.max(1, keepdims=True).sum(2, keepdims=True)
+    assert_close(total.eval(), expected)
 
 
 def test_special_values_are_numpys():
@@ -123,6 +208,7 @@ def test_special_values_are_numpys():
     x = ax.tensor(a, "N C W")
     with np.errstate(all="ignore"):
         for axis, name in ((1, "C"), (2, "W")):
+            assert len(_swept(_plan(_softmax(x, name)))) == 1
             assert_close(_softmax(x, name).eval(), _np_softmax(a, axis))
 
 
@@ -192,6 +278,17 @@ def test_cost_model_decides():
     assert_close((x / x.sum("K")).eval(), a / a.sum(1, keepdims=True))
 
 
+def test_cost_model_sweeps_a_reduction_whose_inputs_stay_in_cache():
+    """A first sweep saves reading the max's inputs from memory (and its temporary) and
+    reads them again in cache: worth it while one output's extent fits, and past the
+    cache (memory reads on both sides) for the temporary it saves."""
+    assert cost.worth_sweeping(4, 4, 32)
+    assert cost.worth_sweeping(8, 8, 1)
+    rows = cost.STORE_CACHE_BYTES // 4
+    assert cost.worth_sweeping(4, 4, rows)  # fits exactly
+    assert cost.worth_sweeping(4, 4, 4 * rows)
+
+
 @pytest.mark.skipif(not ax.Device("cuda").available(), reason="no CUDA device and no simulator")
 def test_cuda_keeps_its_plan():
     """The CUDA templates have no normalize kernel: the plan there is today's (three
@@ -219,9 +316,35 @@ def test_ax_softmax_as_a_result_is_a_normalize_kernel():
     x = ax.tensor(a, "N K")
     p = ax.softmax(x, "K")
     plan = _plan(p)
-    assert len(plan.steps) == 2 and _exps(plan) == 1 and _stored(plan)
+    assert len(plan.steps) == 1 and _exps(plan) == 1 and _stored(plan) and _swept(plan)
     assert_close(p, expected)
     total = ax.softmax(x, "K").sum("N")
     assert not _stored(_plan(total))
     with np.errstate(all="ignore"):
         assert_close(total, expected.sum(0))
+
+
+@pytest.mark.parametrize("over, axis", [("C", 1), ("K", 2)])
+def test_other_swept_reductions_and_dtypes(over, axis):
+    """Any reduction E reads over the same dims is swept: a float16 max, an integer min,
+    a float sum; numpy's values, one kernel."""
+    rng = np.random.default_rng(13)
+    h = rng.standard_normal((4, 6, 33)).astype(np.float16)
+    x = ax.tensor(h, "N C K")
+    r = _softmax(x, over)
+    assert len(_plan(r).steps) == 1 and _swept(_plan(r))
+    assert_close(r.eval(), _np_softmax(h, axis))
+    i = rng.integers(-50, 50, (4, 6, 33)).astype(np.int64)
+    xi = ax.tensor(i, "N C K")
+    ei = (xi - xi.min(over)) * 3 + 1
+    r = ei - ei.sum(over)
+    assert [n.op for n in _swept(_plan(r))] == ["min"] and len(_plan(r).steps) == 1
+    en = (i - i.min(axis, keepdims=True)) * 3 + 1
+    assert_close(r.eval(), en - en.sum(axis, keepdims=True))
+    a = (np.abs(rng.standard_normal((4, 6, 33))) + 1).astype(np.float32)
+    x = ax.tensor(a, "N C K")
+    e = ax.exp(x / x.sum(over))
+    r = e / e.sum(over)
+    assert [n.op for n in _swept(_plan(r))] == ["sum"] and len(_plan(r).steps) == 1
+    en = np.exp(a / a.sum(axis, keepdims=True))
+    assert_close(r.eval(), en / en.sum(axis, keepdims=True))

@@ -361,9 +361,10 @@ def test_reductions_are_named_everywhere():
 
 
 def test_temporaries_and_dot_are_named():
-    """A two-kernel softmax names its temporary's loops; a dot names M, N and K."""
+    """A two-kernel softmax (its max over another axis: a temporary) names its loops; a
+    dot names M, N and K."""
     x = ax.tensor(np.ones((4, 5)), "N C")
-    e = ax.exp(x - x.max("C"))
+    e = ax.exp(x - x.max("N"))
     plan = ax.explain(e / e.sum("C"))
     assert len(plan.kernels) >= 2 and loop_names(plan) == {"N", "C"}
     M, K, Nn = ax.Axis("M", 3), ax.Axis("K", 4), ax.Axis("N", 5)
@@ -495,7 +496,7 @@ def test_timed_explain_is_a_profile():
     """timed=True: every kernel has its best measured time, in the text and the table; the
     run into out= writes what numpy computes."""
     x = ax.tensor(np.random.default_rng(1).random((16, 8, 32)), "N C W")
-    e = ax.exp(x - x.max("C"))
+    e = ax.exp(x - x.max("W"))  # over another axis than the sum: two kernels
     s = e / e.sum("C")
     out = ax.empty(s.axes, dtype=s.dtype)
     plan = ax.explain(s, out=out, timed=True, repeat=2)
@@ -503,7 +504,7 @@ def test_timed_explain_is_a_profile():
     assert str(plan).count(" ms") == len(plan.kernels) and "<th" in plan._repr_html_()
     assert ">time<" in plan._repr_html_() and ">time<" not in ax.explain(s)._repr_html_()
     xn = x.numpy()
-    en = np.exp(xn - xn.max(1, keepdims=True))
+    en = np.exp(xn - xn.max(2, keepdims=True))
     assert_close(out, en / en.sum(1, keepdims=True))
 
 

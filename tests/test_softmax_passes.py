@@ -45,17 +45,17 @@ def data(request):
     return a
 
 
-def test_softmax_is_two_passes(engine, data):
+def test_softmax_is_one_kernel(engine, data):
     x = ax.tensor(data, ("R", K))
     with np.errstate(all="ignore"):
         expected = _np_softmax(data, 1)
     assert_close(_softmax(x, "K"), expected)
     if engine == "numba":
         plan = ax.explain(_softmax(x, "K"))
-        # the max, then the normalize kernel (exp stored once, summed, divided: its own
-        # file, tests/test_normalize.py)
-        assert [k.kind for k in plan.kernels] == ["reduction", "reduction"]
-        assert plan.temporary_bytes == 5 * data.itemsize  # one value per row, no full temp
+        # one normalize kernel: the max its first sweep, exp stored once, summed, divided
+        # (its own file, tests/test_normalize.py)
+        assert [k.kind for k in plan.kernels] == ["reduction"]
+        assert plan.temporary_bytes == 0  # no temporary: the max stays per row
 
 
 def test_log_softmax_and_logsumexp(engine, data):
@@ -127,7 +127,7 @@ def test_softmax_over_an_outer_axis_rows_first(engine, data, width):
     assert_close(_softmax(x, "C"), expected)
     assert_close(_logsumexp(x, "C"), expected_lse)
     if engine == "numba":
-        assert len(ax.explain(_softmax(x, "C")).kernels) == 2
+        assert len(ax.explain(_softmax(x, "C")).kernels) == 1
         assert len(ax.explain(_logsumexp(x, "C")).kernels) == 1
 
 
@@ -173,10 +173,10 @@ def _special_rows(dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_ax_softmax_and_friends_are_one_reduction_with_their_special_values(engine, dtype):
-    """``ax.softmax`` is 2 kernels (was 3), ``log_softmax`` 2, ``logsumexp`` 1, through the
-    ``logsumexp_guarded`` reduction (``ax.softmax`` as a result of its own: the max and a
-    normalize kernel, tests/test_normalize.py); every row of +-inf and NaN keeps its
-    value."""
+    """``ax.softmax`` is 1 kernel (was 3), ``log_softmax`` 2, ``logsumexp`` 1, through the
+    ``logsumexp_guarded`` reduction (``ax.softmax`` as a result of its own: a normalize
+    kernel whose first sweep is the max, tests/test_normalize.py); every row of +-inf and
+    NaN keeps its value."""
     a = _special_rows(dtype)
     x = ax.tensor(a, ("R", K))
     p, ls, lse = _np_guarded(a, 1)
@@ -185,8 +185,8 @@ def test_ax_softmax_and_friends_are_one_reduction_with_their_special_values(engi
     assert_close(ax.logsumexp(x, "K"), lse)
     if engine == "numba":
         plan = ax.explain(ax.softmax(x, "K"))
-        assert [k.kind for k in plan.kernels] == ["reduction", "reduction"]
-        assert plan.temporary_bytes == 8 * a.itemsize  # one value per row
+        assert [k.kind for k in plan.kernels] == ["reduction"]
+        assert plan.temporary_bytes == 0  # the max stays per row in the kernel
         assert len(ax.explain(ax.log_softmax(x, "K")).kernels) == 2
         assert len(ax.explain(ax.logsumexp(x, "K")).kernels) == 1
     # over an outer axis (rows-first) and over everything (parallel chunks)
@@ -194,7 +194,7 @@ def test_ax_softmax_and_friends_are_one_reduction_with_their_special_values(engi
     assert_close(ax.softmax(t, "K"), p.T)
     assert_close(ax.logsumexp(t, "K"), lse)
     if engine == "numba":
-        assert len(ax.explain(ax.softmax(t, "K")).kernels) == 2
+        assert len(ax.explain(ax.softmax(t, "K")).kernels) == 1
 
 
 @pytest.mark.parametrize("fill", [-np.inf, np.inf, np.nan, 1.0])

@@ -27,7 +27,7 @@ Decisions, in terms of these estimates:
   hand: ``e / e.sum(K)``) whose result can hold ``E`` computes ``E`` once, writes it to
   the result while reducing it, and reads it back (in cache) for ``f``: one computation
   of ``E`` and one read of its inputs saved, a store and a load in cache added (the
-  normalize kernel, ``kernels.cpu._normalize_kernel``);
+  normalize kernel, ``kernels.cpu_normalize.normalize_kernel``);
 - ``blas_host``: an elementwise value computed from a BLAS result that nothing else reads
   (``relu(x @ w + b)``) is written over that result's temporary: one temporary instead of
   two, the same bytes moved;
@@ -63,6 +63,7 @@ __all__ = [
     "blas_host",
     "stored_reduction",
     "worth_storing",
+    "worth_sweeping",
     "can_hold",
     "FLOPS_PER_SECOND",
     "CACHE_BYTES",
@@ -345,6 +346,18 @@ def worth_storing(work: float, input_bytes: int, itemsize: int, row_elements: in
     fits = row_elements * itemsize <= STORE_CACHE_BYTES
     extra = 2 * itemsize * (CACHED_PER_BYTE if fits else FLOPS_PER_BYTE)
     return work + input_bytes * FLOPS_PER_BYTE > extra
+
+
+def worth_sweeping(input_bytes: int, itemsize: int, extent: int) -> bool:
+    """Whether the normalize kernel computes a reduction its stored value reads (over the
+    same dims: a softmax's max) in a first sweep of its own, instead of a kernel of its
+    own writing a temporary: that saves reading the reduction's inputs from memory
+    (``input_bytes`` per element) and its temporary (``itemsize`` written and read back
+    per output, ``extent`` elements each), and costs reading those inputs again, in
+    cache when the reduced extent of one output fits. The work is the same."""
+    fits = extent * input_bytes <= STORE_CACHE_BYTES
+    saving = (input_bytes + 2 * itemsize / max(extent, 1)) * FLOPS_PER_BYTE
+    return saving > input_bytes * (CACHED_PER_BYTE if fits else FLOPS_PER_BYTE)
 
 
 def can_hold(view, dtype, value) -> bool:

@@ -2,18 +2,24 @@
 
 A kernel computing ``f(E, reduce(E))`` (softmax written by hand, ``e / e.sum(K)``) whose
 output can hold ``E`` writes ``E`` there while reducing it and reads it back for ``f``
-(``kernels.cpu._normalize_kernel``), instead of computing ``E`` once in a reduction kernel
+(``kernels.cpu_normalize.normalize_kernel``), instead of computing ``E`` once in a reduction kernel
 of its own and again in the root's. ``cost.stored_reduction`` decides; this module builds
 the kernel: ``f``'s tree over a ``KReduce(stores=True)`` whose child is the very ``E``
 subtree ``f`` reads, in an index space of the output's dims, kept ones first. A mixin of
 the planner's builder (``engine.planner``), which owns the fusion state it uses.
+
+When ``E`` reads another reduction over the same dims at the kernel's own index
+(``exp(x - x.max(K))``), that reduction becomes a first sweep of the same kernel
+(``KSwept``, ``cost.worth_sweeping``): its inputs come from memory once, and the sweeps
+after it find them in cache.
 """
 
 from __future__ import annotations
 
+from ..core.reductions_table import REDUCTIONS
 from ..core.strided import remap_view
 from ..dag.nodes import Node
-from ..kernels.ir import KLeaf, KReduce, reindex, stored_reads
+from ..kernels.ir import KLeaf, KReduce, KSwept, kernel_leaves, reindex, stored_reads
 from . import cost
 
 __all__ = ["Normalize"]
@@ -21,7 +27,8 @@ __all__ = ["Normalize"]
 
 class Normalize:
     """The builder's normalize-kernel methods (``_Builder`` has the state: ``canon``,
-    ``force``, ``heavy``, ``stores``, ``_store``, ``fuse``, ``_context``, ``steps``)."""
+    ``force``, ``heavy``, ``stores``, ``_store``, ``_swept``, ``realized``, ``fuse``,
+    ``_context``, ``steps``)."""
 
     def _stored_site(self, out: KLeaf, node: Node):
         """``(remap, reduce)`` when the kernel computing ``node`` into ``out`` stores the
@@ -47,7 +54,7 @@ class Normalize:
         """The normalize kernel of ``node`` = ``f(E, reduce(E))`` into ``out``: its index
         space is ``out``'s dims, kept ones first, then the reduced ones (as the reduction's
         own), and its tree ``f`` over a ``KReduce(stores=True)`` whose child is the same
-        ``E`` subtree ``f`` reads (``kernels.cpu._normalize_kernel`` reads it back from
+        ``E`` subtree ``f`` reads (``kernels.cpu_normalize.normalize_kernel`` reads it back from
         ``out``). Only ``E``'s own leaves are read before ``out`` is written at their
         index: they alone are in place (``same_index``)."""
         n = node.ndim
@@ -55,7 +62,7 @@ class Normalize:
         perm = tuple(kept) + tuple(red.axes)
         with self._context(node):
             self._out = out
-            self._store = (self.canon[id(back)], red)
+            self._store = (self.canon[id(back)], red, self._sweep_sites(red.arg))
             tree = self.fuse(node, "epi")
             self.step_nodes[len(self.steps)] = (node, red)
         shape = tuple(node.shape[d] for d in perm)
@@ -68,9 +75,59 @@ class Normalize:
     def _stored_reduce(self, node: Node) -> KReduce:
         """The normalize kernel's reduction of ``E`` (fused at the output's index, the
         subtree ``f`` reads too), in the original dims (``_normalize`` permutes them)."""
-        _, red = self._store
+        _, red, _ = self._store
         self._reduction = red
         child = self.fuse(red.arg, "epi")
         lengths = tuple(red.arg.shape[d] for d in red.axes)
         n_out = red.arg.ndim - len(red.axes)
         return KReduce(red.op, child, n_out, red.dtype, lengths, stores=True)
+
+    def _sweep_sites(self, value: Node) -> frozenset:
+        """Canonical values of the remapped reductions ``E`` (``value``) reads through maps
+        and casts (stored values end the walk): the only ones a first sweep may compute
+        (``f`` reads them from that sweep's per-output value)."""
+        found, seen, stack = set(), set(), [value]
+        while stack:
+            n = stack.pop()
+            cid = self.canon[id(n)]
+            if cid in seen:
+                continue
+            seen.add(cid)
+            if n.kind == "remap" and n.arg.kind == "reduce":
+                found.add(cid)
+            elif n.kind in ("map", "cast") and (n is value or cid not in self.force):
+                stack.extend(n.children)
+        return frozenset(found)
+
+    def _swept_reduce(self, node: Node) -> KSwept | None:
+        """``node`` (a remap of a reduction, read by ``E`` in a normalize kernel) as a
+        ``KSwept``: a reduction over the normalize kernel's reduced dims, read back at
+        the kernel's own index, not stored by a kernel of its own (in ``force`` or
+        realized already) and worth a first sweep (``cost.worth_sweeping``); one per
+        kernel. None otherwise: it is read from its temporary."""
+        _, red, sites = self._store
+        red2 = node.arg
+        if self._swept is not None or self.canon[id(node)] not in sites or red2 is red:
+            return None
+        row = REDUCTIONS[red2.op]
+        if row.index or row.kernel == "logsumexp" or red2.axes != red.axes:
+            return None
+        value = red.arg
+        kept = [d for d in range(value.ndim) if d not in red.axes]
+        if red2.arg.shape != value.shape or node.shape != value.shape:
+            return None
+        if node.maps != tuple((d, 0, 1) for d in kept):
+            return None
+        cid = self.canon[id(red2)]
+        if cid in self.force or cid in self.realized:
+            return None
+        child = self.fuse(red2.arg, "red")  # (reductions below it: their temporaries)
+        input_bytes = sum(lf.dtype.itemsize for lf in kernel_leaves(child))
+        extent = 1
+        for d in red.axes:
+            extent *= value.shape[d]
+        if not cost.worth_sweeping(input_bytes, red2.dtype.itemsize, extent):
+            return None
+        lengths = tuple(value.shape[d] for d in red.axes)
+        self._swept = KSwept(red2.op, child, len(kept), red2.dtype, lengths)
+        return self._swept

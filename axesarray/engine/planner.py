@@ -198,7 +198,10 @@ class _Builder(Normalize):
         self._memo: dict = {}
         self._same: set = set()
         self._out: KLeaf | None = None  # the output of the kernel being fused
-        self._store = None  # (canonical value of the remap, reduce): a normalize kernel's
+        # a normalize kernel's (canonical value of the remap, reduce, the remapped
+        # reductions its E reads: engine.normalize._sweep_sites)
+        self._store = None
+        self._swept = None  # that kernel's first-sweep reduction (KSwept), if any
         # step index -> (the node it computes, the reduction fused into it or None): what
         # explain names its loops after, without walking the DAG below each step
         self.step_nodes: dict = {}
@@ -281,16 +284,16 @@ class _Builder(Normalize):
     def _context(self, node: Node):
         """Fusion state of one kernel; kernels realized while fusing get their own."""
         saved = (self._kernel, self._root, self._reduction, self._memo, self._same)
-        saved_out, saved_store = self._out, self._store
+        saved_out, saved_store = self._out, (self._store, self._swept)
         self._kernels += 1
         self._kernel, self._root = self._kernels, self.canon[id(node)]
         self._reduction, self._memo, self._same = None, {}, set()
-        self._store = None
+        self._store = self._swept = None
         try:
             yield
         finally:
             self._kernel, self._root, self._reduction, self._memo, self._same = saved
-            self._out, self._store = saved_out, saved_store
+            self._out, (self._store, self._swept) = saved_out, saved_store
 
     def fuse(self, node: Node, ctx: str):
         """Kernel IR for ``node`` in context ``epi`` (the kernel's own index: a reduction
@@ -391,6 +394,10 @@ class _Builder(Normalize):
     def _fuse_remap(self, node, ctx):
         if self._store is not None and ctx == "epi" and self.canon[id(node)] == self._store[0]:
             return self._stored_reduce(node)
+        if self._store is not None and ctx == "epi":
+            swept = self._swept_reduce(node)
+            if swept is not None:
+                return swept
         arg = node.arg
         if arg.kind == "const":  # a scalar whatever its shape (a compacted contraction)
             return self.fuse(arg, ctx)

@@ -14,9 +14,22 @@ import numpy as np
 
 from ..core.ops import OPS
 from ..core.reductions_table import REDUCTIONS
+from .cpu_normalize import normalize_kernel
+from .cpu_parts import (
+    ROW_BLOCK,
+    _bases,
+    _combine,
+    _decompose,
+    _emit_body,
+    _row_blocks,
+    _rows_first,
+    _Src,
+    _store,
+    _stored,
+)
 from .ir import kernel_nodes
 from .lower import Lowered
-from .scalar import REDUCE_INIT, Body, acc_dtype, cast_source, reg_dtype, type_name
+from .scalar import REDUCE_INIT, acc_dtype, reg_dtype, type_name
 
 __all__ = ["cpu_source", "can_stream", "CHUNKS"]
 
@@ -49,55 +62,6 @@ def RB16(x):
 # No cfunc wrapper: kernels are called from Python only, and the wrapper is one more
 # module to optimize and compile (about 0.03 s of a kernel's compile).
 _FLAGS = 'error_model="numpy", fastmath={"contract"}, nogil=True, no_cfunc_wrapper=True'
-
-
-class _Src:
-    def __init__(self, split: bool = False) -> None:
-        self.lines: list[str] = []
-        self.split = split  # the parallel loop runs over jlo..jhi (kernels/threads.py)
-        self.count: str | None = None  # its trip count, once split
-        # a split full reduction: arrays of partial results made by the caller (their
-        # names, and the lines making them) and a last call part(-1, -1, ...) combining them
-        self.extra: list[str] = []
-        self.prelude: list[str] = []
-
-    def add(self, indent: int, text: str) -> None:
-        self.lines.append("    " * indent + text)
-
-    def par_loop(self, indent: int, var: str, count: str, loop: str) -> None:
-        """The kernel's parallel loop: ``for var in loop(count)``, or over ``jlo..jhi``
-        when split (the caller runs ranges of ``count`` on threads)."""
-        if self.split and self.count is None:
-            self.count = count
-            self.add(indent, f"for {var} in range(jlo, jhi):")
-        else:
-            self.add(indent, f"for {var} in {loop}({count}):")
-
-
-def _read(low: Lowered, base: dict, inner: range):
-    def read(leaf) -> str:
-        k = low.index_of[id(leaf)]
-        addr = low.address(k, base[k], inner)
-        x = f"A{k}[np.uint64({addr})]"
-        if low.is_bf16(k):
-            return f"bf16_to_f32({x})"
-        return f"f16_to_f32({x})" if low.is_f16(k) else x
-
-    return read
-
-
-def _stored(low: Lowered, value: str, value_dtype, k: int = 0) -> str:
-    """The value as it is written to output operand ``k`` (cast, float16 as its bits)."""
-    out = low.operands[k]
-    v = cast_source(value_dtype, out.dtype, value) if value_dtype != out.dtype else value
-    if low.is_bf16(k):
-        return f"f32_to_bf16({v})"
-    return f"f32_to_f16({v})" if low.is_f16(k) else v
-
-
-def _store(low: Lowered, value: str, value_dtype, base: str, inner: range, k: int = 0) -> str:
-    v = _stored(low, value, value_dtype, k)
-    return f"A{k}[np.uint64({low.address(k, base, inner)})] = {v}"
 
 
 def can_stream(low: Lowered) -> bool:
@@ -152,33 +116,6 @@ def _stream_kernel(low: Lowered, src: _Src) -> None:
     _streamed_rows(low, src, 2, base, "lo", "hi")
 
 
-def _decompose(src: _Src, indent: int, flat: str, dims: list[int]) -> None:
-    """Recover loop indices ``i{d}`` for ``dims`` (outer to inner) from a flat index."""
-    # Fresh names at each step: numba's parfor pass rejects reassigning a value derived
-    # from the prange index.
-    prev = flat
-    for d in reversed(dims[1:]):
-        src.add(indent, f"i{d} = {prev} % n{d}")
-        src.add(indent, f"q{d} = {prev} // n{d}")
-        prev = f"q{d}"
-    src.add(indent, f"i{dims[0]} = {prev}")
-
-
-def _bases(src: _Src, low: Lowered, indent: int, dims: range, prev: dict, tag: str) -> dict:
-    """Per operand, a local with its address so far (only when ``dims`` move it)."""
-    new = dict(prev)
-    for k in range(len(low.operands)):
-        if low.uses_dims(k, dims):
-            name = f"p{k}_{tag}"
-            src.add(indent, f"{name} = {low.address(k, prev[k], dims)}")
-            new[k] = name
-    return new
-
-
-def _emit_body(low: Lowered, base: dict, inner: range, reduce_value=None, prefix="v") -> Body:
-    return Body(_read(low, base, inner), low.index, low.scalar, reduce_value, prefix, low.inlined)
-
-
 def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
     rank = low.nest.rank
     base = {k: f"o{k}" for k in range(len(low.operands))}
@@ -202,12 +139,6 @@ def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
         value = body.emit(tree, indent, {})
         src.lines.extend(body.lines)
         src.add(indent, _store(low, value, tree.dtype, base[k], inner, k))
-
-
-def _combine(op: str, acc: str, v: str, index: str, fl: bool, reassoc: bool = False) -> list[str]:
-    """Lines folding ``v`` into ``acc`` (the row's ``combine``). ``reassoc``: float sums and
-    products use the reassociable intrinsics, so LLVM vectorizes the loop (CPU only)."""
-    return REDUCTIONS[op].combine_lines(acc, v, index, fl, reassoc)
 
 
 _UNROLL = 4
@@ -346,7 +277,7 @@ def _buffered_sum(src, low, indent, d, ranges, rbase, inner, acc, acc_t, value) 
 def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
     red = low.reduce
     if red.stores:
-        return _normalize_kernel(low, src, loop)
+        return normalize_kernel(low, src, loop)
     if REDUCTIONS[red.op].kernel == "logsumexp" and _rows_first(low):
         return _logsumexp_rows_kernel(low, src, loop)
     if REDUCTIONS[red.op].kernel == "logsumexp":
@@ -375,44 +306,6 @@ def _reduce_kernel(low: Lowered, src: _Src, loop: str, parallel: bool) -> None:
         for line in _combine(red.op, "acc", "parts[ch]", "pidx[ch]", fl):
             src.add(indent + 1, line)
     epilogue(low, src, indent, base, "ai" if arg else "acc")
-
-
-ROW_BLOCK = 512  # output elements accumulated together by the rows-first template
-
-
-def _rows_first(low: Lowered) -> bool:
-    """Whether to reduce rows-first: inputs read the innermost output dim contiguously and
-    the innermost reduce dim with a stride (``x.sum("N")`` of a row-major ``N F``). Then a
-    block of outputs accumulates together, the inner loop running along memory; the usual
-    template would walk a column per output element, one cache line per value."""
-    nest, red = low.nest, low.reduce
-    n_out, rank = nest.n_out, nest.rank
-    if n_out == 0 or rank == n_out or REDUCTIONS[red.op].index:
-        return False
-    last, inner = n_out - 1, rank - 1
-    inputs = range(1, len(low.operands))
-    along_out = any(low.terms[k][last] == f"i{last}" for k in inputs)
-    along_red = any(low.terms[k][inner] == f"i{inner}" for k in inputs)
-    return along_out and not along_red
-
-
-def _row_blocks(low: Lowered, src: _Src, loop: str, block: int = ROW_BLOCK) -> dict:
-    """The task loop of the rows-first templates: one task per block of up to ``block``
-    elements of the innermost output dim times the outer output rows; emits ``j0`` (the
-    block's first element) and ``m`` (its length) and returns the operands' bases."""
-    last = low.nest.n_out - 1
-    outer = list(range(last))
-    blocks = f"((n{last} + {block - 1}) // {block})"
-    src.par_loop(1, "jo", " * ".join([f"n{d}" for d in outer] + [blocks]), loop)
-    src.add(2, f"blk = jo % {blocks}")
-    src.add(2, f"qr = jo // {blocks}")
-    base = {k: f"o{k}" for k in range(len(low.operands))}
-    if outer:
-        _decompose(src, 2, "qr", outer)
-        base = _bases(src, low, 2, range(last), base, "o")
-    src.add(2, f"j0 = blk * {block}")
-    src.add(2, f"m = min({block}, n{last} - j0)")
-    return base
 
 
 def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
@@ -533,131 +426,6 @@ def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     value = body.emit(low.tree, 3, {})
     src.lines.extend(body.lines)
     src.add(3, _store(low, value, low.tree.dtype, base[0], range(last, last + 1)))
-
-
-def _read_out(low: Lowered, base: dict, inner: range) -> str:
-    """An element of the output (operand 0) read back at the current loop indices."""
-    x = f"A0[np.uint64({low.address(0, base[0], inner)})]"
-    if low.is_bf16(0):
-        return f"bf16_to_f32({x})"
-    return f"f16_to_f32({x})" if low.is_f16(0) else x
-
-
-NORMALIZE_BLOCK = 1024  # outputs per task of the rows-first normalize kernel
-
-
-def _normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
-    """``f(E, reduce(E))`` with ``E`` stored once (``KReduce.stores``; softmax written by
-    hand: ``e / e.sum(K)``). The index space is the output's: kept dims, then reduced dims.
-    Per task, a first sweep computes ``E`` (the user's value, in the output's dtype),
-    writes it to the output and folds it into the accumulator; a second sweep, over the
-    same elements while they are in cache, reads ``E`` back and writes ``f``. One
-    evaluation of ``E`` per element (one exp for a softmax), against two when the sum is
-    a kernel of its own.
-
-    Tasks: rows-first (``_rows_first``: the reduced dim strided, the innermost output dim
-    contiguous) a block of up to ``NORMALIZE_BLOCK`` outputs, one accumulator each, each
-    row of ``E`` written and then folded in loops of their own, vectorized across
-    outputs; else one output, where a float sum, product, max or min first writes the
-    innermost row of ``E`` (a loop with no carried value: the exp vectorizes) and then
-    folds it back with the reassociable combine."""
-    red, nest = low.reduce, low.nest
-    n_out, rank = nest.n_out, nest.rank
-    acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
-    acc_t = type_name(acc_dt)
-    init = REDUCE_INIT(red.op, acc_dt)
-    fl = red.child.dtype.kind == "f"
-    row = REDUCTIONS[red.op]
-    convert = (lambda v: f"{acc_t}({v})") if row.convert else (lambda v: v)
-    finish = (lambda a: a) if red.dtype.kind == "b" else (lambda a: f"{type_name(red.dtype)}({a})")
-    rows_first = _rows_first(low)
-
-    def compute(indent: int, b: dict, inner: range, tag: str) -> str:
-        """``E`` at the current indices, written to the output; returns its local."""
-        body = _emit_body(low, b, inner, prefix=f"{tag}_")
-        v = body.emit(red.child, indent, {})
-        src.lines.extend(body.lines)
-        src.add(indent, _store(low, v, red.child.dtype, b[0], inner))
-        return v
-
-    def finish_value(indent: int, b: dict, inner: range, tag: str) -> None:
-        """``f`` at the current indices, ``E`` read back from the output, ``r`` the
-        finished reduction."""
-        src.add(indent, f"{tag}e = {_read_out(low, b, inner)}")
-        body = _emit_body(low, b, inner, reduce_value="r", prefix=f"{tag}_")
-        value = body.emit(low.tree, indent, {id(red.child): f"{tag}e"})
-        src.lines.extend(body.lines)
-        src.add(indent, _store(low, value, low.tree.dtype, b[0], inner))
-
-    def reduce_loops(indent: int, b: dict, dims, tag: str) -> tuple[int, dict]:
-        for d in dims:
-            src.add(indent, f"for i{d} in range(n{d}):")
-            indent += 1
-            b = _bases(src, low, indent, range(d, d + 1), b, f"{tag}{d}")
-        return indent, b
-
-    if rows_first:
-        last = n_out - 1
-        inner = range(last, last + 1)
-        base = _row_blocks(low, src, loop, NORMALIZE_BLOCK)
-        src.add(2, f"acc = np.empty({NORMALIZE_BLOCK}, {acc_t})")
-        src.add(2, "for k in range(m):")
-        src.add(3, f"acc[k] = {init}")
-        indent, b = reduce_loops(2, base, range(n_out, rank), "sx")
-        src.add(indent, "for k in range(m):")
-        src.add(indent + 1, f"i{last} = j0 + k")
-        compute(indent + 1, b, inner, "s")
-        # folded in a loop of its own: with the store to the output in the same loop, LLVM
-        # cannot tell the accumulators from the output and keeps it scalar
-        src.add(indent, "for k in range(m):")
-        src.add(indent + 1, f"i{last} = j0 + k")
-        for line in _combine(red.op, "acc[k]", convert(_read_out(low, b, inner)), "0", fl):
-            src.add(indent + 1, line)
-        res_t = "np.bool_" if red.dtype.kind == "b" else type_name(red.dtype)
-        src.add(2, f"res = np.empty({NORMALIZE_BLOCK}, {res_t})")
-        src.add(2, "for k in range(m):")
-        src.add(3, f"res[k] = {finish('acc[k]')}")
-        indent, b = reduce_loops(2, base, range(n_out, rank), "nx")
-        src.add(indent, "for k in range(m):")
-        src.add(indent + 1, f"i{last} = j0 + k")
-        src.add(indent + 1, "r = res[k]")
-        finish_value(indent + 1, b, inner, "n")
-        return
-    base = {k: f"o{k}" for k in range(len(low.operands))}
-    if n_out:
-        outer = list(range(n_out))
-        src.par_loop(1, "jo", " * ".join(f"n{d}" for d in outer), loop)
-        _decompose(src, 2, "jo", outer)
-        base = _bases(src, low, 2, range(n_out), base, "o")
-    else:  # one task (a 1-D softmax): the same loop, once
-        src.par_loop(1, "jo", "1", loop)
-    src.add(2, f"acc = {init}")
-    red_dims = list(range(n_out, rank))
-    if not red_dims:  # every reduced dim has length 1
-        v = compute(2, base, range(0), "s")
-        for line in _combine(red.op, "acc", convert(v), "0", fl):
-            src.add(2, line)
-        src.add(2, f"r = {finish('acc')}")
-        finish_value(2, base, range(0), "n")
-        return
-    d = red_dims[-1]
-    inner = range(d, d + 1)
-    reassoc = row.combine_reassoc is not None and acc_t in ("np.float64", "np.float32")
-    indent, b = reduce_loops(2, base, red_dims[:-1], "sx")
-    src.add(indent, f"for i{d} in range(n{d}):")
-    v = compute(indent + 1, b, inner, "s")
-    if reassoc:  # fold the row back in a loop of its own (this one then vectorizes)
-        src.add(indent, f"for i{d} in range(n{d}):")
-        v = convert(_read_out(low, b, inner))
-        for line in _combine(red.op, "acc", v, "0", fl, True):
-            src.add(indent + 1, line)
-    else:
-        for line in _combine(red.op, "acc", convert(v), "0", fl):
-            src.add(indent + 1, line)
-    src.add(2, f"r = {finish('acc')}")
-    indent, b = reduce_loops(2, base, red_dims[:-1], "nx")
-    src.add(indent, f"for i{d} in range(n{d}):")
-    finish_value(indent + 1, b, inner, "n")
 
 
 def _outer_loops(low: Lowered, src: _Src, loop: str, parallel: bool, declare: list):

@@ -10,7 +10,8 @@ Each generated module exposes ``launch(*args)``, which picks the grid and launch
 from __future__ import annotations
 
 from ..core.reductions_table import REDUCTIONS
-from .cpu import _bases, _combine, _decompose, _emit_body, _Src, _store, epilogue
+from .cpu import epilogue
+from .cpu_parts import _bases, _combine, _decompose, _emit_body, _Src, _store
 from .lower import Lowered
 from .scalar import REDUCE_INIT, acc_dtype, type_name
 

@@ -8,7 +8,9 @@ A small family of frozen node classes, made only by the planner:
 - ``KPad``: ``child`` where ``lo <= i[dim] < hi``, else ``value`` (a guarded read);
 - ``KConcat``: ``parts[k]`` where ``bounds[k] <= i[dim] < bounds[k+1]``;
 - ``KReduce``: accumulate ``child`` over the trailing (reduce) dims of the index space
-  (``stores``: the normalize template, whose index space is the output's own).
+  (``stores``: the normalize template, whose index space is the output's own);
+- ``KSwept``: a reduction the normalize kernel computes in a first sweep of its own,
+  read by the stored value ``E`` (the max of a softmax written by hand).
 
 Every class has ``kind``, ``children`` and ``rebuild(children)``; ``reindex`` is the one
 transform of index spaces (permute, shift, broadcast are all remaps), so passes over the
@@ -35,6 +37,7 @@ __all__ = [
     "KPad",
     "KConcat",
     "KReduce",
+    "KSwept",
     "reindex",
     "kernel_nodes",
     "kernel_leaves",
@@ -163,7 +166,7 @@ class KReduce:
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
     ``dtype`` is the result.
 
-    ``stores``: the normalize kernel (``kernels.cpu._normalize_kernel``). The index space
+    ``stores``: the normalize kernel (``kernels.cpu_normalize.normalize_kernel``). The index space
     is the output's own (kept dims, then the reduced ones); ``child`` (the value E, with
     the output's dtype) is written to the output as it is folded, and the tree above the
     reduction runs at every index, reading E back from the output where it names
@@ -187,6 +190,34 @@ class KReduce:
 
     def rebuild(self, children) -> KReduce:
         return KReduce(self.op, children[0], self.n_out, self.dtype, self.lengths, self.stores)
+
+
+@_frozen
+class KSwept:
+    """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op`` in
+    a normalize kernel's first sweep: ``child`` lives in the kernel's own index space
+    (the output's dims, kept ones first, like the stored ``E``), and the finished value is
+    read at every index of the reduced dims (broadcast back). Only under a
+    ``KReduce(stores=True)``: the inputs are read from memory once, the later sweeps find
+    them in cache."""
+
+    op: str
+    child: object
+    n_out: int
+    dtype: np.dtype
+    lengths: tuple[int, ...]
+    kind = "swept"
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.child.shape
+
+    def rebuild(self, children) -> KSwept:
+        return KSwept(self.op, children[0], self.n_out, self.dtype, self.lengths)
 
 
 def reindex(node, shape: tuple[int, ...], maps: tuple, memo: dict | None = None):
@@ -247,7 +278,8 @@ def stored_reads(tree) -> frozenset:
     """Ids of the leaves a normalize kernel's tree reads only in its first sweep, under
     the ``KReduce(stores=True)`` (where ``E`` is computed): each is read before the output
     is written at its index. The second sweep reads the rest of the tree, ``E`` taken
-    from the output."""
+    from the output. Leaves under a ``KSwept`` are read in the sweep before the first
+    (its value is kept per output, never read from them again)."""
     stored = next(x for x in kernel_nodes(tree) if x.kind == "reduce" and x.stores)
     later: set[int] = set()
     stack = [tree]
@@ -256,6 +288,8 @@ def stored_reads(tree) -> frozenset:
         if id(x) in later or x is stored or x is stored.child:
             continue
         later.add(id(x))
+        if x.kind == "swept":
+            continue
         stack.extend(x.children)
     first = kernel_nodes(stored.child)
     return frozenset(id(x) for x in first if x.kind == "leaf" and id(x) not in later)

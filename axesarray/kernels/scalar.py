@@ -150,6 +150,9 @@ class Body:
             raise AssertionError("codegen: a reduction must be the kernel's accumulator")
         return self.reduce_value
 
+    def _swept(self, node, indent, known) -> str:  # its local comes in ``known``
+        raise AssertionError("codegen: a swept reduction is the normalize kernel's own local")
+
     def _map(self, node, indent, known) -> str:
         args = [self.emit(c, indent, known) for c in node.args]
         loop = node.args[0].dtype if node.op != "where" else node.args[1].dtype
