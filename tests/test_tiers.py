@@ -513,3 +513,19 @@ def test_slabs_on_threads_do_not_wait_for_numba():
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_slabs_reduce_a_leaf_directly(tiered):
+    """In slabs, a reduction straight over a leaf (``x.max("K")``, a layer norm's mean)
+    reads the leaf's slab: the tier answers (it does not fall back to the kernels)."""
+    xn = np.random.default_rng(7).standard_normal((512, 1024)).astype(np.float32)
+    x = ax.tensor(xn, "N K")
+    e = ax.exp(x - x.max("K"))
+    from axesarray.dag.nodes import walk
+
+    root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
+    assert tiers._slabs(walk(root), root) is not None
+    out = ax.zeros(x.axes, "float32")
+    tiers.tier_assign(out.node, e.node)  # raised ValueError before (then the kernels ran)
+    want = np.exp((xn - xn.max(1, keepdims=True)).astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(out.numpy(), want)

@@ -430,9 +430,9 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
                     if d is not None and v.shape[d] != 1:  # (a length-1 dim is broadcast)
                         v = v[(slice(None),) * d + (slice(lo, hi),)]
                     vals[id(node)] = v
-            shapes = {
+            shapes = {  # every node's slab shape (views too: a reduction may read one)
                 id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
-                for n in computed
+                for n in order
             }
             _run(computed, vals, result[lo:hi], shapes)
 
