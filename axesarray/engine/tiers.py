@@ -417,24 +417,38 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
         target = None  # a slab would overwrite what a later slab reads: a fresh result first
     result = target if target is not None else np.empty(root.shape, root.dtype)
     computed = [n for n in order if id(n) not in views]
+    facts = _facts(computed)  # the same for every slab: worked out once
+    # the views each slab cuts along its dim (a length-1 dim is broadcast: read whole)
+    cut = [
+        (id(n), full[id(n)], dims[id(n)])
+        for n in order
+        if id(n) in full and dims.get(id(n)) is not None and full[id(n)].shape[dims[id(n)]] != 1
+    ]
+    whole = {id(n): full[id(n)] for n in order if id(n) in full}
+    by_height: dict = {}  # every node's slab shape, by slab height (a reduction may read a view)
     n0 = root.shape[0]
 
     def slabs(first: int, last: int) -> None:
+        pool = _Buffers()  # this thread's slab buffers, reused from slab to slab
+        steps: list = []  # its first full slab's steps, replayed by the next ones
         for lo in range(first * rows, min(n0, last * rows), rows):
             hi = min(n0, lo + rows)
-            vals = {}
-            for node in order:
-                v = full.get(id(node))
-                if v is not None:
-                    d = dims.get(id(node))
-                    if d is not None and v.shape[d] != 1:  # (a length-1 dim is broadcast)
-                        v = v[(slice(None),) * d + (slice(lo, hi),)]
-                    vals[id(node)] = v
-            shapes = {  # every node's slab shape (views too: a reduction may read one)
-                id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
-                for n in order
-            }
-            _run(computed, vals, result[lo:hi], shapes)
+            vals = dict(whole)
+            for key, v, d in cut:
+                vals[key] = v[(slice(None),) * d + (slice(lo, hi),)]
+            if steps and hi - lo == rows:
+                _replay(steps, vals, result[lo:hi], facts[1])
+                continue
+            shapes = by_height.get(hi - lo)
+            if shapes is None:
+                shapes = by_height[hi - lo] = {
+                    id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
+                    for n in order
+                }
+            record = [] if hi - lo == rows else None
+            _run(computed, vals, result[lo:hi], shapes, pool, facts, record)
+            if record:
+                steps = record
 
     # The slabs are independent (each writes its own rows of the result) and numpy's
     # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
@@ -486,9 +500,10 @@ def _slabs(order: list, root: Node):
                 kid_dims = [s]
         else:
             return None
-        if d is not None:
-            n = math.prod(node.shape)
-            per_row = max(per_row, n // max(1, node.shape[d]))
+        if d is not None:  # the node's elements per row, and its operands' (a reduction's)
+            for m, md in ((node, d), *zip(node.children, kid_dims, strict=True)):
+                if md is not None:
+                    per_row = max(per_row, math.prod(m.shape) // max(1, m.shape[md]))
         for c, cd in zip(node.children, kid_dims, strict=True):
             if dims.get(id(c), cd) != cd:
                 return None  # read along two dims
@@ -503,25 +518,49 @@ def _slabs(order: list, root: Node):
         return None
     if per_row == 0:
         return None
+    computed = [n for n in order if id(n) not in views]
+    if len(computed) == 1 and not (root.kind == "map" and root.op in WIDE_OPS):
+        # no temporary to keep in cache, and work that memory paces (x.max("K"): numpy's
+        # one call runs at the roof; 32 slabs of it on two threads, no faster)
+        return None
     rows = max(1, SLAB_ELEMENTS // per_row)
     if rows * 2 > root.shape[0]:
         return None  # one or two slabs: nothing to gain
     return dims, views, rows
 
 
-def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
-    """Evaluate ``order`` (its nodes not in ``vals``, in order; the last is the root) into
-    ``target`` (None: return the root's value); ``shapes``: a node's shape when it is not
-    ``node.shape`` (a slab's)."""
+def _facts(order: list) -> tuple[dict, dict]:
+    """``(last, wide)`` of ``order``: the position of each value's last reader, and which
+    nodes are computed in float64 (``_is_wide``)."""
     last: dict[int, int] = {}
+    wide: dict[int, bool] = {}
     for k, node in enumerate(order):
         for c in node.children:
             last[id(c)] = k
-    wide: dict[int, bool] = {}
+        wide[id(node)] = _is_wide(node, wide) if node.children else False
+    return last, wide
+
+
+def _run(
+    order: list,
+    vals: dict,
+    target: np.ndarray | None,
+    shapes: dict,
+    pool: _Buffers | None = None,
+    facts: tuple | None = None,
+    record: list | None = None,
+):
+    """Evaluate ``order`` (its nodes not in ``vals``, in order; the last is the root) into
+    ``target`` (None: return the root's value); ``shapes``: a node's shape when it is not
+    ``node.shape`` (a slab's); ``pool``: buffers to take from and hand back (a slab's
+    thread keeps one); ``facts``: ``_facts(order)``, when the caller has it; ``record``: a
+    list that receives each computed node's step, for ``_replay``."""
+    last, wide = facts if facts is not None else _facts(order)
     # the owned buffers each value is or views, and how many live values hold each
     backing: dict[int, list] = {}
     holders: dict[int, int] = {}
-    pool = _Buffers()
+    if pool is None:
+        pool = _Buffers()
     end = len(order) - 1
     with np.errstate(all="ignore"):
         for k, node in enumerate(order):
@@ -529,8 +568,7 @@ def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
                 continue
             shape = shapes.get(id(node)) or tuple(node.shape)
             kids = [vals[id(c)] for c in node.children]
-            is_wide = _is_wide(node, wide) if node.children else False
-            wide[id(node)] = is_wide
+            is_wide = wide[id(node)]
             dtype = _F64 if is_wide else node.dtype
             out = None
             kid_shapes = [shapes.get(id(c)) or tuple(c.shape) for c in node.children]
@@ -551,6 +589,17 @@ def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
                     out = _reuse(node, shape, dtype, backing, holders, vals, last, k)
                     if out is None:
                         out = pool.take(shape, dtype)
+            if record is not None:
+                record.append(
+                    (
+                        node,
+                        [id(c) for c in node.children],
+                        None if node.kind in ("map", "cast") else kid_shapes,
+                        out,
+                        is_wide,
+                        shape,
+                    )
+                )
             value = _compute(node, kids, is_wide, wide, out, shape)
             if k == end:
                 if is_wide and value.dtype != node.dtype:
@@ -559,6 +608,11 @@ def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
                     return value if value.shape == shape else np.broadcast_to(value, shape).copy()
                 if value is not target:
                     np.copyto(target, value, casting="unsafe")
+                done = {id(b): b for bufs in backing.values() for b in bufs}
+                if out is not None and out is not target:
+                    done[id(out)] = out
+                for buf in done.values():
+                    pool.give(buf)  # the next slab's (nothing reads them any more)
                 return None
             vals[id(node)] = value
             if value is out:
@@ -584,6 +638,29 @@ def _run(order: list, vals: dict, target: np.ndarray | None, shapes: dict):
                         holders[id(b)] -= 1
                         if holders[id(b)] == 0:
                             pool.give(b)
+
+
+def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
+    """``_run`` again for a slab of the recorded one's shapes, its decisions taken over: each
+    node computed into the same buffer (or the target) as when recorded. The same shapes
+    and dtypes give the same choices, and what ``_run`` works out per node (shapes,
+    buffers, who holds them) is Python work that runs with the slab's data in the caches
+    (~25 us a node measured, 5x its time with a warm cache)."""
+    end = len(steps) - 1
+    with np.errstate(all="ignore"):
+        for k, (node, kid_ids, expand, out, is_wide, shape) in enumerate(steps):
+            kids = [vals[i] for i in kid_ids]
+            if expand is not None:
+                kids = [
+                    v if v.shape == s else np.broadcast_to(v, s)
+                    for v, s in zip(kids, expand, strict=True)
+                ]
+            value = _compute(node, kids, is_wide, wide, out, shape)
+            if k == end:
+                if value is not target:
+                    np.copyto(target, value, casting="unsafe")
+                return
+            vals[id(node)] = value
 
 
 def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
@@ -671,6 +748,11 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.nd
 # is NaN, ``inf / inf`` NaN): the tier's float64 value is made inf there too, so special
 # values are the kernels' (``ax.softmax`` of a row holding +inf and 100.0: NaN, not 0).
 _OVERFLOWS = frozenset({"exp", "expm1", "pow", "hypot"})
+# exp and expm1 (increasing) pass the range only above log(max) of it: no operand above
+# that bound, no overflow (NaN operands compare false and give NaN, not an overflow)
+_OVERFLOW_ABOVE = {
+    op: {dt: math.log(float(np.finfo(dt).max)) for dt in _NARROW} for op in ("exp", "expm1")
+}
 
 
 def _overflow_as_narrow(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -703,6 +785,11 @@ def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> n
     if kind == "map":
         value = _map(node, kids, is_wide, wide, out, shape)
         if is_wide and node.op in _OVERFLOWS and value.flags.writeable:
+            if node.op in _OVERFLOW_ABOVE:  # overflows only past a bound on its operand:
+                # one pass over the (narrower, often compact) operand instead of two
+                bound = _OVERFLOW_ABOVE[node.op][node.dtype]
+                if not np.fmax.reduce(kids[0], axis=None, initial=-np.inf) > bound:
+                    return value
             return _overflow_as_narrow(value, node.dtype)
         return value
     if kind in ("remap", "const", "leaf"):
