@@ -27,9 +27,11 @@ import argparse
 import itertools
 import os
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -40,18 +42,8 @@ from axesarray.engine.cost import serial_seconds
 from axesarray.engine.dispatch import kernel_for, variant
 from axesarray.kernels.threads import RANGES_PER_THREAD, num_threads, run_parts
 
-
-def _medians(fns: dict, repeat: int) -> dict:
-    for fn in fns.values():
-        fn()
-    times: dict = {k: [] for k in fns}
-    for _ in range(repeat):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import round_robin  # noqa: E402
 
 _EXECUTOR: list = []
 
@@ -81,7 +73,7 @@ def bench_launch(repeat: int) -> None:
     def noop(lo, hi):
         pass
 
-    m = _medians(
+    m = round_robin(
         {
             "direct call": lambda: noop(0, 1000),
             "run_parts": lambda: run_parts(noop, 1000, ()),
@@ -101,7 +93,7 @@ def _kernel_times(e, out, repeat: int) -> tuple:
     (step,) = plan.steps
     args = binder(step)(e.node.params, {}, out.node)
     fns = {v: kernel_for(step, plan.device, v) for v in ("serial", "parallel")}
-    m = _medians({v: (lambda f=f: f(*args)) for v, f in fns.items()}, repeat)
+    m = round_robin({v: (lambda f=f: f(*args)) for v, f in fns.items()}, repeat)
     return serial_seconds(step), m["serial"], m["parallel"], variant(step, plan.device, args[0])
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import optional  # noqa: E402
+from common import optional, round_robin  # noqa: E402
 
 import axesarray as ax  # noqa: E402
 
@@ -691,15 +690,7 @@ def workloads(quick: bool) -> list[Workload]:
 
 
 def _interleaved(fns: dict, repeat: int) -> dict:
-    times = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(repeat):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return round_robin(fns, repeat)
 
 
 def _plan_numbers(w: Workload) -> tuple[int, int, int | None]:

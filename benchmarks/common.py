@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-__all__ = ["median_time", "copy_time", "interleaved", "Table", "optional"]
+__all__ = ["median_time", "copy_time", "round_robin", "interleaved", "Table", "optional"]
 
 
 def median_time(fn, repeat: int = 7, warmup: int = 1, min_time: float = 0.0) -> float:
@@ -45,23 +45,30 @@ def copy_time(traffic_bytes: int, repeat: int = 7) -> float:
     return median_time(lambda: np.copyto(dst, src), repeat)
 
 
-def interleaved(fns: dict, traffic_bytes: int, repeat: int = 9) -> tuple[dict, float]:
-    """Median seconds of each function and of ``np.copyto`` of ``traffic_bytes``, timed in
-    round-robin so that a slow moment of the machine hits all of them alike."""
-    n = max(1, traffic_bytes // 2)
-    src = np.ones(n, np.uint8)
-    dst = np.empty_like(src)
-    runs = dict(fns, copy=lambda: np.copyto(dst, src))
-    times: dict = {k: [] for k in runs}
-    for fn in runs.values():
-        fn()  # warm up: compile, first touch of the pages
+def round_robin(fns: dict, repeat: int) -> dict:
+    """Median seconds per call of each function, after one warm-up call of each (compile,
+    first touch of the pages), the functions timed in round-robin so that a slow moment of
+    the (shared) machine hits all of them alike."""
+    for fn in fns.values():
+        fn()
+    times: dict = {k: [] for k in fns}
     for _ in range(repeat):
-        for k, fn in runs.items():
+        for k, fn in fns.items():
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
-    copy = statistics.median(times.pop("copy"))
-    return {k: statistics.median(v) for k, v in times.items()}, copy
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def interleaved(fns: dict, traffic_bytes: int, repeat: int = 9) -> tuple[dict, float]:
+    """Median seconds of each function and of ``np.copyto`` of ``traffic_bytes``, timed in
+    round-robin (``round_robin``) with them."""
+    n = max(1, traffic_bytes // 2)
+    src = np.ones(n, np.uint8)
+    dst = np.empty_like(src)
+    times = round_robin(dict(fns, copy=lambda: np.copyto(dst, src)), repeat)
+    copy = times.pop("copy")
+    return times, copy
 
 
 def optional(name: str):

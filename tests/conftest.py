@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 import axesarray as ax
 from axesarray.testing import TOL, assert_close
 
-__all__ = ["TOL", "assert_close"]
+__all__ = ["TOL", "assert_close", "special_rows"]
 
 # The suite runs both ways (``make test``). By default it tests the fused kernels: the
 # numpy tier (which answers new cheap expressions while their kernels compile) would
@@ -48,6 +48,7 @@ def pytest_configure(config):
 
         ax.set_options(tiered=True)
         tiers.ANSWER_ALL = True  # every evaluation the tier takes is its answer, not one
+
 
 # --- hypothesis profiles ------------------------------------------------------------------
 # deadline=None: the fused engine compiles a numba kernel on the first example of a new
@@ -90,6 +91,25 @@ def assert_grad_close(
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}. {err_msg}"
     rtol, atol = TOL_GRAD[table]
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol * scale, err_msg=err_msg)
+
+
+def special_rows(dtype, length: int) -> np.ndarray:
+    """(8, ``length``) random values (x30) whose rows hold the special values a softmax,
+    log-softmax or logsumexp over the last axis must keep: a row of -inf, NaN, +inf
+    beside finite values and beside a value whose exp overflows, a row of +inf, a row
+    partly -inf, NaN and +inf together. ``length`` >= 6."""
+    rng = np.random.default_rng(8)
+    a = (rng.standard_normal((8, length)) * 30).astype(dtype)
+    a[1] = -np.inf  # softmax nan, logsumexp -inf
+    a[2, 3] = np.nan
+    a[3, 4] = np.inf  # softmax 0 and nan, logsumexp +inf
+    a[4, 4] = np.inf
+    a[4, 5] = 100.0 if dtype == "float32" else 800.0  # exp overflows beside +inf: nan
+    a[5] = np.inf
+    a[6, :5] = -np.inf
+    a[7, 0] = np.nan
+    a[7, 1] = np.inf
+    return a
 
 
 # --- fixtures -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_close
+from conftest import assert_close, special_rows
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -156,28 +156,13 @@ def _np_guarded(a, axis):
         return e / s, a - lse, np.squeeze(lse, axis)
 
 
-def _special_rows(dtype):
-    rng = np.random.default_rng(8)
-    a = (rng.standard_normal((8, K.length)) * 30).astype(dtype)
-    a[1] = -np.inf  # softmax nan, logsumexp -inf
-    a[2, 3] = np.nan
-    a[3, 4] = np.inf  # softmax 0 and nan, logsumexp +inf
-    a[4, 4] = np.inf
-    a[4, 5] = 100.0 if dtype == "float32" else 800.0  # exp overflows beside +inf: nan
-    a[5] = np.inf
-    a[6, :5] = -np.inf
-    a[7, 0] = np.nan
-    a[7, 1] = np.inf
-    return a
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_ax_softmax_and_friends_are_one_reduction_with_their_special_values(engine, dtype):
     """``ax.softmax`` is 1 kernel (was 3), ``log_softmax`` 2, ``logsumexp`` 1, through the
     ``logsumexp_guarded`` reduction (``ax.softmax`` as a result of its own: a normalize
     kernel whose first sweep is the max, tests/test_normalize.py); every row of +-inf and
     NaN keeps its value."""
-    a = _special_rows(dtype)
+    a = special_rows(dtype, K.length)
     x = ax.tensor(a, ("R", K))
     p, ls, lse = _np_guarded(a, 1)
     assert_close(ax.softmax(x, "K"), p)

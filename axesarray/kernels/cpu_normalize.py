@@ -114,41 +114,46 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
         last = n_out - 1
         inner = range(last, last + 1)
         base = _row_blocks(low, src, loop, NORMALIZE_BLOCK)
-        if swept is not None:  # the first sweep: the block's rows, read from memory
-            src.add(2, f"pacc = np.empty({NORMALIZE_BLOCK}, {p_t})")
-            src.add(2, "for k in range(m):")
-            src.add(3, f"pacc[k] = {p_init}")
-            indent, b = reduce_loops(2, base, range(n_out, rank), "px")
+
+        def outputs(indent: int) -> int:
+            """The loop over the block's outputs (vectorized across them)."""
             src.add(indent, "for k in range(m):")
             src.add(indent + 1, f"i{last} = j0 + k")
-            v = sweep_value(indent + 1, b, inner, "p")
-            for line in _combine(swept.op, "pacc[k]", v, "0", p_fl):
-                src.add(indent + 1, line)
-            src.add(2, f"pres = np.empty({NORMALIZE_BLOCK}, {p_res_t})")
+            return indent + 1
+
+        def block_sweep(tag, acc, acc_t, init, fold, res, res_t, finish) -> None:
+            """A sweep over the block's rows: ``acc[k]`` set to ``init``, the reduced dims'
+            loops around ``fold(indent, b)``, then ``res[k] = finish(acc[k])``."""
+            src.add(2, f"{acc} = np.empty({NORMALIZE_BLOCK}, {acc_t})")
             src.add(2, "for k in range(m):")
-            src.add(3, f"pres[k] = {p_finish('pacc[k]')}")
-        src.add(2, f"acc = np.empty({NORMALIZE_BLOCK}, {acc_t})")
-        src.add(2, "for k in range(m):")
-        src.add(3, f"acc[k] = {init}")
-        indent, b = reduce_loops(2, base, range(n_out, rank), "sx")
-        src.add(indent, "for k in range(m):")
-        src.add(indent + 1, f"i{last} = j0 + k")
-        compute(indent + 1, b, inner, "s", "pres[k]")
-        # folded in a loop of its own: with the store to the output in the same loop, LLVM
-        # cannot tell the accumulators from the output and keeps it scalar
-        src.add(indent, "for k in range(m):")
-        src.add(indent + 1, f"i{last} = j0 + k")
-        for line in _combine(red.op, "acc[k]", convert(_read_out(low, b, inner)), "0", fl):
-            src.add(indent + 1, line)
+            src.add(3, f"{acc}[k] = {init}")
+            fold(*reduce_loops(2, base, range(n_out, rank), tag))
+            src.add(2, f"{res} = np.empty({NORMALIZE_BLOCK}, {res_t})")
+            src.add(2, "for k in range(m):")
+            src.add(3, f"{res}[k] = {finish(f'{acc}[k]')}")
+
+        def fold_swept(indent: int, b: dict) -> None:
+            indent = outputs(indent)
+            v = sweep_value(indent, b, inner, "p")
+            for line in _combine(swept.op, "pacc[k]", v, "0", p_fl):
+                src.add(indent, line)
+
+        def fold_stored(indent: int, b: dict) -> None:
+            compute(outputs(indent), b, inner, "s", "pres[k]")
+            # folded in a loop of its own: with the store to the output in the same loop,
+            # LLVM cannot tell the accumulators from the output and keeps it scalar
+            indent = outputs(indent)
+            for line in _combine(red.op, "acc[k]", convert(_read_out(low, b, inner)), "0", fl):
+                src.add(indent, line)
+
+        if swept is not None:  # the first sweep: the block's rows, read from memory
+            block_sweep("px", "pacc", p_t, p_init, fold_swept, "pres", p_res_t, p_finish)
         res_t = "np.bool_" if red.dtype.kind == "b" else type_name(red.dtype)
-        src.add(2, f"res = np.empty({NORMALIZE_BLOCK}, {res_t})")
-        src.add(2, "for k in range(m):")
-        src.add(3, f"res[k] = {finish('acc[k]')}")
+        block_sweep("sx", "acc", acc_t, init, fold_stored, "res", res_t, finish)
         indent, b = reduce_loops(2, base, range(n_out, rank), "nx")
-        src.add(indent, "for k in range(m):")
-        src.add(indent + 1, f"i{last} = j0 + k")
-        src.add(indent + 1, "r = res[k]")
-        finish_value(indent + 1, b, inner, "n", "pres[k]")
+        indent = outputs(indent)
+        src.add(indent, "r = res[k]")
+        finish_value(indent, b, inner, "n", "pres[k]")
         return
     base = {k: f"o{k}" for k in range(len(low.operands))}
     if n_out:

@@ -162,7 +162,23 @@ class KConcat:
 
 
 @_frozen
-class KReduce:
+class _Reduction:
+    """The fields of ``KReduce`` and ``KSwept``: ``op`` over index dims ``n_out..`` (of
+    lengths ``lengths``) of ``child``, ``dtype`` the result."""
+
+    op: str
+    child: object
+    n_out: int
+    dtype: np.dtype
+    lengths: tuple[int, ...]
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+
+@_frozen
+class KReduce(_Reduction):
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op``;
     ``dtype`` is the result.
 
@@ -172,17 +188,8 @@ class KReduce:
     reduction runs at every index, reading E back from the output where it names
     ``child`` (E computed once per element, not once for the sum and once for the root)."""
 
-    op: str
-    child: object
-    n_out: int
-    dtype: np.dtype
-    lengths: tuple[int, ...]
     stores: bool = False
     kind = "reduce"
-
-    @property
-    def children(self) -> tuple:
-        return (self.child,)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -193,7 +200,7 @@ class KReduce:
 
 
 @_frozen
-class KSwept:
+class KSwept(_Reduction):
     """Reduce ``child`` over index dims ``n_out..`` (of lengths ``lengths``) with ``op`` in
     a normalize kernel's first sweep: ``child`` lives in the kernel's own index space
     (the output's dims, kept ones first, like the stored ``E``), and the finished value is
@@ -201,16 +208,7 @@ class KSwept:
     ``KReduce(stores=True)``: the inputs are read from memory once, the later sweeps find
     them in cache."""
 
-    op: str
-    child: object
-    n_out: int
-    dtype: np.dtype
-    lengths: tuple[int, ...]
     kind = "swept"
-
-    @property
-    def children(self) -> tuple:
-        return (self.child,)
 
     @property
     def shape(self) -> tuple[int, ...]:
