@@ -181,8 +181,7 @@ def test_a_script_exits_soon_after_its_last_result(tmp_path, tier_on):
     # the best of three: on a loaded 2-core machine one exit can wait for the core
     base = min(_exit_delay(plain, env) for _ in range(3))
     delay = min(
-        _exit_delay(script, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k))))
-        for k in range(3)
+        _exit_delay(script, dict(env, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))) for k in range(3)
     )
     assert delay < base + 0.1, f"exit {delay:.3f} s after the last result (numpy: {base:.3f})"
 
@@ -204,9 +203,7 @@ def test_exit_freezes_what_is_alive(tmp_path):
         import axesarray as ax
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]
 
 
@@ -529,3 +526,71 @@ def test_slabs_reduce_a_leaf_directly(tiered):
     tiers.tier_assign(out.node, e.node)  # raised ValueError before (then the kernels ran)
     want = np.exp((xn - xn.max(1, keepdims=True)).astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_dots_and_uncut_values_are_computed_first_then_the_slabs_read_them(tiered):
+    """Attention and a cosine by names: the dot (and the norms of ``b``, which the slabs
+    over ``N`` do not cut) are computed in full first; the softmax between the two dots and
+    the division run in slabs, and give numpy's values."""
+    from axesarray.dag.nodes import walk
+
+    rng = np.random.default_rng(11)
+    qn, kn, vn = (rng.standard_normal((8, 4, 128, 32)).astype(np.float32) for _ in range(3))
+    q, k, v = (ax.tensor(a, "B H Q D") for a in (qn, kn, vn))
+    k, v = k.rename({"Q": "S"}), v.rename({"Q": "S"})
+    s = ax.dot(q, k, over="D") * np.float32(0.125)
+    p = ax.softmax(s, "S")
+    seen = []
+    evaluate = tiers._evaluate
+
+    def spy(root, target, given=None):
+        order = walk(root, lambda n: () if given and id(n) in given else n.children)
+        found = tiers._slabs(order, root, given)
+        seen.append(None if found is None else [n.kind for n in found[3]])
+        return evaluate(root, target, given)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers, "_evaluate", spy)
+        out = ax.zeros(ax.dot(p, v, over="S").axes, "float32")
+        tiers.tier_assign(out.node, ax.dot(p, v, over="S").node)
+    assert ["dot"] in seen  # the softmax's slabs read the first dot, computed first
+    sn = (qn @ kn.transpose(0, 1, 3, 2)).astype(np.float64) * 0.125
+    e = np.exp(sn - sn.max(-1, keepdims=True))
+    want = ((e / e.sum(-1, keepdims=True)).astype(np.float32) @ vn).astype(np.float32)
+    assert_close(out, want)
+
+    an = rng.standard_normal((256, 64)).astype(np.float32)
+    bn = rng.standard_normal((1024, 64)).astype(np.float32)
+    a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
+    cos = (a * b).sum("D") / ax.sqrt((a * a).sum("D") * (b * b).sum("D"))
+    seen.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers, "_evaluate", spy)
+        out = ax.zeros(cos.axes, "float32")
+        tiers.tier_assign(out.node, cos.node)
+    assert seen[0] is not None and "dot" in seen[0] and "reduce" in seen[0]
+    na = np.sqrt((an.astype(np.float64) ** 2).sum(1))
+    nb = np.sqrt((bn.astype(np.float64) ** 2).sum(1))
+    assert_close(out, ((an @ bn.T) / np.outer(na, nb)).astype(np.float32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("wide", [False, True])
+def test_replayed_slabs_write_their_own_rows(tiered, threads, wide):
+    """16 slabs over one or two threads: after its first slab each thread replays the
+    recorded steps, and the last op writes the rows of the slab being run (a replay once
+    wrote every slab into the first one's rows)."""
+    from axesarray.dag.nodes import walk
+
+    xn = np.random.default_rng(12).standard_normal((4096, 512)).astype(np.float32)
+    x = ax.tensor(xn, "N K")
+    e = (ax.exp(x) if wide else x * np.float32(3)) * np.float32(2) + np.float32(1)
+    root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
+    assert tiers._slabs(walk(root), root)[2] * 8 <= 4096  # >= 8 slabs: 2+ a range
+    out = ax.zeros(e.axes, "float32")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers, "num_threads", lambda load=True: threads)
+        tiers.tier_assign(out.node, e.node)
+    x64 = xn.astype(np.float64)
+    want = (np.exp(x64) * 2 + 1).astype(np.float32) if wide else xn * np.float32(3) * 2 + 1
+    assert_close(out, want)

@@ -33,7 +33,7 @@ import numpy as np
 from ..core.ops import OPS, apply_map
 from ..core.reductions_table import REDUCERS, REDUCTIONS
 from ..dag.nodes import Leaf, Node, walk
-from ..kernels.threads import block_interrupts, num_threads, run_parts
+from ..kernels.threads import blas_ran, block_interrupts, num_threads, run_parts
 from ..options import OPTIONS
 from ..storage.memory import leaf_array, wrap_array
 from . import worker
@@ -390,21 +390,47 @@ def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
 SLAB_ELEMENTS = 1 << 17
 
 
-def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
+def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
     """``tier_assign``'s evaluation: writes ``target`` (None: returns the root's value).
     A big expression whose every computed node keeps the result's first dim (elementwise
     ops, reductions over other dims, broadcasts) runs in slabs of that dim (``_slabs``):
     every temporary is a slab's, and stays in cache (numpy's own temporaries go to memory
-    and back, a float64 one twice the bytes)."""
-    order = walk(root)
-    found = _slabs(order, root)
+    and back, a float64 one twice the bytes). Dots, and values the slabs do not cut, are
+    computed first, in full (each by this function). ``given``: values of nodes computed
+    already, by id (filled in as it goes)."""
+    given = {} if given is None else given
+
+    def edges(node: Node):
+        return () if id(node) in given else node.children
+
+    order = walk(root, edges)
+    found = _slabs(order, root, given)
     if found is None:
-        return _run(order, {}, target, {})
-    dims, views, rows = found
+        # A dot's operands: each (when big) evaluated on its own, in slabs when it can (the
+        # softmax between attention's two dots)
+        big = [
+            c
+            for n in order
+            if n.kind == "dot"
+            for c in n.children
+            if c.kind in ("map", "cast", "reduce") and math.prod(c.shape) >= 2 * SLAB_ELEMENTS
+        ]
+        for c in big:
+            if id(c) not in given:
+                given[id(c)] = _evaluate(c, None, given)
+        if big:
+            order = walk(root, edges)
+        return _run(order, {id(n): given[id(n)] for n in order if id(n) in given}, target, {})
+    dims, views, rows, early = found
+    for node in early:  # a dot, or a value the slab does not cut: in full, first
+        given[id(node)] = _evaluate(node, None, given)
+    order = [n for n in order if dims[id(n)] != _BELOW]
     full: dict[int, np.ndarray] = {}
     with np.errstate(all="ignore"):
         for node in order:
-            if id(node) in views:
+            if id(node) in given:
+                full[id(node)] = given[id(node)]
+            elif id(node) in views:
                 kids = [full[id(c)] for c in node.children]
                 kids = [
                     v if v.shape == c.shape else np.broadcast_to(v, c.shape)
@@ -458,25 +484,39 @@ def _evaluate(root: Node, target: np.ndarray | None) -> np.ndarray | None:
     return None if target is not None else result
 
 
-def _slabs(order: list, root: Node):
-    """``(dims, views, rows)`` when ``root`` can run in slabs of ``rows`` along its first
-    dim: ``dims[id(node)]``, the dim of each node that follows the slab (None: the node
-    does not depend on it, then it is a view computed once), ``views``, the ids of nodes
-    computed once in full (leaves, constants, broadcasts of them); None otherwise (small
-    expressions, dots, pads, concatenations, reshapes, a value read along two dims)."""
+# A node only nodes computed in full first (``early``) read: their own evaluation computes it.
+_BELOW = "below"
+# Node kinds a slab computes a part of; another kind (a dot, a pad, a reshape) is computed
+# in full before the slabs, and the slabs read it as a view.
+_SLICED = ("map", "cast", "reduce", "remap")
+
+
+def _slabs(order: list, root: Node, given: dict | None = None):
+    """``(dims, views, rows, early)`` when ``root`` can run in slabs of ``rows`` along its
+    first dim: ``dims[id(node)]``, the dim of each node that follows the slab (None: the
+    node does not depend on it; ``_BELOW``: only an early node reads it), ``views``, the ids
+    of nodes read in full (leaves, constants, ``given`` values, early nodes, broadcasts of
+    them), ``early``: the computed nodes to evaluate in full first (a dot, or a value the
+    slab does not cut, as the norms of ``b`` in a cosine over ``N M``); None otherwise
+    (small expressions, a value read along two dims)."""
     if not root.shape or root.shape[0] < 2 or root.kind not in ("map", "cast", "reduce"):
         return None
+    given = {} if given is None else given
     per_row = 0
-    dims: dict[int, int | None] = {id(root): 0}
+    dims: dict[int, int | str | None] = {id(root): 0}
+    early: list = []
     for node in reversed(order):  # parents before children
         d = dims.get(id(node), "unused")
         if d == "unused":
             return None  # not reached (cannot happen in a walk from root)
-        if node.kind in ("leaf", "const"):
+        if d == _BELOW:
+            kid_dims = [_BELOW] * len(node.children)
+        elif node.kind in ("leaf", "const") or id(node) in given:
             continue
-        if d is None:
-            if node.kind != "remap":
-                return None  # a computed value the slab does not cut: not worth it here
+        elif node.kind not in _SLICED or (d is None and node.kind != "remap"):
+            early.append(node)
+            kid_dims = [_BELOW] * len(node.children)
+        elif d is None:  # a remap of something the slab does not cut
             kid_dims = [None]
         elif node.kind in ("map", "cast"):
             if any(tuple(c.shape) != tuple(node.shape) for c in node.children):
@@ -488,7 +528,7 @@ def _slabs(order: list, root: Node):
             if len(kept) != len(node.shape):
                 return None
             kid_dims = [kept[d]]
-        elif node.kind == "remap":
+        else:  # remap
             src = [s for s, m in enumerate(node.maps) if m[0] == d]
             if not src:
                 kid_dims = [None]
@@ -498,27 +538,35 @@ def _slabs(order: list, root: Node):
                 if node.maps[s][1:] != (0, 1) or child.shape[s] != node.shape[d]:
                     return None
                 kid_dims = [s]
-        else:
-            return None
-        if d is not None:  # the node's elements per row, and its operands' (a reduction's)
-            for m, md in ((node, d), *zip(node.children, kid_dims, strict=True)):
-                if md is not None:
-                    per_row = max(per_row, math.prod(m.shape) // max(1, m.shape[md]))
+        if d is not None and d != _BELOW and kid_dims[:1] != [_BELOW]:
+            # the node's elements per row, and a reduction's operand's (it reads them all;
+            # a remap reads only what it maps)
+            per_row = max(per_row, math.prod(node.shape) // max(1, node.shape[d]))
+            if node.kind == "reduce":
+                child = node.children[0]
+                per_row = max(per_row, math.prod(child.shape) // max(1, child.shape[kid_dims[0]]))
         for c, cd in zip(node.children, kid_dims, strict=True):
-            if dims.get(id(c), cd) != cd:
-                return None  # read along two dims
+            before = dims.get(id(c), cd)
+            if before != cd:
+                if c.kind not in ("leaf", "const") or _BELOW not in (before, cd):
+                    return None  # read along two dims (or computed twice)
+                cd = before if cd == _BELOW else cd  # a leaf the slabs read too: cut
             dims[id(c)] = cd
-    views = set()
+    views = set(map(id, early))
     for node in order:  # children first: a view reads views only
-        if node.kind in ("leaf", "const") or (
-            node.kind == "remap" and id(node.children[0]) in views
+        if dims[id(node)] == _BELOW:
+            continue
+        if (
+            node.kind in ("leaf", "const")
+            or id(node) in given
+            or (node.kind == "remap" and id(node.children[0]) in views)
         ):
             views.add(id(node))
     if any(dims[id(n)] is None and id(n) not in views for n in order):
         return None
     if per_row == 0:
         return None
-    computed = [n for n in order if id(n) not in views]
+    computed = [n for n in order if id(n) not in views and dims[id(n)] != _BELOW]
     if len(computed) == 1 and not (root.kind == "map" and root.op in WIDE_OPS):
         # no temporary to keep in cache, and work that memory paces (x.max("K"): numpy's
         # one call runs at the roof; 32 slabs of it on two threads, no faster)
@@ -526,7 +574,7 @@ def _slabs(order: list, root: Node):
     rows = max(1, SLAB_ELEMENTS // per_row)
     if rows * 2 > root.shape[0]:
         return None  # one or two slabs: nothing to gain
-    return dims, views, rows
+    return dims, views, rows, early[::-1]
 
 
 def _facts(order: list) -> tuple[dict, dict]:
@@ -595,7 +643,7 @@ def _run(
                         node,
                         [id(c) for c in node.children],
                         None if node.kind in ("map", "cast") else kid_shapes,
-                        out,
+                        _TARGET if out is target and out is not None else out,
                         is_wide,
                         shape,
                     )
@@ -640,6 +688,9 @@ def _run(
                             pool.give(b)
 
 
+_TARGET = "target"  # a recorded step that wrote the slab's target
+
+
 def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
     """``_run`` again for a slab of the recorded one's shapes, its decisions taken over: each
     node computed into the same buffer (or the target) as when recorded. The same shapes
@@ -649,6 +700,8 @@ def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
     end = len(steps) - 1
     with np.errstate(all="ignore"):
         for k, (node, kid_ids, expand, out, is_wide, shape) in enumerate(steps):
+            if out is _TARGET:
+                out = target  # this slab's rows, not the recorded slab's
             kids = [vals[i] for i in kid_ids]
             if expand is not None:
                 kids = [
@@ -844,6 +897,10 @@ def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         x = a.transpose([la.index(t) for t in batch + free_a + contracted]).reshape(nb, m, k)
         y = b.transpose([lb.index(t) for t in batch + contracted + free_b]).reshape(nb, k, n)
         value = np.matmul(x, y).reshape(node.shape)
+        if value.dtype.kind in "fc":
+            # its threads may now hold the other cores: the slabs that follow leave them be
+            # (two slab threads beside a spinning BLAS thread ran 20-50x slower)
+            blas_ran(m, n, k)
     else:
         value = np.ascontiguousarray(np.einsum(a, la, b, lb, lo, optimize=True))
     return np.asarray(value, dtype=node.dtype)
