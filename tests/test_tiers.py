@@ -535,7 +535,8 @@ def test_dots_and_uncut_values_are_computed_first_then_the_slabs_read_them(tiere
     from axesarray.dag.nodes import walk
 
     rng = np.random.default_rng(11)
-    qn, kn, vn = (rng.standard_normal((8, 4, 128, 32)).astype(np.float32) for _ in range(3))
+    batch = 4 * tiers.SLAB_ELEMENTS // (4 * 128 * 128)  # 4 slabs of the softmax
+    qn, kn, vn = (rng.standard_normal((batch, 4, 128, 32)).astype(np.float32) for _ in range(3))
     q, k, v = (ax.tensor(a, "B H Q D") for a in (qn, kn, vn))
     k, v = k.rename({"Q": "S"}), v.rename({"Q": "S"})
     s = ax.dot(q, k, over="D") * np.float32(0.125)
@@ -559,7 +560,7 @@ def test_dots_and_uncut_values_are_computed_first_then_the_slabs_read_them(tiere
     want = ((e / e.sum(-1, keepdims=True)).astype(np.float32) @ vn).astype(np.float32)
     assert_close(out, want)
 
-    an = rng.standard_normal((256, 64)).astype(np.float32)
+    an = rng.standard_normal((4 * tiers.SLAB_ELEMENTS // 1024, 64)).astype(np.float32)
     bn = rng.standard_normal((1024, 64)).astype(np.float32)
     a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
     cos = (a * b).sum("D") / ax.sqrt((a * a).sum("D") * (b * b).sum("D"))
@@ -582,11 +583,12 @@ def test_replayed_slabs_write_their_own_rows(tiered, threads, wide):
     wrote every slab into the first one's rows)."""
     from axesarray.dag.nodes import walk
 
-    xn = np.random.default_rng(12).standard_normal((4096, 512)).astype(np.float32)
+    n = 16 * tiers.SLAB_ELEMENTS // 512  # 16 slabs: 8 ranges of 2 on two threads
+    xn = np.random.default_rng(12).standard_normal((n, 512)).astype(np.float32)
     x = ax.tensor(xn, "N K")
     e = (ax.exp(x) if wide else x * np.float32(3)) * np.float32(2) + np.float32(1)
     root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
-    assert tiers._slabs(walk(root), root)[2] * 8 <= 4096  # >= 8 slabs: 2+ a range
+    assert tiers._slabs(walk(root), root)[2] * 16 == n
     out = ax.zeros(e.axes, "float32")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tiers, "num_threads", lambda load=True: threads)

@@ -385,9 +385,12 @@ def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
     return True
 
 
-# Elements of the biggest node in one slab: its float64 temporaries (1 MiB) stay in the
-# core's L2 cache from the op that writes them to the op that reads them.
-SLAB_ELEMENTS = 1 << 17
+# Elements of the biggest node in one slab (a float64 temporary of 2 MiB, about the core's
+# L2 cache). Measured (``bench_workloads`` rows, the tier answering, 2 cores): 2**18 as fast
+# as 2**17 or faster on every slabbed row, 2**15-2**16 slower (up to 2x) on all: each
+# slab's Python work runs with the caches full of the slab's data (~25 us a node, 5x its
+# warm time), and fewer slabs pay it fewer times.
+SLAB_ELEMENTS = 1 << 18
 
 
 def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
