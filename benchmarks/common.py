@@ -7,6 +7,7 @@ Every number is a median over repeats, next to ``np.copyto`` of the same number 
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import time
 
@@ -48,12 +49,18 @@ def copy_time(traffic_bytes: int, repeat: int = 7) -> float:
 def round_robin(fns: dict, repeat: int) -> dict:
     """Median seconds per call of each function, after one warm-up call of each (compile,
     first touch of the pages), the functions timed in round-robin so that a slow moment of
-    the (shared) machine hits all of them alike."""
+    the (shared) machine hits all of them alike. Each round runs them in a new (seeded)
+    order: a call that leaves threads spinning (torch's OpenMP pool, OpenBLAS, ~0.1 s)
+    slows whichever call comes next, and in a fixed order that was always the same one
+    (the MLP workload measured 0.94-0.99x numpy right after torch, 1.10x alone)."""
     for fn in fns.values():
         fn()
     times: dict = {k: [] for k in fns}
+    order = list(fns.items())
+    shuffle = random.Random(0).shuffle
     for _ in range(repeat):
-        for k, fn in fns.items():
+        shuffle(order)
+        for k, fn in order:
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
