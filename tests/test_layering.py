@@ -74,6 +74,7 @@ ORDER = [
     "engine.alias",
     "engine.routes",
     "engine.worker",
+    "engine.tier_eval",
     "engine.tiers",
     "engine.runner",
     "engine.executor",

@@ -15,7 +15,7 @@ import pytest
 from conftest import assert_close
 
 import axesarray as ax
-from axesarray.engine import executor, tiers
+from axesarray.engine import executor, tier_eval, tiers
 
 N = ax.Axis("N", 257)
 
@@ -345,7 +345,7 @@ def test_the_tier_reuses_buffers_and_writes_the_destination(tiered):
     x = ax.tensor(xn, "A B")
     out = ax.zeros(x.axes, "float32")
     s = x * 1.5 - 0.25  # shared by three readers
-    tiers.tier_assign(out.node, (s * s + s / 3.0 - s.max("B")).node)
+    tier_eval.tier_assign(out.node, (s * s + s / 3.0 - s.max("B")).node)
     sn = xn * np.float32(1.5) - np.float32(0.25)
     np.testing.assert_array_equal(out.numpy(), sn * sn + sn / np.float32(3.0) - sn.max(1)[:, None])
 
@@ -360,7 +360,7 @@ def test_the_tier_answers_dots_in_c_order(tiered, n):
     a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
     e = (a * b).sum("D") * 0.5 + 1.0
     out = ax.zeros(e.axes, "float32")
-    tiers.tier_assign(out.node, e.node)
+    tier_eval.tier_assign(out.node, e.node)
     assert_close(out, (an @ bn.T) * np.float32(0.5) + np.float32(1.0))
 
 
@@ -374,8 +374,8 @@ def test_slabs_never_read_what_an_earlier_slab_wrote(tiered):
     from axesarray.engine.rewrite import CPU_REWRITES, rewrite
 
     root = rewrite(e.node, CPU_REWRITES)
-    assert tiers._slabs(walk(root), root) is not None  # the slab path is the one tested
-    tiers.tier_assign(x.node, e.node)
+    assert tier_eval._slabs(walk(root), root) is not None  # the slab path is the one tested
+    tier_eval.tier_assign(x.node, e.node)
     expected = (np.exp(-xn[::-1].astype(np.float64)) * 2 + 1).astype(np.float32)
     assert_close(x, expected)
 
@@ -388,10 +388,10 @@ def test_slabs_run_on_threads_with_reductions(tiered):
     e = ax.exp(x).sum("K")
     from axesarray.dag.nodes import walk
 
-    root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
-    assert tiers._slabs(walk(root), root) is not None  # several slabs
+    root = tier_eval.rewrite(e.node, tier_eval.TIER_REWRITES)
+    assert tier_eval._slabs(walk(root), root) is not None  # several slabs
     out = ax.zeros(e.axes, "float32")
-    tiers.tier_assign(out.node, e.node)
+    tier_eval.tier_assign(out.node, e.node)
     np.testing.assert_array_equal(
         out.numpy(), np.exp(xn.astype(np.float64)).sum(1).astype(np.float32)
     )
@@ -407,10 +407,10 @@ def test_a_softmax_written_by_hand_stays_as_written_in_the_tier(tiered):
     s = e / e.sum("C")
     from axesarray.dag.nodes import walk
 
-    root = tiers.rewrite(s.node, tiers.TIER_REWRITES)
+    root = tier_eval.rewrite(s.node, tier_eval.TIER_REWRITES)
     assert sorted(n.op for n in walk(root) if n.kind == "reduce") == ["max", "sum"]
     out = ax.zeros(x.axes, "float32")
-    tiers.tier_assign(out.node, s.node)
+    tier_eval.tier_assign(out.node, s.node)
     # the shift is float32 arithmetic (exact as numpy rounds it), widened from the exp on
     e64 = np.exp((xn - xn.max(1, keepdims=True)).astype(np.float64))
     np.testing.assert_array_equal(out.numpy(), (e64 / e64.sum(1, keepdims=True)).astype(np.float32))
@@ -434,7 +434,7 @@ def test_the_tier_overflows_where_the_kernels_do(tiered, dtype):
         e = build(x)
         out = ax.zeros(x.axes, dtype)
         with np.errstate(all="ignore"):
-            tiers.tier_assign(out.node, e.node)
+            tier_eval.tier_assign(out.node, e.node)
             with ax.set_options(tiered=False):
                 kernels = e.numpy()
             if want is not None:
@@ -450,7 +450,7 @@ def test_an_op_that_returns_its_operand_keeps_its_buffer(tiered):
     ex = ax.exp(x * 0.5)
     e = ax.stop_gradient(ex) + ex * 2.0
     out = ax.zeros(x.axes, "float32")
-    tiers.tier_assign(out.node, e.node)
+    tier_eval.tier_assign(out.node, e.node)
     assert_close(out, np.exp(xn * np.float32(0.5)) * np.float32(3.0))
 
 
@@ -466,7 +466,7 @@ def test_broadcast_operands_are_computed_at_their_own_shape(tiered, rows):
     pos = ax.arange(ax.Axis("T", 512))
     e = ax.where(pos < ln, x, 0.0).sum("T") / ln
     seen = []
-    compute = tiers._compute
+    compute = tier_eval._compute
 
     def spy(node, kids, *rest):
         value = compute(node, kids, *rest)
@@ -475,9 +475,9 @@ def test_broadcast_operands_are_computed_at_their_own_shape(tiered, rows):
         return value
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tiers, "_compute", spy)
+        mp.setattr(tier_eval, "_compute", spy)
         out = ax.zeros(e.axes, "float32")
-        tiers.tier_assign(out.node, e.node)
+        tier_eval.tier_assign(out.node, e.node)
     mask = np.arange(512)[None, :] < lens[:, None]
     want = (np.where(mask[:, :, None], xn, np.float32(0)).sum(1) / lens[:, None]).astype(np.float32)
     assert_close(out, want)
@@ -494,13 +494,13 @@ def test_slabs_on_threads_do_not_wait_for_numba():
         import numpy as np
         import axesarray as ax
         from axesarray.dag.nodes import walk
-        from axesarray.engine import tiers
+        from axesarray.engine import tier_eval, tiers
         x = ax.tensor(np.random.default_rng(0).random((512, 1024), np.float32), "N K")
         e = ax.exp(x).sum("K")
-        root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
-        assert tiers._slabs(walk(root), root) is not None
+        root = tier_eval.rewrite(e.node, tier_eval.TIER_REWRITES)
+        assert tier_eval._slabs(walk(root), root) is not None
         out = ax.zeros(e.axes, "float32")
-        tiers.tier_assign(out.node, e.node)
+        tier_eval.tier_assign(out.node, e.node)
         want = np.exp(x.numpy().astype(np.float64)).sum(1).astype(np.float32)
         print("numba" in sys.modules, bool((out.numpy() == want).all()))
         """
@@ -520,10 +520,10 @@ def test_slabs_reduce_a_leaf_directly(tiered):
     e = ax.exp(x - x.max("K"))
     from axesarray.dag.nodes import walk
 
-    root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
-    assert tiers._slabs(walk(root), root) is not None
+    root = tier_eval.rewrite(e.node, tier_eval.TIER_REWRITES)
+    assert tier_eval._slabs(walk(root), root) is not None
     out = ax.zeros(x.axes, "float32")
-    tiers.tier_assign(out.node, e.node)  # raised ValueError before (then the kernels ran)
+    tier_eval.tier_assign(out.node, e.node)  # raised ValueError before (then the kernels ran)
     want = np.exp((xn - xn.max(1, keepdims=True)).astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(out.numpy(), want)
 
@@ -535,40 +535,40 @@ def test_dots_and_uncut_values_are_computed_first_then_the_slabs_read_them(tiere
     from axesarray.dag.nodes import walk
 
     rng = np.random.default_rng(11)
-    batch = 4 * tiers.SLAB_ELEMENTS // (4 * 128 * 128)  # 4 slabs of the softmax
+    batch = 4 * tier_eval.SLAB_ELEMENTS // (4 * 128 * 128)  # 4 slabs of the softmax
     qn, kn, vn = (rng.standard_normal((batch, 4, 128, 32)).astype(np.float32) for _ in range(3))
     q, k, v = (ax.tensor(a, "B H Q D") for a in (qn, kn, vn))
     k, v = k.rename({"Q": "S"}), v.rename({"Q": "S"})
     s = ax.dot(q, k, over="D") * np.float32(0.125)
     p = ax.softmax(s, "S")
     seen = []
-    evaluate = tiers._evaluate
+    evaluate = tier_eval._evaluate
 
     def spy(root, target, given=None):
         order = walk(root, lambda n: () if given and id(n) in given else n.children)
-        found = tiers._slabs(order, root, given)
+        found = tier_eval._slabs(order, root, given)
         seen.append(None if found is None else [n.kind for n in found[3]])
         return evaluate(root, target, given)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tiers, "_evaluate", spy)
+        mp.setattr(tier_eval, "_evaluate", spy)
         out = ax.zeros(ax.dot(p, v, over="S").axes, "float32")
-        tiers.tier_assign(out.node, ax.dot(p, v, over="S").node)
+        tier_eval.tier_assign(out.node, ax.dot(p, v, over="S").node)
     assert ["dot"] in seen  # the softmax's slabs read the first dot, computed first
     sn = (qn @ kn.transpose(0, 1, 3, 2)).astype(np.float64) * 0.125
     e = np.exp(sn - sn.max(-1, keepdims=True))
     want = ((e / e.sum(-1, keepdims=True)).astype(np.float32) @ vn).astype(np.float32)
     assert_close(out, want)
 
-    an = rng.standard_normal((4 * tiers.SLAB_ELEMENTS // 1024, 64)).astype(np.float32)
+    an = rng.standard_normal((4 * tier_eval.SLAB_ELEMENTS // 1024, 64)).astype(np.float32)
     bn = rng.standard_normal((1024, 64)).astype(np.float32)
     a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
     cos = (a * b).sum("D") / ax.sqrt((a * a).sum("D") * (b * b).sum("D"))
     seen.clear()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tiers, "_evaluate", spy)
+        mp.setattr(tier_eval, "_evaluate", spy)
         out = ax.zeros(cos.axes, "float32")
-        tiers.tier_assign(out.node, cos.node)
+        tier_eval.tier_assign(out.node, cos.node)
     assert seen[0] is not None and "dot" in seen[0] and "reduce" in seen[0]
     na = np.sqrt((an.astype(np.float64) ** 2).sum(1))
     nb = np.sqrt((bn.astype(np.float64) ** 2).sum(1))
@@ -583,16 +583,16 @@ def test_replayed_slabs_write_their_own_rows(tiered, threads, wide):
     wrote every slab into the first one's rows)."""
     from axesarray.dag.nodes import walk
 
-    n = 16 * tiers.SLAB_ELEMENTS // 512  # 16 slabs: 8 ranges of 2 on two threads
+    n = 16 * tier_eval.SLAB_ELEMENTS // 512  # 16 slabs: 8 ranges of 2 on two threads
     xn = np.random.default_rng(12).standard_normal((n, 512)).astype(np.float32)
     x = ax.tensor(xn, "N K")
     e = (ax.exp(x) if wide else x * np.float32(3)) * np.float32(2) + np.float32(1)
-    root = tiers.rewrite(e.node, tiers.TIER_REWRITES)
-    assert tiers._slabs(walk(root), root)[2] * 16 == n
+    root = tier_eval.rewrite(e.node, tier_eval.TIER_REWRITES)
+    assert tier_eval._slabs(walk(root), root)[2] * 16 == n
     out = ax.zeros(e.axes, "float32")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tiers, "num_threads", lambda load=True: threads)
-        tiers.tier_assign(out.node, e.node)
+        mp.setattr(tier_eval, "num_threads", lambda load=True: threads)
+        tier_eval.tier_assign(out.node, e.node)
     x64 = xn.astype(np.float64)
     want = (np.exp(x64) * 2 + 1).astype(np.float32) if wide else xn * np.float32(3) * 2 + 1
     assert_close(out, want)

@@ -26,7 +26,8 @@ from .runner import NoRunner, run_schedule
 from .runner import fast_runner as _fast_runner
 from .runner import into_runner as _into_runner
 from .schedule import Schedule
-from .tiers import describe_tier, start_compile, tier_assign, use_numpy
+from .tier_eval import tier_assign
+from .tiers import describe_tier, start_compile, use_numpy
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
 

@@ -1,0 +1,717 @@
+"""The numpy tier's evaluation: an expression computed with numpy while its kernels compile.
+
+``tier_assign`` evaluates the rewritten DAG each shared node once, elementwise ops as numpy
+ufuncs writing into reused buffers, float32 chains in float64 from their first
+transcendental op on (``WIDE_OPS``) and rounded once, overflowing where the kernels'
+float32 would (``_OVERFLOWS``). A big expression runs in slabs of its first dim on the
+kernels' threads (``_evaluate``, ``_slabs``): each thread records its first slab's steps and
+replays them (``_replay``); dots and values the slabs do not cut are computed first, in full.
+When the tier answers is ``engine.tiers``' decision.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.ops import OPS, apply_map
+from ..core.reductions_table import REDUCERS, REDUCTIONS
+from ..dag.nodes import Leaf, Node, walk
+from ..kernels.threads import blas_ran, num_threads, run_parts
+from ..storage.memory import leaf_array, wrap_array
+from .reference import EVAL, remap_array
+from .reference import assign as reference_assign
+from .rewrite import REWRITES, rewrite
+
+__all__ = ["tier_assign", "TIER_REWRITES", "WIDE_OPS", "SLAB_ELEMENTS"]
+
+# The rewrites the tier applies: ``(a * b).sum("k")`` is a dot (BLAS), ``x ** 2`` a square,
+# as for the kernels. Not the logsumexp rules (``rewrite.CPU_REWRITES``): they trade a
+# second exp per element for one sweep of memory, a good trade in a fused kernel; numpy
+# evaluates op by op, where the formula as written (one exp) costs less: a softmax, by hand
+# or ``ax.softmax``, is ``e / e.sum(K)`` here. Its special values are the kernels' since
+# the tier overflows where they do (``_OVERFLOWS``: ``ax.softmax`` of a row holding +inf and
+# 100.0 is NaN and 0).
+TIER_REWRITES = REWRITES
+
+
+_NARROW = (np.dtype(np.float32), np.dtype(np.float16))
+_F64 = np.dtype(np.float64)
+_MOVES = ("remap", "pad", "concat", "reshape")
+# Ops whose numpy float32 loop is not correctly rounded (numpy's float32 ``log`` is 4 ulp
+# off, ``1/(1+exp(-x))`` loses its subnormal results): from one on, a float32 chain is
+# computed in float64 and rounded once. Division, square root and the floor/remainder ops
+# are correctly rounded in float32, in numpy as in the kernels: they stay float32 (a
+# layer norm's ``xc / sqrt(var)`` in float64 moved twice the bytes, at half numpy's speed).
+WIDE_OPS = frozenset(k for k, v in OPS.items() if v.expensive) - {
+    "truediv",
+    "floordiv",
+    "mod",
+    "sqrt",
+}
+
+
+def _is_wide(node: Node, wide: dict) -> bool:
+    """Whether the tier computes ``node`` (float32/float16) in float64: from its first
+    ``WIDE_OPS`` op on, and on through every elementwise op, move and sum that reads such
+    a value, so that the chain is rounded once where it ends."""
+    if node.dtype not in _NARROW:
+        return False
+    kind = node.kind
+    if kind == "map":
+        return node.op in WIDE_OPS or any(wide.get(id(c), False) for c in node.children)
+    if kind == "reduce" and not REDUCTIONS[node.op].index:
+        return wide.get(id(node.children[0]), False)
+    return kind in _MOVES and wide.get(id(node.children[0]), False)
+
+
+class _Buffers:
+    """Full-size temporaries by (shape, dtype), handed back when their last reader has run
+    and handed out again: the next op writes memory that is already mapped and in cache
+    (numpy allocates every temporary anew; past glibc's mmap threshold each one is fresh
+    pages, faulted in as it is written)."""
+
+    __slots__ = ("free",)
+
+    def __init__(self) -> None:
+        self.free: dict = {}
+
+    def take(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        stack = self.free.get((shape, dtype))
+        return stack.pop() if stack else np.empty(shape, dtype)
+
+    def give(self, buf: np.ndarray) -> None:
+        self.free.setdefault((buf.shape, buf.dtype), []).append(buf)
+
+
+def _target(dst: Leaf, root: Node) -> np.ndarray | None:
+    """``dst``'s storage as a numpy array the last op may write into directly, or None
+    (blocked layouts, device storage and integer results are computed first, then written
+    by the reference engine's assign)."""
+    if type(dst.data) is not np.ndarray or dst.view.blocks is not None:
+        return None
+    if tuple(dst.view.shape) != tuple(root.shape) or dst.dtype.kind not in "fc":
+        return None  # an integer result is computed first: numpy may refuse midway
+    return leaf_array(dst.data, dst.view)
+
+
+def tier_assign(dst: Leaf, root: Node) -> None:
+    """``dst[...] = root`` the way the numpy tier runs it: each shared node once, in the
+    order ``walk`` gives, elementwise ops as numpy ufuncs writing into reused buffers
+    (``out=``): a dying operand's own buffer, else a freed one of the same shape, and the
+    last op straight into ``dst`` (numpy's ufuncs handle an operand that overlaps it);
+    float32 chains computed in float64 from their first ``WIDE_OPS`` op on and rounded
+    once (the ufunc casts in its own buffered loop, no float64 copy of an input).
+
+    >>> import axesarray as ax, numpy as np
+    >>> x = ax.tensor(np.array([0.0, 1.0, 4.0], np.float32), "N")
+    >>> out = ax.zeros(x.axes, "float32")
+    >>> tier_assign(out.node, (ax.sqrt(x) * 2 + 1).node)
+    >>> out.numpy()
+    array([1., 3., 5.], dtype=float32)
+    """
+    root = rewrite(root, TIER_REWRITES)
+    if root.kind in ("leaf", "const"):
+        reference_assign(dst, root, wide=True)
+        return
+    value = _evaluate(root, _target(dst, root))
+    if value is None:
+        return
+    # computed, not written: blocked layouts, integer results, device storage
+    data, view = dst.data, dst.view
+    if type(data) is np.ndarray and view.blocks is None:
+        np.copyto(leaf_array(data, view), value, casting="unsafe")
+    elif type(data) is not np.ndarray or not _write_blocked(data, view, value):
+        wrapped = wrap_array(value) or wrap_array(np.ascontiguousarray(value))
+        reference_assign(dst, Leaf(*wrapped))
+
+
+def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
+    """Write ``value`` into a view with one blocked dim (NCHW4: ``j -> (j // 4, j % 4)``)
+    as strided copies: the whole blocks as one view with the dim split in two, the last
+    partial block as another (the reference engine computes every element's address: an
+    int64 array as big as the value, 3x the copy's time). False for other layouts."""
+    blocked = [d for d, b in enumerate(view.blocks) if b is not None]
+    if len(blocked) != 1:
+        return False
+    d = blocked[0]
+    blk = view.blocks[d]
+    if blk.phase != 0 or blk.step != 1:
+        return False
+    item = data.itemsize
+    shape, strides = list(view.shape), list(view.strides)
+    full, rest = divmod(shape[d], blk.size)
+    cut = (slice(None),) * d
+
+    def over(shp, st, offset):
+        return np.ndarray(
+            tuple(shp),
+            data.dtype,
+            buffer=data,
+            offset=offset * item,
+            strides=tuple(x * item for x in st),
+        )
+
+    with np.errstate(all="ignore"):
+        if full:
+            shp = shape[:d] + [full, blk.size] + shape[d + 1 :]
+            st = strides[:d] + [strides[d], blk.inner] + strides[d + 1 :]
+            part = value[(*cut, slice(0, full * blk.size))].reshape(shp)
+            np.copyto(over(shp, st, view.offset), part, casting="unsafe")
+        if rest:
+            shp = shape[:d] + [rest] + shape[d + 1 :]
+            st = strides[:d] + [blk.inner] + strides[d + 1 :]
+            part = value[(*cut, slice(full * blk.size, None))]
+            np.copyto(over(shp, st, view.offset + full * strides[d]), part, casting="unsafe")
+    return True
+
+
+# Elements of the biggest node in one slab (a float64 temporary of 2 MiB, about the core's
+# L2 cache). Measured (``bench_workloads`` rows, the tier answering, 2 cores): 2**18 as fast
+# as 2**17 or faster on every slabbed row, 2**15-2**16 slower (up to 2x) on all: each
+# slab's Python work runs with the caches full of the slab's data (~25 us a node, 5x its
+# warm time), and fewer slabs pay it fewer times.
+SLAB_ELEMENTS = 1 << 18
+
+
+def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
+    """``tier_assign``'s evaluation: writes ``target`` (None: returns the root's value).
+    A big expression whose every computed node keeps the result's first dim (elementwise
+    ops, reductions over other dims, broadcasts) runs in slabs of that dim (``_slabs``):
+    every temporary is a slab's, and stays in cache (numpy's own temporaries go to memory
+    and back, a float64 one twice the bytes). Dots, and values the slabs do not cut, are
+    computed first, in full (each by this function). ``given``: values of nodes computed
+    already, by id (filled in as it goes)."""
+    given = {} if given is None else given
+
+    def edges(node: Node):
+        return () if id(node) in given else node.children
+
+    order = walk(root, edges)
+    found = _slabs(order, root, given)
+    if found is None:
+        # A dot's operands: each (when big) evaluated on its own, in slabs when it can (the
+        # softmax between attention's two dots)
+        big = [
+            c
+            for n in order
+            if n.kind == "dot"
+            for c in n.children
+            if c.kind in ("map", "cast", "reduce") and math.prod(c.shape) >= 2 * SLAB_ELEMENTS
+        ]
+        for c in big:
+            if id(c) not in given:
+                given[id(c)] = _evaluate(c, None, given)
+        if big:
+            order = walk(root, edges)
+        return _run(order, {id(n): given[id(n)] for n in order if id(n) in given}, target, {})
+    dims, views, rows, early = found
+    for node in early:  # a dot, or a value the slab does not cut: in full, first
+        given[id(node)] = _evaluate(node, None, given)
+    order = [n for n in order if dims[id(n)] != _BELOW]
+    full: dict[int, np.ndarray] = {}
+    with np.errstate(all="ignore"):
+        for node in order:
+            if id(node) in given:
+                full[id(node)] = given[id(node)]
+            elif id(node) in views:
+                kids = [full[id(c)] for c in node.children]
+                kids = [
+                    v if v.shape == c.shape else np.broadcast_to(v, c.shape)
+                    for v, c in zip(kids, node.children, strict=True)
+                ]
+                full[id(node)] = _view(node, kids, tuple(node.shape))
+    if target is not None and any(
+        node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
+    ):
+        target = None  # a slab would overwrite what a later slab reads: a fresh result first
+    result = target if target is not None else np.empty(root.shape, root.dtype)
+    computed = [n for n in order if id(n) not in views]
+    facts = _facts(computed)  # the same for every slab: worked out once
+    # the views each slab cuts along its dim (a length-1 dim is broadcast: read whole)
+    cut = [
+        (id(n), full[id(n)], dims[id(n)])
+        for n in order
+        if id(n) in full and dims.get(id(n)) is not None and full[id(n)].shape[dims[id(n)]] != 1
+    ]
+    whole = {id(n): full[id(n)] for n in order if id(n) in full}
+    by_height: dict = {}  # every node's slab shape, by slab height (a reduction may read a view)
+    n0 = root.shape[0]
+
+    def slabs(first: int, last: int) -> None:
+        pool = _Buffers()  # this thread's slab buffers, reused from slab to slab
+        steps: list = []  # its first full slab's steps, replayed by the next ones
+        for lo in range(first * rows, min(n0, last * rows), rows):
+            hi = min(n0, lo + rows)
+            vals = dict(whole)
+            for key, v, d in cut:
+                vals[key] = v[(slice(None),) * d + (slice(lo, hi),)]
+            if steps and hi - lo == rows:
+                _replay(steps, vals, result[lo:hi], facts[1])
+                continue
+            shapes = by_height.get(hi - lo)
+            if shapes is None:
+                shapes = by_height[hi - lo] = {
+                    id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
+                    for n in order
+                }
+            record = [] if hi - lo == rows else None
+            _run(computed, vals, result[lo:hi], shapes, pool, facts, record)
+            if record:
+                steps = record
+
+    # The slabs are independent (each writes its own rows of the result) and numpy's
+    # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
+    # when numba is not loaded yet: the answer does not wait for its start-up). The compile
+    # process runs at a lower priority, so the answer keeps the cores.
+    run_parts(slabs, -(-n0 // rows), (), num_threads(load=False))
+    return None if target is not None else result
+
+
+# A node only nodes computed in full first (``early``) read: their own evaluation computes it.
+_BELOW = "below"
+# Node kinds a slab computes a part of; another kind (a dot, a pad, a reshape) is computed
+# in full before the slabs, and the slabs read it as a view.
+_SLICED = ("map", "cast", "reduce", "remap")
+
+
+def _slabs(order: list, root: Node, given: dict | None = None):
+    """``(dims, views, rows, early)`` when ``root`` can run in slabs of ``rows`` along its
+    first dim: ``dims[id(node)]``, the dim of each node that follows the slab (None: the
+    node does not depend on it; ``_BELOW``: only an early node reads it), ``views``, the ids
+    of nodes read in full (leaves, constants, ``given`` values, early nodes, broadcasts of
+    them), ``early``: the computed nodes to evaluate in full first (a dot, or a value the
+    slab does not cut, as the norms of ``b`` in a cosine over ``N M``); None otherwise
+    (small expressions, a value read along two dims)."""
+    if not root.shape or root.shape[0] < 2 or root.kind not in ("map", "cast", "reduce"):
+        return None
+    given = {} if given is None else given
+    per_row = 0
+    dims: dict[int, int | str | None] = {id(root): 0}
+    early: list = []
+    for node in reversed(order):  # parents before children
+        d = dims.get(id(node), "unused")
+        if d == "unused":
+            return None  # not reached (cannot happen in a walk from root)
+        if d == _BELOW:
+            kid_dims = [_BELOW] * len(node.children)
+        elif node.kind in ("leaf", "const") or id(node) in given:
+            continue
+        elif node.kind not in _SLICED or (d is None and node.kind != "remap"):
+            early.append(node)
+            kid_dims = [_BELOW] * len(node.children)
+        elif d is None:  # a remap of something the slab does not cut
+            kid_dims = [None]
+        elif node.kind in ("map", "cast"):
+            if any(tuple(c.shape) != tuple(node.shape) for c in node.children):
+                return None
+            kid_dims = [d] * len(node.children)
+        elif node.kind == "reduce":
+            child = node.children[0]
+            kept = [i for i in range(len(child.shape)) if i not in node.axes]
+            if len(kept) != len(node.shape):
+                return None
+            kid_dims = [kept[d]]
+        else:  # remap
+            src = [s for s, m in enumerate(node.maps) if m[0] == d]
+            if not src:
+                kid_dims = [None]
+            else:
+                s = src[0]
+                child = node.children[0]
+                if node.maps[s][1:] != (0, 1) or child.shape[s] != node.shape[d]:
+                    return None
+                kid_dims = [s]
+        if d is not None and d != _BELOW and kid_dims[:1] != [_BELOW]:
+            # the node's elements per row, and a reduction's operand's (it reads them all;
+            # a remap reads only what it maps)
+            per_row = max(per_row, math.prod(node.shape) // max(1, node.shape[d]))
+            if node.kind == "reduce":
+                child = node.children[0]
+                per_row = max(per_row, math.prod(child.shape) // max(1, child.shape[kid_dims[0]]))
+        for c, cd in zip(node.children, kid_dims, strict=True):
+            before = dims.get(id(c), cd)
+            if before != cd:
+                if c.kind not in ("leaf", "const") or _BELOW not in (before, cd):
+                    return None  # read along two dims (or computed twice)
+                cd = before if cd == _BELOW else cd  # a leaf the slabs read too: cut
+            dims[id(c)] = cd
+    views = set(map(id, early))
+    for node in order:  # children first: a view reads views only
+        if dims[id(node)] == _BELOW:
+            continue
+        if (
+            node.kind in ("leaf", "const")
+            or id(node) in given
+            or (node.kind == "remap" and id(node.children[0]) in views)
+        ):
+            views.add(id(node))
+    if any(dims[id(n)] is None and id(n) not in views for n in order):
+        return None
+    if per_row == 0:
+        return None
+    computed = [n for n in order if id(n) not in views and dims[id(n)] != _BELOW]
+    if len(computed) == 1 and not (root.kind == "map" and root.op in WIDE_OPS):
+        # no temporary to keep in cache, and work that memory paces (x.max("K"): numpy's
+        # one call runs at the roof; 32 slabs of it on two threads, no faster)
+        return None
+    rows = max(1, SLAB_ELEMENTS // per_row)
+    if rows * 2 > root.shape[0]:
+        return None  # one or two slabs: nothing to gain
+    return dims, views, rows, early[::-1]
+
+
+def _facts(order: list) -> tuple[dict, dict]:
+    """``(last, wide)`` of ``order``: the position of each value's last reader, and which
+    nodes are computed in float64 (``_is_wide``)."""
+    last: dict[int, int] = {}
+    wide: dict[int, bool] = {}
+    for k, node in enumerate(order):
+        for c in node.children:
+            last[id(c)] = k
+        wide[id(node)] = _is_wide(node, wide) if node.children else False
+    return last, wide
+
+
+def _run(
+    order: list,
+    vals: dict,
+    target: np.ndarray | None,
+    shapes: dict,
+    pool: _Buffers | None = None,
+    facts: tuple | None = None,
+    record: list | None = None,
+):
+    """Evaluate ``order`` (its nodes not in ``vals``, in order; the last is the root) into
+    ``target`` (None: return the root's value); ``shapes``: a node's shape when it is not
+    ``node.shape`` (a slab's); ``pool``: buffers to take from and hand back (a slab's
+    thread keeps one); ``facts``: ``_facts(order)``, when the caller has it; ``record``: a
+    list that receives each computed node's step, for ``_replay``."""
+    last, wide = facts if facts is not None else _facts(order)
+    # the owned buffers each value is or views, and how many live values hold each
+    backing: dict[int, list] = {}
+    holders: dict[int, int] = {}
+    if pool is None:
+        pool = _Buffers()
+    end = len(order) - 1
+    with np.errstate(all="ignore"):
+        for k, node in enumerate(order):
+            nid = id(node)
+            if nid in vals:
+                continue
+            shape = shapes.get(nid) or tuple(node.shape)
+            cids = [id(c) for c in node.children]
+            kids = [vals[i] for i in cids]
+            is_wide = wide[nid]
+            out = None
+            kind = node.kind
+            elementwise = kind in ("map", "cast")
+            if not elementwise or record is not None:
+                kid_shapes = [
+                    shapes.get(i) or tuple(c.shape)
+                    for i, c in zip(cids, node.children, strict=True)
+                ]
+            if not elementwise:
+                # only ufuncs broadcast: the other kinds read their operands in full (views)
+                kids = [
+                    v if v.shape == s else np.broadcast_to(v, s)
+                    for v, s in zip(kids, kid_shapes, strict=True)
+                ]
+            elif kids and not _spreads_to(kids, shape):
+                elementwise = False  # compact: computed at its operands' shape, no buffer
+            if elementwise:
+                if k == end and target is not None:
+                    if target.dtype == node.dtype:
+                        out = target  # the last op writes the destination
+                else:
+                    dtype = _F64 if is_wide else node.dtype
+                    out = _reuse(node, shape, dtype, backing, holders, vals, last, k)
+                    if out is None:
+                        out = pool.take(shape, dtype)
+            if record is not None:
+                record.append(
+                    (
+                        node,
+                        cids,
+                        None if kind in ("map", "cast") else kid_shapes,
+                        _TARGET if out is target and out is not None else out,
+                        is_wide,
+                        shape,
+                    )
+                )
+            value = _compute(node, kids, is_wide, wide, out, shape)
+            if k == end:
+                if is_wide and value.dtype != node.dtype:
+                    value = value.astype(node.dtype)  # rounded once, as the kernels do
+                if target is None:
+                    return value if value.shape == shape else np.broadcast_to(value, shape).copy()
+                if value is not target:
+                    np.copyto(target, value, casting="unsafe")
+                done = {id(b): b for bufs in backing.values() for b in bufs}
+                if out is not None and out is not target:
+                    done[id(out)] = out
+                for buf in done.values():
+                    pool.give(buf)  # the next slab's (nothing reads them any more)
+                return None
+            vals[nid] = value
+            if value is out:
+                backing[nid] = [out]
+                holders[id(out)] = holders.get(id(out), 0) + 1
+            elif kind not in ("reduce", "leaf", "const"):
+                # a move, dot or call may return a view of an operand's buffer, and so may
+                # an op that returns its operand (``stop_gradient``); a reduction's value is
+                # a new array
+                own = [b for i in cids for b in backing.get(i, ()) if np.may_share_memory(value, b)]
+                if own:
+                    backing[nid] = own
+                    for b in own:
+                        holders[id(b)] = holders.get(id(b), 0) + 1
+            for i in cids:
+                if last[i] == k and i in vals:
+                    del vals[i]
+                    for b in backing.pop(i, ()):
+                        holders[id(b)] -= 1
+                        if holders[id(b)] == 0:
+                            pool.give(b)
+
+
+def _spreads_to(kids: list, shape: tuple) -> bool:
+    """Whether numpy broadcasts the operands' shapes to ``shape`` (``np.broadcast_shapes``
+    without its cost: an operand of the full shape, or each dim full in one of them)."""
+    if any(v.shape == shape for v in kids):
+        return True
+    if any(v.ndim != len(shape) for v in kids):
+        return np.broadcast_shapes(*(v.shape for v in kids)) == shape
+    return all(any(v.shape[i] == n for v in kids) for i, n in enumerate(shape))
+
+
+_TARGET = "target"  # a recorded step that wrote the slab's target
+
+
+def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
+    """``_run`` again for a slab of the recorded one's shapes, its decisions taken over: each
+    node computed into the same buffer (or the target) as when recorded. The same shapes
+    and dtypes give the same choices, and what ``_run`` works out per node (shapes,
+    buffers, who holds them) is Python work that runs with the slab's data in the caches
+    (~25 us a node measured, 5x its time with a warm cache)."""
+    end = len(steps) - 1
+    with np.errstate(all="ignore"):
+        for k, (node, kid_ids, expand, out, is_wide, shape) in enumerate(steps):
+            if out is _TARGET:
+                out = target  # this slab's rows, not the recorded slab's
+            kids = [vals[i] for i in kid_ids]
+            if expand is not None:
+                kids = [
+                    v if v.shape == s else np.broadcast_to(v, s)
+                    for v, s in zip(kids, expand, strict=True)
+                ]
+            value = _compute(node, kids, is_wide, wide, out, shape)
+            if k == end:
+                if value is not target:
+                    np.copyto(target, value, casting="unsafe")
+                return
+            vals[id(node)] = value
+
+
+def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
+    """A buffer an operand read for the last time by ``node`` owns alone, of ``node``'s
+    shape and loop dtype: the ufunc writes its result over it (numpy's own temporary
+    elision, for chains numpy cannot see)."""
+    for c in node.children:
+        bufs = backing.get(id(c))
+        if not bufs or len(bufs) != 1 or last[id(c)] != k:
+            continue
+        buf = bufs[0]
+        if (
+            holders[id(buf)] == 1
+            and vals[id(c)] is buf
+            and buf.shape == shape
+            and buf.dtype == dtype
+        ):
+            # held by this operand only: handed over (the holder count moves to ``node``)
+            del backing[id(c)]
+            holders[id(buf)] = 0
+            return buf
+    return None
+
+
+def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
+    # 1 / (1 + exp(-x)) overflows exp below -709 (float64) and loses the subnormal
+    # results the kernels keep: exp(x) / (1 + exp(x)) there.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _bound(node: Node):
+    """The scalar bound of a clip against a constant that is neither NaN nor zero, or None.
+    numpy's maximum/minimum then give the op's value (NaN in x propagates; a tie keeps x's
+    value, and only a signed zero could tell the two apart)."""
+    c = node.children[1]
+    if c.kind != "const":
+        return None
+    value = np.asarray(c.value, c.dtype)
+    return None if value.ndim or np.isnan(value) or value == 0 else value
+
+
+_CLIP = {"clip_lo": np.maximum, "clip_hi": np.minimum}
+
+
+def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
+    row = OPS[node.op]
+    kids = [
+        np.asarray(c.value, c.dtype)  # a scalar operand: numpy's scalar loops and fast paths
+        if c.kind == "const"
+        else v.astype(c.dtype)  # a wide operand is rounded to its own dtype where it is read
+        if not is_wide and wide.get(id(c))
+        else v
+        for c, v in zip(node.children, kids, strict=True)
+    ]
+    ufunc = getattr(np, row.ufunc) if row.reference is None else None
+    if node.op in _CLIP and _bound(node) is not None:
+        ufunc = _CLIP[node.op]
+    if ufunc is not None and out is not None:
+        try:
+            if is_wide:
+                return ufunc(*kids, out=out, dtype=_F64, casting="unsafe")
+            return ufunc(*kids, out=out, casting="unsafe")
+        except TypeError:  # no loop for these dtypes with this output: the general path
+            pass
+    if is_wide:
+        kids = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
+    dtype = _F64 if is_wide else node.dtype
+    if node.op == "sigmoid" and is_wide:
+        # float32 computed in float64: 1 / (1 + exp(-x)) overflows only below -709, where
+        # the float32 result is 0 anyway (4 ufunc passes instead of the stable form's 8)
+        value = np.negative(kids[0], dtype=_F64)
+        np.exp(value, out=value)
+        value += 1.0
+        np.reciprocal(value, out=value)
+    elif node.op == "sigmoid":
+        value = _stable_sigmoid(kids[0]).astype(dtype, copy=False)
+    else:
+        value = apply_map(node.op, kids, dtype)
+    return value  # compact (length-1 dims) when its operands are: the consumers broadcast
+
+
+# Wide ops whose value can pass the node's own dtype's range where its inputs are in it.
+# The kernels compute them in that dtype, where they overflow to inf (and then ``inf * 0``
+# is NaN, ``inf / inf`` NaN): the tier's float64 value is made inf there too, so special
+# values are the kernels' (``ax.softmax`` of a row holding +inf and 100.0: NaN, not 0).
+_OVERFLOWS = frozenset({"exp", "expm1", "pow", "hypot"})
+# exp and expm1 (increasing) pass the range only above log(max) of it: no operand above
+# that bound, no overflow (NaN operands compare false and give NaN, not an overflow)
+_OVERFLOW_ABOVE = {
+    op: {dt: math.log(float(np.finfo(dt).max)) for dt in _NARROW} for op in ("exp", "expm1")
+}
+
+
+def _overflow_as_narrow(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``value`` (float64) with what passes ``dtype``'s range made +-inf: two reductions over
+    a slab in cache, the write only where something overflowed."""
+    big = float(np.finfo(dtype).max)
+    flat = value.reshape(-1)  # fmax/fmin skip NaN (max would return it)
+    if flat.size and (np.fmax.reduce(flat) > big or np.fmin.reduce(flat) < -big):
+        np.copyto(value, np.copysign(np.inf, value), where=np.abs(value) > big)
+    return value
+
+
+def _view(node: Node, kids: list, shape: tuple) -> np.ndarray:
+    """A leaf, constant or remap as a numpy view, compact: the dims it broadcasts have length
+    1, and numpy's ufuncs spread them (a mask ``pos < lens`` over ``B T D`` is computed at
+    ``B T 1``, a constant is one value). ``shape``: the node's (a slab's) shape; ``kids``:
+    the operands in full."""
+    if node.kind == "const":
+        return np.asarray(node.value, node.dtype).reshape((1,) * len(shape))
+    if node.kind == "remap":
+        return remap_array(kids[0], shape, node.maps, compact=True)
+    value = EVAL[node.kind](node, *kids)
+    if node.kind == "leaf" and 0 in value.strides:  # a leaf's own broadcast dims too
+        value = value[tuple(slice(0, 1) if st == 0 else slice(None) for st in value.strides)]
+    return value
+
+
+def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
+    kind = node.kind
+    if kind == "map":
+        value = _map(node, kids, is_wide, wide, out, shape)
+        if is_wide and node.op in _OVERFLOWS and value.flags.writeable:
+            if node.op in _OVERFLOW_ABOVE:  # overflows only past a bound on its operand:
+                # one pass over the (narrower, often compact) operand instead of two
+                bound = _OVERFLOW_ABOVE[node.op][node.dtype]
+                if not np.fmax.reduce(kids[0], axis=None, initial=-np.inf) > bound:
+                    return value
+            return _overflow_as_narrow(value, node.dtype)
+        return value
+    if kind in ("remap", "const", "leaf"):
+        return _view(node, kids, shape)
+    if kind == "cast" and out is not None:
+        np.copyto(out, kids[0], casting="unsafe")
+        return out
+    if kind == "dot":
+        a, b = (
+            v.astype(c.dtype) if wide.get(id(c)) else v
+            for c, v in zip(node.children, kids, strict=True)
+        )
+        return _dot(node, a, b)
+    if kind == "reduce" and node.op == "logsumexp" and kids[0].dtype.kind == "f":
+        return _logsumexp(kids[0], node.axes, _F64 if is_wide else node.dtype)
+    if kind == "reduce" and is_wide:
+        return np.asarray(REDUCERS[node.op](kids[0], axis=node.axes), dtype=_F64)
+    if not is_wide and node.children and kind not in _MOVES:
+        kids = [
+            v.astype(c.dtype) if wide.get(id(c)) else v
+            for c, v in zip(node.children, kids, strict=True)
+        ]
+    return EVAL[kind](node, *kids)
+
+
+def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A dot as one ``np.matmul`` (BLAS for floats) with its result in C order: batch
+    labels first, then the free labels in the output's order (``np.einsum`` alone loops
+    in C; with ``optimize`` its result can come back in F order, and the next op over it
+    crosses memory: 18 ms instead of 0.5 for 1M float32)."""
+    la, lb, lo = list(node.a_labels), list(node.b_labels), list(node.out_labels)
+    batch = [x for x in lo if x in la and x in lb]
+    contracted = [x for x in la if x in lb and x not in lo]
+    free_a = [x for x in lo if x in la and x not in lb]
+    free_b = [x for x in lo if x in lb and x not in la]
+    simple = (
+        len(set(la)) == len(la)
+        and len(set(lb)) == len(lb)
+        and set(la) == set(batch + contracted + free_a)
+        and set(lb) == set(batch + contracted + free_b)
+    )
+    if simple and lo in (batch + free_a + free_b, batch + free_b + free_a):
+        if lo != batch + free_a + free_b:
+            a, la, free_a, b, lb, free_b = b, lb, free_b, a, la, free_a
+        size = {x: n for x, n in zip(la, a.shape, strict=True)}
+        size.update(zip(lb, b.shape, strict=True))
+
+        def count(labels):
+            return math.prod(size[x] for x in labels)
+
+        nb, m, k, n = count(batch), count(free_a), count(contracted), count(free_b)
+        x = a.transpose([la.index(t) for t in batch + free_a + contracted]).reshape(nb, m, k)
+        y = b.transpose([lb.index(t) for t in batch + contracted + free_b]).reshape(nb, k, n)
+        value = np.matmul(x, y).reshape(node.shape)
+        if value.dtype.kind in "fc":
+            # its threads may now hold the other cores: the slabs that follow leave them be
+            # (two slab threads beside a spinning BLAS thread ran 20-50x slower)
+            blas_ran(m, n, k)
+    else:
+        value = np.ascontiguousarray(np.einsum(a, la, b, lb, lo, optimize=True))
+    return np.asarray(value, dtype=node.dtype)
+
+
+def _logsumexp(x: np.ndarray, axes: tuple, dtype: np.dtype) -> np.ndarray:
+    """The reference's logsumexp (``reductions_table``: float64 from the max on) with two
+    full-size passes fewer: the max in ``x``'s own dtype (exact), the shifted values
+    written once in float64 and exponentiated in place."""
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
+    t = np.subtract(x, m, dtype=_F64)
+    np.exp(t, out=t)
+    s = np.sum(t, axis=axes, keepdims=True)
+    out = np.log(s, out=s)
+    out += m
+    return np.squeeze(out, axis=axes).astype(dtype, copy=False)
