@@ -12,6 +12,7 @@ When the tier answers is ``engine.tiers``' decision.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -239,9 +240,15 @@ def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
     by_height: dict = {}  # every node's slab shape, by slab height (a reduction may read a view)
     n0 = root.shape[0]
 
+    # per thread, over all the ranges of slabs it takes: its buffers, reused from slab to
+    # slab, and its first full slab's steps, replayed by the next ones
+    threads: dict[int, tuple] = {}
+
     def slabs(first: int, last: int) -> None:
-        pool = _Buffers()  # this thread's slab buffers, reused from slab to slab
-        steps: list = []  # its first full slab's steps, replayed by the next ones
+        mine = threads.get(threading.get_ident())
+        if mine is None:
+            mine = threads[threading.get_ident()] = (_Buffers(), [])
+        pool, steps = mine
         for lo in range(first * rows, min(n0, last * rows), rows):
             hi = min(n0, lo + rows)
             vals = dict(whole)
@@ -258,8 +265,8 @@ def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
                 }
             record = [] if hi - lo == rows else None
             _run(computed, vals, result[lo:hi], shapes, pool, facts, record)
-            if record:
-                steps = record
+            if record and not steps:
+                steps.extend(record)
 
     # The slabs are independent (each writes its own rows of the result) and numpy's
     # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
