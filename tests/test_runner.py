@@ -268,13 +268,43 @@ def test_eager_multi_kernel_evaluation_runs_straight(dtype):
 
 
 def test_a_plan_without_a_runner_is_marked():
-    """A plan the straight runner cannot run (a BLAS step) is looked at once: later
-    evaluations take the general path without building anything."""
+    """A plan the straight runner cannot run (a numpy step: a sort) is looked at once:
+    later evaluations take the general path without building anything."""
     rng = np.random.default_rng(4)
     a = ax.tensor(rng.standard_normal((8, 8)), "I K")
-    b = ax.tensor(rng.standard_normal((8, 8)), "K J")
     for _ in range(3):
-        got = (ax.dot(a, b, over="K") + 1).numpy()
-        assert_close(got, a.numpy() @ b.numpy() + 1)
-    plan, _ = executor.schedule_for((ax.dot(a, b, over="K") + 1).node, None)
+        got = (a.sort("K") * 2 + 1).numpy()
+        assert_close(got, np.sort(a.numpy(), 1) * 2 + 1)
+    plan, _ = executor.schedule_for((a.sort("K") * 2 + 1).node, None)
     assert plan.fast is not None and not plan.fast
+
+
+@pytest.mark.parametrize("into", [False, True])
+def test_blas_steps_run_in_the_straight_runner(into):
+    """A plan with BLAS steps (an MLP's two dots between fused kernels) runs straight from
+    its third evaluation: each dot one ``host_dot`` of the storage, values numpy's, into a
+    fresh result or a destination."""
+    rng = np.random.default_rng(5)
+    xn, w1n, w2n = (rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 32), (32, 4)))
+    b1n = rng.standard_normal(32).astype(np.float32)
+    x, w1, w2 = ax.tensor(xn, "B I"), ax.tensor(w1n, "I H"), ax.tensor(w2n, "H O")
+    b1 = ax.tensor(b1n, "H")
+
+    def program():
+        h = ax.maximum(ax.dot(x, w1, over="I") + b1, 0)
+        return (ax.dot(h, w2, over="H") * 2).sum("O")  # a kernel writes the result last
+
+    out = ax.zeros(program().axes, "float32")
+    for _ in range(4):
+        xn[...] = rng.standard_normal(xn.shape)  # new values each call, same storage
+        want = (np.maximum(xn @ w1n + b1n, 0) @ w2n * 2).sum(1).astype(np.float32)
+        if into:
+            out[...] = program()
+            got = out.numpy()
+        else:
+            got = program().numpy()
+        assert_close(got, want)
+    e = program()
+    plan, _ = executor.schedule_for(e.node, out.node if into else None)
+    assert any(type(s).__name__ == "DotStep" for s in plan.steps)
+    assert plan.fast and "straight runner" in plan.fast.__code__.co_filename

@@ -9,29 +9,43 @@ microseconds, so small copies stay with a fused copy kernel.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..dag.nodes import Leaf, Node
 from ..kernels.threads import blas_ran
 from ..storage.devices import Device, host_array
+from ..storage.memory import leaf_array
 from .binder import array_of
 from .reference import call_value
 from .schedule import CallStep, DotStep
 
-__all__ = ["run_dot", "run_call", "ROUTES", "try_copy", "REPACK_MIN_BYTES"]
+__all__ = ["run_dot", "host_dot", "run_call", "ROUTES", "try_copy", "REPACK_MIN_BYTES"]
 
 REPACK_MIN_BYTES = 1 << 18
 
 
 def run_dot(step: DotStep, params, temps: dict, dst, device: Device) -> None:
-    nb, m, k, n = step.sizes
-    a = device.array_view(array_of(step.a.src, params, temps, dst), step.a.view)
-    b = device.array_view(array_of(step.b.src, params, temps, dst), step.b.view)
-    a3 = a.transpose(step.perm_a).reshape(nb, m, k)
-    b3 = b.transpose(step.perm_b).reshape(nb, k, n)
+    a = array_of(step.a.src, params, temps, dst)
+    b = array_of(step.b.src, params, temps, dst)
     # the output: a C-order temp, or the destination when its layout is BLAS rows
-    out = device.array_view(array_of(step.out.src, params, temps, dst), step.out.view)
-    device.matmul(a3, b3, out.reshape(nb, m, n))
+    out = array_of(step.out.src, params, temps, dst)
     if device.is_cpu:
-        blas_ran(m, n, k)  # its threads may now hold the other cores (kernels.threads)
+        host_dot(a, b, out, step)
+        return
+    nb, m, k, n = step.sizes
+    a3 = device.array_view(a, step.a.view).transpose(step.perm_a).reshape(nb, m, k)
+    b3 = device.array_view(b, step.b.view).transpose(step.perm_b).reshape(nb, k, n)
+    device.matmul(a3, b3, device.array_view(out, step.out.view).reshape(nb, m, n))
+
+
+def host_dot(a, b, out, step: DotStep) -> None:
+    """A dot step on host storage (``a``, ``b``, ``out``: the 1-D arrays its leaves view):
+    one ``np.matmul`` (BLAS) of the batched matrices. The straight runners call it too."""
+    nb, m, k, n = step.sizes
+    a3 = leaf_array(a, step.a.view).transpose(step.perm_a).reshape(nb, m, k)
+    b3 = leaf_array(b, step.b.view).transpose(step.perm_b).reshape(nb, k, n)
+    np.matmul(a3, b3, out=leaf_array(out, step.out.view).reshape(nb, m, n))
+    blas_ran(m, n, k)  # its threads may now hold the other cores (kernels.threads)
 
 
 def run_call(step: CallStep, params, temps: dict, dst, device: Device) -> None:

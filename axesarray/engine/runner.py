@@ -28,8 +28,8 @@ from .binder import fresh_runner as _fresh
 from .binder import into_runner as _into
 from .binder import lowered as binder_lowered
 from .dispatch import kernel_for, run_kernel, variant
-from .routes import ROUTES
-from .schedule import KernelStep, Schedule
+from .routes import ROUTES, host_dot
+from .schedule import DotStep, KernelStep, Schedule
 
 __all__ = [
     "run_schedule",
@@ -383,11 +383,12 @@ EAGER_POOL_MAX_BYTES = 64 << 10
 class Straight:
     """Builds one generated function running bound schedules back to back: every kernel
     called with positional arguments (shapes, strides and offsets are literals, storage
-    is a local), the temporaries carved once, nothing looked up per step. Built from the
-    objects of a finished run (``sample``: each local's value then), which type the
-    kernels' direct entry points (``_single_kernel``'s reasoning: plan keys fix every
-    argument's numba type). A schedule it cannot run (a BLAS or numpy step, a kernel not
-    compiled, another device) makes ``schedule`` return None: the caller runs it the
+    is a local), a BLAS step as ``routes.host_dot`` of its storage, the temporaries carved
+    once, nothing looked up per step. Built from the objects of a finished run
+    (``sample``: each local's value then), which type the kernels' direct entry points
+    (``_single_kernel``'s reasoning: plan keys fix every argument's numba type). A
+    schedule it cannot run (a numpy step, a BLAS step writing the destination, a kernel
+    not compiled, another device) makes ``schedule`` return None: the caller runs it the
     general way."""
 
     def __init__(self, where: str):
@@ -476,7 +477,7 @@ class Straight:
         if not device.is_cpu or not plan.ready:
             return None
         steps = plan.steps
-        if not steps or any(type(s) is not KernelStep for s in steps):
+        if not steps or any(type(s) not in (KernelStep, DotStep) for s in steps):
             return None
         mark = self.mark()
         res = plan.result.src
@@ -486,6 +487,18 @@ class Straight:
             temps[t] = self.buffer(math.prod(shape), dtype, fresh)
         calls = []
         for step in steps:
+            if type(step) is DotStep:  # BLAS: np.matmul on views of the storage
+                names = []
+                for src in (step.a.src, step.b.src, step.out.src):
+                    if src[0] == "param":
+                        names.append(operand(src[1], "data"))
+                    elif src[0] == "temp":
+                        names.append(temps[src[1]])
+                    else:  # the destination: the general path's care (no early writes)
+                        self.rollback(mark)
+                        return None
+                calls.append(f"{self.bind(host_dot, 'k')}({', '.join(names)}, {self.bind(step)})")
+                continue
             names, literal, parts = [], [], []
             low = binder_lowered(step)
             for source in low.recipe:
