@@ -112,6 +112,18 @@ def special_rows(dtype, length: int) -> np.ndarray:
     return a
 
 
+def np_softmax(a, axis):
+    """numpy's softmax as its users write it: the max subtracted, exp, divided by the sum."""
+    e = np.exp(a - a.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def ax_softmax(x, name):
+    """The same softmax written by hand with axesarray, over the axis ``name``."""
+    e = ax.exp(x - x.max(name))
+    return e / e.sum(name)
+
+
 # --- fixtures -----------------------------------------------------------------------------
 
 

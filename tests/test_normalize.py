@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_close, special_rows
+from conftest import assert_close, ax_softmax, np_softmax, special_rows
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,16 +17,6 @@ from axesarray.engine.executor import schedule_for
 from axesarray.kernels.ir import kernel_nodes
 
 NAMES = "ABC"
-
-
-def _np_softmax(a, axis):
-    e = np.exp(a - a.max(axis, keepdims=True))
-    return e / e.sum(axis, keepdims=True)
-
-
-def _softmax(x, name):
-    e = ax.exp(x - x.max(name))
-    return e / e.sum(name)
 
 
 def _plan(expr, out=None):
@@ -89,17 +79,17 @@ def test_softmax_by_hand_matches_numpy(case):
     shape, axis, dtype, view, dst, seed = case
     a = _input(shape, dtype, view, seed)
     names = tuple(NAMES[: len(shape)])
-    expected = _np_softmax(a, axis)
+    expected = np_softmax(a, axis)
     x = ax.tensor(a, names)
     name = names[axis]
     if dst == "fresh":
-        assert_close(_softmax(x, name).eval(), expected)
+        assert_close(ax_softmax(x, name).eval(), expected)
     elif dst == "assign":
         out = ax.tensor(np.full(shape, 7, dtype), names)
-        out[...] = _softmax(x, name)
+        out[...] = ax_softmax(x, name)
         assert_close(out, expected)
     else:  # x[...] = e / e.sum(K): E is read, then written, at each index in turn
-        x[...] = _softmax(x, name)
+        x[...] = ax_softmax(x, name)
         assert_close(a, expected)
 
 
@@ -114,7 +104,7 @@ def test_one_kernel_one_exp(shape, names, over):
     a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     x = ax.tensor(a, names)
     out = ax.tensor(np.empty_like(a), names)
-    expr = _softmax(x, over)
+    expr = ax_softmax(x, over)
     axis = names.split().index(over)
     for target in (out, None, x):
         plan = _plan(expr, target)
@@ -127,7 +117,7 @@ def test_one_kernel_one_exp(shape, names, over):
     kept = [n for n in names.split() if n != over]
     assert over in info.kernels[0].loops[-1][1]  # named after the dims: reduced ones last
     assert not kept or kept[0] in info.kernels[0].loops[0][1]
-    expected = _np_softmax(a, axis)
+    expected = np_softmax(a, axis)
     out[...] = expr
     assert_close(out, expected)
     assert_close(expr.eval(), expected)
@@ -149,10 +139,10 @@ def test_swept_max_in_place_with_special_values(over, dtype):
     axis = "NCW".index(over)
     m = a.max(axis, keepdims=True)
     with np.errstate(all="ignore"):
-        by_hand = _np_softmax(a, axis)
+        by_hand = np_softmax(a, axis)
         e = np.exp(a - np.where(np.isfinite(m), m, 0))
         guarded = e / e.sum(axis, keepdims=True)
-    for make, expected in ((_softmax, by_hand), (ax.softmax, guarded)):
+    for make, expected in ((ax_softmax, by_hand), (ax.softmax, guarded)):
         b = a.copy()
         x = ax.tensor(b, "N C W")
         plan = _plan(make(x, over), x)
@@ -166,19 +156,19 @@ def test_swept_reduction_read_by_the_root_too():
     """The root reads the max as well (``softmax + max``): the third sweep takes it from
     the first's per-output value, never from x (which E overwrote in place)."""
     a = np.random.default_rng(10).standard_normal((3, 7, 20)).astype(np.float32)
-    expected = _np_softmax(a, 1) + a.max(1, keepdims=True)
+    expected = np_softmax(a, 1) + a.max(1, keepdims=True)
     x = ax.tensor(a, "N C K")
-    expr = _softmax(x, "C") + x.max("C")
+    expr = ax_softmax(x, "C") + x.max("C")
     assert len(_swept(_plan(expr, x))) == 1
     x[...] = expr
     assert_close(a, expected)
     # a max the root reads but E does not: a kernel of its own (x's max is swept)
     b = np.random.default_rng(12).standard_normal((3, 7, 20)).astype(np.float32)
     x, y = ax.tensor(b, "N C K"), ax.tensor(b[::-1].copy(), "N C K")
-    expr = y.max("C") + _softmax(x, "C")
+    expr = y.max("C") + ax_softmax(x, "C")
     plan = _plan(expr)
     assert len(plan.steps) == 2 and len(_swept(plan)) == 1
-    assert_close(expr.eval(), b[::-1].max(1, keepdims=True) + _np_softmax(b, 1))
+    assert_close(expr.eval(), b[::-1].max(1, keepdims=True) + np_softmax(b, 1))
 
 
 def test_reductions_that_are_not_swept():
@@ -194,8 +184,8 @@ def test_reductions_that_are_not_swept():
     assert _stored(plan) and not _swept(plan) and len(plan.steps) == 2
     assert_close(r.eval(), en / en.sum(1, keepdims=True))
     # x - max(x) read by the normalize kernel and the max read by a second reduction
-    total = _softmax(x, "C") * x.max("C").sum("K")
-    expected = _np_softmax(a, 1) * a.max(1, keepdims=True).sum(2, keepdims=True)
+    total = ax_softmax(x, "C") * x.max("C").sum("K")
+    expected = np_softmax(a, 1) * a.max(1, keepdims=True).sum(2, keepdims=True)
     assert_close(total.eval(), expected)
 
 
@@ -208,8 +198,8 @@ def test_special_values_are_numpys():
     x = ax.tensor(a, "N C W")
     with np.errstate(all="ignore"):
         for axis, name in ((1, "C"), (2, "W")):
-            assert len(_swept(_plan(_softmax(x, name)))) == 1
-            assert_close(_softmax(x, name).eval(), _np_softmax(a, axis))
+            assert len(_swept(_plan(ax_softmax(x, name)))) == 1
+            assert_close(ax_softmax(x, name).eval(), np_softmax(a, axis))
 
 
 def test_other_roots_and_reductions():
@@ -240,12 +230,12 @@ def test_in_place_reads_only_what_it_has_not_written():
     a = np.random.default_rng(5).standard_normal((6, 6)).astype(np.float32)
     b = a.copy()
     x = ax.tensor(a, "A B")
-    x[...] = _softmax(x, "B") + x
-    assert_close(a, _np_softmax(b, 1) + b)
+    x[...] = ax_softmax(x, "B") + x
+    assert_close(a, np_softmax(b, 1) + b)
     b = a.copy()
     y = x.rename(A="B", B="A")  # a.T, as "A B"
-    x[...] = _softmax(y, "B")
-    assert_close(a, _np_softmax(b.T, 1))
+    x[...] = ax_softmax(y, "B")
+    assert_close(a, np_softmax(b.T, 1))
 
 
 def test_destinations_that_cannot_hold_e_keep_the_logsumexp_plan():
@@ -253,15 +243,15 @@ def test_destinations_that_cannot_hold_e_keep_the_logsumexp_plan():
     ``exp(x - logsumexp(x))`` (no normalize kernel), numpy's values."""
     a = np.random.default_rng(6).standard_normal((2, 8, 3, 5)).astype(np.float32)
     x = ax.tensor(a, "N C H W")
-    expr = _softmax(x, "C")
+    expr = ax_softmax(x, "C")
     wide = ax.tensor(np.empty(a.shape), "N C H W")
     assert not _stored(_plan(expr, wide))
     wide[...] = expr
-    assert_close(wide.numpy().astype(np.float32), _np_softmax(a, 1))  # float32 values
+    assert_close(wide.numpy().astype(np.float32), np_softmax(a, 1))  # float32 values
     blocked = ax.tensor(np.zeros_like(a), "N C H W").to_layout("NCHW4")
     assert not _stored(_plan(expr, blocked))
     blocked[...] = expr
-    assert_close(blocked.numpy(), _np_softmax(a, 1))
+    assert_close(blocked.numpy(), np_softmax(a, 1))
 
 
 def test_cost_model_decides():
@@ -296,9 +286,9 @@ def test_cuda_keeps_its_plan():
     a = np.random.default_rng(7).standard_normal((2, 3, 4)).astype(np.float32)
     x = ax.tensor(a, "N C W").to("cuda")
     with ax.set_options(engine="numba"):
-        expr = _softmax(x, "C")
+        expr = ax_softmax(x, "C")
         assert not _stored(_plan(expr))
-        assert_close(expr.eval().to("cpu"), _np_softmax(a, 1))
+        assert_close(expr.eval().to("cpu"), np_softmax(a, 1))
 
 
 def test_ax_softmax_as_a_result_is_a_normalize_kernel():
@@ -328,9 +318,9 @@ def test_other_swept_reductions_and_dtypes(over, axis):
     rng = np.random.default_rng(13)
     h = rng.standard_normal((4, 6, 33)).astype(np.float16)
     x = ax.tensor(h, "N C K")
-    r = _softmax(x, over)
+    r = ax_softmax(x, over)
     assert len(_plan(r).steps) == 1 and _swept(_plan(r))
-    assert_close(r.eval(), _np_softmax(h, axis))
+    assert_close(r.eval(), np_softmax(h, axis))
     i = rng.integers(-50, 50, (4, 6, 33)).astype(np.int64)
     xi = ax.tensor(i, "N C K")
     ei = (xi - xi.min(over)) * 3 + 1
