@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Table, interleaved, median_time, optional  # noqa: E402
+from common import Table, interleaved, median_time, optional, run_python  # noqa: E402
 
 import axesarray as ax  # noqa: E402
 
@@ -246,10 +245,8 @@ _PEAK = textwrap.dedent(
 
 def bench_peak_memory(n: int) -> str:
     """Memory allocated while evaluating sigmoid(x): the output plus what else?"""
-    out = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(n)], capture_output=True, text=True, check=True
-    )
-    before, peak, xb, yb = map(int, out.stdout.split())
+    out = run_python(["-c", _PEAK, str(n)])
+    before, peak, xb, yb = map(int, out.split())
     extra = peak - before - yb
     return (
         f"peak memory of sigmoid(x), x = {xb / 2**20:.0f} MiB: input + output + "

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import optional  # noqa: E402
+from common import optional, run_python  # noqa: E402
 
 import axesarray as ax  # noqa: E402
 
@@ -319,14 +318,8 @@ def chain(ops: int, budget: int = 0, n: int = 1000) -> tuple[float, float, int, 
     start-up excluded). CPU time is reported too: on a shared machine wall time waits."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
-        out = subprocess.run(
-            [sys.executable, "-c", _CHAIN, str(ops), str(budget), str(n)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    first, again, kernels, cpu = out.stdout.split()
+        out = run_python(["-c", _CHAIN, str(ops), str(budget), str(n)], env)
+    first, again, kernels, cpu = out.split()
     return float(first), float(again), int(kernels), float(cpu)
 
 
@@ -366,14 +359,8 @@ def bench_new_process(table: Rows, runs: int) -> None:
         env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
 
         def run(mode: str) -> tuple[float, float]:
-            out = subprocess.run(
-                [sys.executable, "-c", _NEW_PROCESS, mode],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            first, numpy_s = map(float, out.stdout.split())
+            out = run_python(["-c", _NEW_PROCESS, mode], env)
+            first, numpy_s = map(float, out.split())
             return first, numpy_s
 
         never, numpy_s = run("tiered")  # cache empty: the numpy tier answers
@@ -440,14 +427,8 @@ def bench_first_batch_norm(table: Rows, n: int) -> None:
     ):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, AXESARRAY_CACHE_DIR=cache, **extra)
-            out = subprocess.run(
-                [sys.executable, "-c", _BATCH_NORM, str(n), mode],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-        first, setup, kernels, cpu, np_first, tier, np_call, calls = map(float, out.stdout.split())
+            out = run_python(["-c", _BATCH_NORM, str(n), mode], env)
+        first, setup, kernels, cpu, np_first, tier, np_call, calls = map(float, out.split())
         load = os.getloadavg()[0]
         if label != "tiered, compile thread":
             what = (
@@ -493,14 +474,8 @@ def _exit_delay(mode: str, work: str) -> float:
     """Seconds from a new process's last result to its end (a fresh kernel cache)."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
-        out = subprocess.run(
-            [sys.executable, "-c", _EXIT, mode, work],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return time.time() - float(out.stdout.split()[-1])
+        out = run_python(["-c", _EXIT, mode, work], env)
+        return time.time() - float(out.split()[-1])
 
 
 def bench_exit(table: Rows, repeat: int) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median_time, optional  # noqa: E402
+from common import median_time, optional, run_python  # noqa: E402
 
 import axesarray as ax  # noqa: E402
 
@@ -145,15 +144,9 @@ def _lazy_in_new_process(steps: int, tiered: bool, cache: str) -> tuple[float, f
     env = dict(os.environ, AXESARRAY_CACHE_DIR=cache)
     t0 = time.perf_counter()
     mode = "tiered" if tiered else "untiered"
-    out = subprocess.run(
-        [sys.executable, __file__, "--lazy-child", mode, "--lazy-steps", str(steps)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = run_python([__file__, "--lazy-child", mode, "--lazy-steps", str(steps)], env)
     process = time.perf_counter() - t0
-    first, err, _ = (float(v) for v in out.stdout.split()[-3:])
+    first, err, _ = (float(v) for v in out.split()[-3:])
     return first, err, process
 
 

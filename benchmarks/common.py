@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -111,3 +113,12 @@ class Table:
             ratio = copy_s / s if s and copy_s else float("nan")
             unit = f"{s * 1e3:8.2f} ms" if s >= 1e-3 else f"{s * 1e6:8.2f} us"
             print(f"{case:<34} {engine:<12} {unit:>10} {gbs:7.2f} {ratio:8.2f}  {note}")
+
+
+def run_python(args: list, env: dict | None = None) -> str:
+    """Run ``python *args`` in a new process; its stdout. A failure raises with the end of
+    its stderr (``check=True`` alone gave only the exit signal)."""
+    out = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"python {args[0]} ... exited {out.returncode}:\n{out.stderr[-3000:]}")
+    return out.stdout

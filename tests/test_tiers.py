@@ -207,6 +207,54 @@ def test_exit_freezes_what_is_alive(tmp_path):
     assert out.stdout.split() == ["True", "True"]
 
 
+def test_exit_waits_for_the_work_inside_numba_on_the_compile_thread(tmp_path):
+    """The interpreter's teardown frees what LLVM uses and kills a daemon thread inside
+    LLVM's frames: a script ending mid-compile died (SIGSEGV, SIGABRT). The exit waits for
+    the work under way on the compile thread (one kernel at most) and starts no more."""
+    script = textwrap.dedent(
+        """
+        import time
+        from axesarray.engine import tiers
+        def slow(tag):
+            time.sleep(0.3)
+            print(tag, flush=True)
+        tiers.in_background(slow, "first")
+        tiers.in_background(slow, "second")
+        while not tiers._compiler.native.locked():
+            time.sleep(0.001)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.split(), out.stderr) == (0, ["first"], "")
+
+
+@pytest.mark.parametrize("after", [0.0, 0.05])
+def test_a_script_ending_mid_compile_exits_cleanly(tmp_path, after):
+    """A real compile on the compile thread (no compile process) when the script ends."""
+    script = textwrap.dedent(
+        f"""
+        import time
+        import numpy as np, axesarray as ax
+        from axesarray.engine import tiers
+        x = ax.tensor(np.random.rand(2, 8, 6, 6).astype(np.float32), "N C H W")
+        g = ax.tensor(np.random.rand(8).astype(np.float32), "C")
+        d = x - x.mean(("N", "H", "W"))
+        y = (d / ax.sqrt((d * d).mean(("N", "H", "W")) + 1e-5) * g).eval()
+        z = (ax.tanh(x) - x.max("W")).eval()
+        end = time.monotonic() + 30
+        while not tiers._compiler.native.locked() and time.monotonic() < end:
+            time.sleep(0.001)
+        time.sleep({after})
+        print(tiers._compiler.native.locked() or not tiers._compiler._jobs.empty())
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path), AXESARRAY_COMPILE_PROCESS="0")
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stderr) == (0, "")
+
+
 def test_option_is_validated():
     with pytest.raises(ValueError, match=r"set_options: bad value for 'tiered' \(got 1\)"):
         ax.set_options(tiered=1)

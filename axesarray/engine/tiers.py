@@ -20,6 +20,7 @@ exits without waiting for compiles under way (``_Compiler``, ``worker``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import math
 import os
@@ -79,6 +80,14 @@ class _Compiler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.closing = False
+        # Held while this thread is inside numba and LLVM (a kernel's compile or its load
+        # from disk). The interpreter's teardown frees what LLVM is using and kills a
+        # daemon thread where it next takes the GIL, unwinding through LLVM's C++ frames:
+        # a script ending mid-compile died (SIGSEGV, SIGABRT, LLVM assertions). At exit
+        # (``_abandon``) the main thread waits for it: one kernel at most, since the
+        # thread checks ``closing`` under it before each kernel. Waiting on the compile
+        # process's pipe is outside it, so an exit never waits for that process.
+        self.native = threading.Lock()
 
     def submit(self, fn, *args) -> Future:
         future: Future = Future()
@@ -120,6 +129,8 @@ def _abandon() -> None:
     a reference cycle (a file held by a module is closed and flushed as before)."""
     _compiler.closing = True
     worker.PROCESS.close()  # the compile process exits after the kernel under way
+    with _compiler.native:  # the kernel this thread compiles or loads now, if any, ends
+        pass
     gc.freeze()
 
 
@@ -128,8 +139,14 @@ def _background() -> _Compiler:
 
 
 def in_background(fn, *args) -> Future:
-    """Run ``fn`` on the compile thread."""
-    return _compiler.submit(fn, *args)
+    """Run ``fn`` on the compile thread, as work inside numba (the interpreter's exit
+    waits for it to end; not started once the exit began)."""
+    return _compiler.submit(_native, fn, *args)
+
+
+def _native(fn, *args):
+    with _compiler.native:
+        return None if _compiler.closing else fn(*args)
 
 
 def background_done() -> Future | None:
@@ -147,19 +164,23 @@ def numpy_cost(root: Node) -> int:
     )
 
 
-def compile_schedule(plan: Schedule, params, dst) -> None:
+def compile_schedule(plan: Schedule, params, dst, background: bool = False) -> None:
     """Compile (or load from the disk cache) every kernel the schedule's next run needs,
     for arguments typed like this run's (``params``, ``dst``); nothing is run or written.
-    CPU only (the numpy tier is CPU only)."""
+    CPU only (the numpy tier is CPU only). On the compile thread (``background``) it stops
+    before a kernel once the interpreter exits; the schedule then stays not ready."""
     temps: dict = {t: np.empty(1, dtype) for t, (_, dtype, _) in enumerate(plan.temps)}
     for step in plan.steps:
         if type(step) is KernelStep:
-            kernel = kernel_for(step, plan.device, variant(step, plan.device))
-            # A kernel that ran already is numba's dispatcher itself (dispatch.run_kernel
-            # keeps it once checked): compiled, nothing to warm.
-            warm = getattr(kernel, "warm", None)
-            if warm is not None:
-                warm(binder(step)(params, temps, dst))
+            with _compiler.native if background else contextlib.nullcontext():
+                if background and _compiler.closing:
+                    return
+                kernel = kernel_for(step, plan.device, variant(step, plan.device))
+                # A kernel that ran already is numba's dispatcher itself
+                # (dispatch.run_kernel keeps it once checked): compiled, nothing to warm.
+                warm = getattr(kernel, "warm", None)
+                if warm is not None:
+                    warm(binder(step)(params, temps, dst))
     plan.ready = True
 
 
@@ -178,8 +199,7 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
                 jobs.append((source, entry, tuple(worker.spec(a) for a in args)))
     if not _compiler.closing:
         worker.remote_compile(jobs)  # False: compiled below, here (an error raised here)
-    if not _compiler.closing:
-        compile_schedule(plan, params, dst)
+    compile_schedule(plan, params, dst, background=True)
 
 
 def _cheap(plan: Schedule, root: Node) -> bool:
