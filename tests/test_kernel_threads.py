@@ -7,6 +7,7 @@ import queue
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -196,6 +197,45 @@ def test_a_part_launching_parts_runs_them_itself(three_threads):
     assert not t.is_alive()
     covered = sorted(i for lo, hi, _ in seen for i in range(lo, hi))
     assert covered == list(range(60))
+
+
+def test_ctrl_c_while_helpers_run_waits_for_their_ranges_then_raises():
+    """SIGINT reaches the caller while it waits for a helper's range: the caller raises
+    KeyboardInterrupt only once the helper is out of it, and no range starts after."""
+    code = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        from axesarray.kernels import threads
+        threads.num_threads = lambda: 2
+        threads.run_parts(lambda lo, hi: None, 4, ())  # the helper exists
+        log, inside, started = [], [], threading.Event()
+        def part(lo, hi):
+            if threading.get_ident() in threads._HELPERS:
+                inside.append(lo)
+                started.set()
+                time.sleep(0.6)
+                log.append(("helper done", lo))
+                inside.remove(lo)
+            else:
+                started.wait(10)  # then the caller runs the other ranges and waits
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            threads.run_parts(part, 40, ())
+        except KeyboardInterrupt:
+            log.append(("raised", len(inside)))
+        time.sleep(0.6)
+        print(log)
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    log = eval(out.stdout)  # noqa: S307 - a list of tuples printed by the child
+    assert log[-1] == ("raised", 0), log  # nothing ran after the caller raised
+    assert log.count(("raised", 0)) == 1 and len(log) == 2  # one helper range ran
 
 
 def test_the_interpreter_exits_with_helpers_waiting():

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -335,25 +337,24 @@ def test_folded_tiles_with_tails(width, x):
         check_chwn_round_trip(shape, x, width, False, stream)
 
 
-def test_large_copies_use_the_thread_pool(monkeypatch):
-    """The calling thread and a pool helper share the tile ranges."""
+def test_large_copies_use_the_kernel_threads(monkeypatch):
+    """The calling thread and the kernels' helper thread share the tile ranges."""
+    import threading
+
     import numba
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("one thread only")
     monkeypatch.setattr(rp, "_PARALLEL_BYTES", 1 << 16)
-    workers, ranges = [], []
-    real_pool, real_kernel = rp._pool, rp._kernel
-
-    def counting_pool(n):
-        workers.append(n)
-        return real_pool(n)
+    ranges, who = [], set()
+    real_kernel = rp._kernel
 
     def counting_kernel(*args):
         ranges.append(args[-2:])
+        who.add(threading.get_ident())
+        time.sleep(0.01)  # the helper gets a range too
         return real_kernel(*args)
 
-    monkeypatch.setattr(rp, "_pool", counting_pool)
     monkeypatch.setattr(rp, "_kernel", counting_kernel)
     before = numba.get_num_threads()
     numba.set_num_threads(2)
@@ -363,7 +364,7 @@ def test_large_copies_use_the_thread_pool(monkeypatch):
         run_and_check(dst, src, leaf_of(src))
     finally:
         numba.set_num_threads(before)
-    assert workers == [1]  # one helper beside the calling thread
+    assert len(who) == 2  # one helper beside the calling thread
     assert len(ranges) > 2 and sorted(ranges)[0][0] == 0  # each range run once, in full
     assert all(a[1] == b[0] for a, b in zip(sorted(ranges), sorted(ranges)[1:], strict=False))
 

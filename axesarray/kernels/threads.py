@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "run_parts",
@@ -25,7 +24,6 @@ __all__ = [
     "BLAS_SPIN_SECONDS",
     "RANGES_PER_THREAD",
     "block_interrupts",
-    "worker_pool",
 ]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
@@ -58,15 +56,6 @@ def block_interrupts() -> None:
     """
     if hasattr(signal, "pthread_sigmask"):  # POSIX
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-def worker_pool(workers: int, name: str) -> ThreadPoolExecutor:
-    """A thread pool whose threads block SIGINT (``block_interrupts``).
-
-    >>> worker_pool(1, "axesarray-doc").submit(lambda: 2).result()
-    2
-    """
-    return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=block_interrupts)
 
 
 _COUNT: list = []  # numba's reader of the thread count, once numba is loaded
@@ -182,6 +171,13 @@ def run_parts(part, count: int, args: tuple, threads: int | None = None) -> None
     # reads any more.
     left = ranges - work()
     while left:
-        left -= done.get()
+        try:
+            left -= done.get()
+        except KeyboardInterrupt as e:
+            # Ctrl-C while helpers run: they skip the ranges not started and this thread
+            # waits for the ranges under way, then raises. Raising at once left helpers
+            # writing the arrays after the caller had moved on (a notebook cell's output
+            # changing after its KeyboardInterrupt), and inside a kernel at exit.
+            failed.insert(0, e)
     if failed:
         raise failed[0]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import itertools
-from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 import numba
@@ -31,7 +29,7 @@ from ...core.strided import has_internal_overlap, span
 from ...dag.nodes import Leaf
 from ...storage.devices import device_of
 from ...storage.numba_private import NO_NRT
-from ..threads import worker_pool
+from ..threads import run_parts
 from . import simd
 from .plan import VECTOR_BYTES, RepackPlan, plans
 from .run_cuda import try_repack_cuda
@@ -378,17 +376,6 @@ def _round_up(n: int, k: int) -> int:
     return -(-n // k) * k
 
 
-_POOL: list = []  # [(workers, ThreadPoolExecutor)], made on first parallel use
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    if not _POOL or _POOL[0][0] != workers:
-        if _POOL:
-            _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((workers, worker_pool(workers, "axesarray-repack")))
-    return _POOL[0][1]
-
-
 _GEO = (
     *("src_offset", "dst_offset", "ni", "nj", "ti", "tj", "lanes", "stream", "prefetch"),
     "i_inner",
@@ -427,9 +414,9 @@ def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> N
     """Run one plan on 1-D word arrays of width ``p.width``.
 
     Large copies are split into a few tile ranges per thread, taken in turn by the calling
-    thread and ``threads - 1`` pool threads (the kernel releases the GIL): a helper that
-    starts late, its core busy with something else, leaves more ranges to the others
-    instead of stalling the copy.
+    thread and the kernels' helper threads (``threads.run_parts``; the kernel releases the
+    GIL): a helper that starts late, its core busy with something else, leaves more ranges
+    to the others instead of stalling the copy, and Ctrl-C returns once no range runs.
     """
     stage_size, units, geo, batch, tables = _launch(p, _STREAM_BYTES, _PREFETCH_BYTES)
     dst_mod = (dst_words.ctypes.data % VECTOR_BYTES) // p.width
@@ -439,22 +426,12 @@ def run_repack(p: RepackPlan, src_words: np.ndarray, dst_words: np.ndarray) -> N
         stage = np.empty(stage_size, dst_words.dtype)
         _kernel(src_words, dst_words, stage, *args, 0, units)
         return
-    chunks = min(units, 8 * threads)
-    bounds = [units * c // chunks for c in range(chunks + 1)]
-    taken = itertools.count()  # next() is atomic under the GIL
 
-    def work() -> None:
-        stage = np.empty(stage_size, dst_words.dtype)  # one staging tile per thread
-        for c in iter(taken.__next__, None):
-            if c >= chunks:
-                return
-            _kernel(src_words, dst_words, stage, *args, bounds[c], bounds[c + 1])
+    def part(lo: int, hi: int) -> None:
+        stage = np.empty(stage_size, dst_words.dtype)  # a staging tile per range
+        _kernel(src_words, dst_words, stage, *args, lo, hi)
 
-    pool = _pool(threads - 1)
-    helpers = [pool.submit(work) for _ in range(threads - 1)]
-    work()  # the calling thread takes chunks too: a late helper only leaves it more
-    for h in helpers:
-        h.result()
+    run_parts(part, units, (), threads)
 
 
 def _words(data: np.ndarray, width: int) -> np.ndarray:
