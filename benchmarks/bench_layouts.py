@@ -16,14 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import round_robin  # noqa: E402
+
 import axesarray as ax  # noqa: E402
 
 CASES = [
@@ -67,20 +68,6 @@ def streaming_copy(a: np.ndarray, b: np.ndarray):
     head = min(src.size, (-dst.ctypes.data) % 32)
     vectors = (src.size - head) // 32
     return lambda: copy(src, dst, head, vectors)
-
-
-def median_times(fns: dict, repeat: int) -> dict:
-    """Median time of each function, the functions interleaved round by round so that a
-    slow spell of the (shared) machine hits all of them alike."""
-    for fn in fns.values():
-        fn()  # warm up: compile, page faults
-    times: dict = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def common_view(name: str, phys: np.ndarray, shape, x: int) -> np.ndarray:
@@ -193,13 +180,13 @@ def run(quick: bool, repeat: int, only: set | None = None) -> list[dict]:
             }
             if stream is not None:
                 fns["stream"] = stream
-            t = median_times(fns, repeat)
+            t = round_robin(fns, repeat)
             np.testing.assert_array_equal(dst.numpy(), logical)
             # Peers in a round of their own: with torch's copy interleaved, our first case
             # ran at half speed (torch's threads), which is no property of either.
             others = peers(src_name, dst_name, src.physical, dst.physical.copy(), shape)
             if others:
-                t.update(median_times(others, repeat))
+                t.update(round_robin(others, repeat))
                 fns.update(others)
             copy_gbs = 2 * nbytes / t["copy"] / 1e9
             row = {
