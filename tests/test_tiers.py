@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -253,6 +254,88 @@ def test_a_script_ending_mid_compile_exits_cleanly(tmp_path, after):
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert (out.returncode, out.stderr) == (0, "")
+
+
+def test_a_first_run_compiles_on_the_compile_thread(monkeypatch):
+    """The kernels of a schedule's first run compile on the compile thread (SIGINT blocked
+    there) while the caller waits; later runs find them compiled."""
+    seen = []
+    real = tiers.compile_schedule
+
+    def spy(plan, *args):
+        seen.append(threading.current_thread().name)
+        return real(plan, *args)
+
+    monkeypatch.setattr(tiers, "compile_schedule", spy)
+    xn = np.linspace(-1, 1, 999, dtype=np.float32)
+    x = ax.tensor(xn, "N")
+    e = ax.tanh(x * 0.8125 + 0.0625)  # a structure no other test builds
+    assert not _plan(e).ready
+    assert_close(e.numpy(), np.tanh(xn * np.float32(0.8125) + np.float32(0.0625)))
+    assert seen == ["axesarray-compile"] and _plan(e).ready
+    e.numpy()
+    assert seen == ["axesarray-compile"]
+
+
+def test_ctrl_c_during_a_first_compile_leaves_numba_usable(tmp_path):
+    """Ctrl-C while the first kernels compile (numba's import included): the caller gets
+    KeyboardInterrupt, and the next evaluation works. In the caller's thread it left a
+    half-imported numba (every later evaluation failed) or half-built LLVM objects."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, threading, time
+        import numpy as np, axesarray as ax
+        ax.set_options(tiered=False)
+        xn = np.linspace(0, 1, 1000, dtype=np.float32)
+        x = ax.tensor(xn, "N")
+        threading.Timer(float(sys.argv[1]), os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            (ax.tanh(x * 1.5 + 0.25) / 3 - ax.exp(x)).eval()
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+        got = (ax.tanh(x * 1.5 + 0.25) / 3 - ax.exp(x)).numpy()
+        x64 = xn.astype(np.float64)
+        print(np.allclose(got, np.tanh(x64 * 1.5 + 0.25) / 3 - np.exp(x64), rtol=1e-6))
+        time.sleep(0.5)
+        """
+    )
+    outcomes = set()
+    for k, delay in enumerate((0.02, 0.3)):
+        env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(delay)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        first, again = out.stdout.split()
+        assert again == "True"
+        outcomes.add(first)
+    assert "interrupted" in outcomes
+
+
+def test_a_first_run_at_exit_compiles_in_the_caller(tmp_path):
+    """Once the interpreter exits (``closing``) the compile thread starts nothing: a first
+    run then compiles in the caller instead of waiting for it."""
+    script = textwrap.dedent(
+        """
+        import atexit
+        import numpy as np, axesarray as ax
+        ax.set_options(tiered=False)
+        x = ax.tensor(np.arange(5, dtype=np.float32), "N")
+        want = np.exp(np.arange(5.0)) * 0.375
+        atexit.register(lambda: print(np.allclose((ax.exp(x) * 0.375).numpy(), want)))
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
 
 
 def test_option_is_validated():

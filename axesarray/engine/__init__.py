@@ -234,5 +234,7 @@ def precompile(root: Node, dst: Leaf | None = None, names=None):
     """Compile (or load) every kernel of ``root``'s plan now; returns the public Plan."""
     if dst is not None or type(root) is not Leaf:
         plan, _ = executor.schedule_for(root, dst)
-        tiers.compile_schedule(plan, root.params, dst)
+        if plan.device.is_cpu:
+            tiers.compile_first(plan, root.params, dst)  # Ctrl-C-safe, as a first run
+        tiers.compile_schedule(plan, root.params, dst)  # nothing left on the CPU
     return executor.explain(root, dst, names)

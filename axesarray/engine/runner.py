@@ -30,6 +30,7 @@ from .binder import lowered as binder_lowered
 from .dispatch import kernel_for, run_kernel, variant
 from .routes import ROUTES, host_dot
 from .schedule import DotStep, KernelStep, Schedule
+from .tiers import compile_first
 
 __all__ = [
     "run_schedule",
@@ -53,6 +54,8 @@ def run_schedule(
     result is one of them when ``dst`` is None). ``serial``: every kernel's serial variant
     (a dask task: dask already runs one task per core). ``fresh_dst``: ``dst`` is new
     storage no operand reads (no alias check)."""
+    if not plan.ready and not serial:  # a first run: compiled where Ctrl-C cannot land
+        compile_first(plan, params, dst)
     device = plan.device
     steps = plan.steps
     if plan.dst_early and dst is not None and not fresh_dst and shares_storage(params, dst):

@@ -25,8 +25,9 @@ import gc
 import math
 import os
 import queue
+import sys
 import threading
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 
 import numpy as np
 
@@ -43,6 +44,7 @@ from .tier_eval import TIER_REWRITES
 __all__ = [
     "use_numpy",
     "compile_schedule",
+    "compile_first",
     "describe_tier",
     "background_done",
     "NUMPY_MAX_BYTES",
@@ -104,8 +106,11 @@ class _Compiler:
         block_interrupts()  # SIGINT stays with the main thread
         while True:
             future, fn, args = self._jobs.get()
-            if self.closing or not future.set_running_or_notify_cancel():
-                continue  # the interpreter is exiting: nobody will read the result
+            if self.closing:
+                future.cancel()  # the interpreter is exiting: a waiter compiles itself
+                continue
+            if not future.set_running_or_notify_cancel():
+                continue
             try:
                 future.set_result(fn(*args))
             except BaseException as exc:  # noqa: BLE001 - surfaces at the caller's result()
@@ -164,23 +169,30 @@ def numpy_cost(root: Node) -> int:
     )
 
 
-def compile_schedule(plan: Schedule, params, dst, background: bool = False) -> None:
+def compile_schedule(
+    plan: Schedule, params, dst, background: bool = False, names: list | None = None
+) -> None:
     """Compile (or load from the disk cache) every kernel the schedule's next run needs,
     for arguments typed like this run's (``params``, ``dst``); nothing is run or written.
     CPU only (the numpy tier is CPU only). On the compile thread (``background``) it stops
-    before a kernel once the interpreter exits; the schedule then stays not ready."""
+    before a kernel once the interpreter exits; the schedule then stays not ready.
+    ``names``: each kernel step's variant, when the caller chose them (numba's thread
+    count is the caller thread's)."""
     temps: dict = {t: np.empty(1, dtype) for t, (_, dtype, _) in enumerate(plan.temps)}
-    for step in plan.steps:
-        if type(step) is KernelStep:
-            with _compiler.native if background else contextlib.nullcontext():
-                if background and _compiler.closing:
-                    return
-                kernel = kernel_for(step, plan.device, variant(step, plan.device))
-                # A kernel that ran already is numba's dispatcher itself
-                # (dispatch.run_kernel keeps it once checked): compiled, nothing to warm.
-                warm = getattr(kernel, "warm", None)
-                if warm is not None:
-                    warm(binder(step)(params, temps, dst))
+    kernel_steps = [step for step in plan.steps if type(step) is KernelStep]
+    if names is None:
+        names = [None] * len(kernel_steps)
+    for step, name in zip(kernel_steps, names, strict=True):
+        with _compiler.native if background else contextlib.nullcontext():
+            if background and _compiler.closing:
+                return
+            name = variant(step, plan.device) if name is None else name
+            kernel = kernel_for(step, plan.device, name)
+            # A kernel that ran already is numba's dispatcher itself
+            # (dispatch.run_kernel keeps it once checked): compiled, nothing to warm.
+            warm = getattr(kernel, "warm", None)
+            if warm is not None:
+                warm(binder(step)(params, temps, dst))
     plan.ready = True
 
 
@@ -245,6 +257,33 @@ def start_compile(plan: Schedule, params, dst) -> None:
 def _wait(plan: Schedule) -> None:
     future: Future | None = plan.compiling
     if future is not None:
+        with contextlib.suppress(CancelledError):  # at exit: the caller compiles
+            future.result()
+
+
+def compile_first(plan: Schedule, params, dst) -> None:
+    """Before a CPU schedule's first run in the caller's thread: its kernels compiled (or
+    loaded) on the compile thread, the caller waiting. SIGINT is blocked there, so Ctrl-C
+    raises KeyboardInterrupt in the caller's wait and the compile goes on for the next
+    call. In the caller, Ctrl-C landed inside numba's import (a half-imported ``numba``:
+    every later evaluation of the session failed) or inside LLVM's Python wrappers.
+    The variants are the caller's choice when numba is loaded (its thread count is per
+    thread); a compile already under way (the tier's) is awaited instead. Compiled in the
+    caller at exit, or when the caller is the compile thread."""
+    if plan.ready or not plan.device.is_cpu or _compiler.closing:
+        return
+    if threading.current_thread() is _compiler._thread:
+        return
+    with _pool_lock:
+        future = plan.compiling
+        if future is None:
+            names = None
+            if "numba" in sys.modules:
+                names = [variant(s, plan.device) for s in plan.steps if type(s) is KernelStep]
+            future = plan.compiling = _compiler.submit(
+                compile_schedule, plan, params, dst, False, names
+            )
+    with contextlib.suppress(CancelledError):  # at exit: compiled in the caller
         future.result()
 
 
