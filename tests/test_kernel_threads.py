@@ -238,6 +238,39 @@ def test_ctrl_c_while_helpers_run_waits_for_their_ranges_then_raises():
     assert log.count(("raised", 0)) == 1 and len(log) == 2  # one helper range ran
 
 
+def test_interrupts_held_raises_after_the_block():
+    """SIGINT inside the block: the block ends, then KeyboardInterrupt, and Python's
+    handler is back. Off the main thread, nothing changes."""
+    code = textwrap.dedent(
+        """
+        import signal, threading
+        from axesarray.kernels import threads
+        done = []
+        try:
+            with threads.interrupts_held():
+                signal.raise_signal(signal.SIGINT)
+                done.append("ran to its end")
+        except KeyboardInterrupt:
+            done.append("raised")
+        done.append(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        def other():
+            with threads.interrupts_held():
+                done.append(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        print(done)
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['ran to its end', 'raised', True, True]"
+
+
 def test_the_interpreter_exits_with_helpers_waiting():
     code = (
         "from axesarray.kernels import threads\n"

@@ -433,3 +433,44 @@ def test_streaming_stores(monkeypatch, width):
             )
             run_and_check(shifted, src, leaf_of(src))
             np.testing.assert_array_equal(shifted.data.reshape(nj, -1)[:, ni:], 99)
+
+
+def test_ctrl_c_during_the_first_repack_leaves_numba_usable(tmp_path):
+    """Ctrl-C while the first layout conversion imports numba and compiles the repack
+    kernel: the caller gets KeyboardInterrupt (held until numba's import ends), and the
+    next conversion works (a cut import left a half-initialized module behind)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, threading, time
+        import numpy as np, axesarray as ax
+        x = ax.tensor(np.random.rand(4, 64, 28, 28).astype(np.float32), "N C H W")
+        threading.Timer(float(sys.argv[1]), os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            x.to_layout("NHWC")
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+        print(np.array_equal(x.to_layout("NHWC").numpy(), x.numpy()))
+        time.sleep(0.5)
+        """
+    )
+    outcomes = set()
+    for k, delay in enumerate((0.02, 0.1)):
+        env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(delay)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        first, again = out.stdout.split()
+        assert again == "True"
+        outcomes.add(first)
+    assert "interrupted" in outcomes

@@ -17,6 +17,7 @@ import numpy as np
 from ..dag.chunked_leaf import _CHUNKED_SEEN, has_chunked
 from ..dag.nodes import Leaf, Node
 from ..errors import fmt_axes, message
+from ..kernels.threads import interrupts_held
 from ..options import OPTIONS
 from ..storage.devices import host_array
 from ..storage.memory import wrap_array
@@ -206,10 +207,11 @@ def warmup(background: bool = False) -> None:
 
 
 def _warm() -> None:
-    from ..kernels import cache, mathlib  # noqa: F401 - numba, the code cache, the math
-    from ..storage.numba_private import load_cpu_target
+    with interrupts_held():
+        from ..kernels import cache, mathlib  # noqa: F401 - numba, the code cache, the math
+        from ..storage.numba_private import load_cpu_target
 
-    load_cpu_target()
+        load_cpu_target()
 
 
 def profile(root: Node, dst: Leaf | None = None, names=None, repeat: int = 3):

@@ -18,7 +18,7 @@ from pathlib import Path
 from .._version import __version__
 from ..kernels.cpu import can_stream, cpu_source
 from ..kernels.cuda import cuda_source
-from ..kernels.threads import num_threads
+from ..kernels.threads import interrupts_held, num_threads
 from ..options import OPTIONS
 from ..storage.devices import Device
 from .binder import binder, lowered
@@ -124,7 +124,8 @@ def kernel_for(step: KernelStep, device: Device, variant_name: str):
         source, entry = source_for(step, device, variant_name)
         if debug_level() >= 3:
             print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
-        from ..kernels.cache import get_kernel  # imports numba: the first compile pays it
+        with interrupts_held():  # imports numba: the first compile pays it
+            from ..kernels.cache import get_kernel
 
         fn = kernels[(device.type, variant_name)] = get_kernel(source, entry)
     return fn

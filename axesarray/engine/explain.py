@@ -17,6 +17,7 @@ from ..dag.text import dim_names
 from ..display.htmlparts import nbytes_text
 from ..display.planviews import estimated_bytes, estimated_work, loops_text, plan_html
 from ..kernels.ir import kernel_nodes
+from ..kernels.threads import interrupts_held
 from .cost import step_estimate
 from .dispatch import debug_level, source_for, variant
 from .schedule import CallStep, KernelStep, Schedule
@@ -107,7 +108,8 @@ class Plan:
 
 def _cache_state(step: KernelStep, device) -> str:
     """Where the compiled code of the variant that would run is: memory, disk or nowhere."""
-    from ..kernels.cache import state  # imports numba (explain is not a hot path)
+    with interrupts_held():  # imports numba (explain is not a hot path)
+        from ..kernels.cache import state
 
     return state(source_for(step, device, variant(step, device))[0])
 

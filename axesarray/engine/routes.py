@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dag.nodes import Leaf, Node
-from ..kernels.threads import blas_ran
+from ..kernels.threads import blas_ran, interrupts_held
 from ..storage.devices import Device, host_array
 from ..storage.memory import leaf_array
 from .binder import array_of
@@ -70,6 +70,12 @@ def try_copy(dst: Leaf, root: Node) -> bool:
         and root.view.size * root.dtype.itemsize >= REPACK_MIN_BYTES
     ):
         return False
-    from ..kernels.repack.run_cpu import try_repack  # numba-compiled: imported when first needed
+    global _RUN_CPU
+    if _RUN_CPU is None:
+        with interrupts_held():  # numba-compiled: imported when first needed
+            from ..kernels.repack import run_cpu
+        _RUN_CPU = run_cpu
+    return _RUN_CPU.try_repack(dst, root)
 
-    return try_repack(dst, root)
+
+_RUN_CPU = None  # ``kernels.repack.run_cpu`` once imported

@@ -9,6 +9,7 @@ again), 3-4x the compile time of the serial kernel.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import queue
@@ -24,6 +25,7 @@ __all__ = [
     "BLAS_SPIN_SECONDS",
     "RANGES_PER_THREAD",
     "block_interrupts",
+    "interrupts_held",
 ]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
@@ -58,6 +60,33 @@ def block_interrupts() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C held until the block ends, then raised (in the main thread, while Python's
+    own handler is installed; elsewhere, or under another handler, nothing changes).
+
+    For numba's first import: a KeyboardInterrupt in the middle left a half-initialized
+    module (``yaml`` under numba) and every later evaluation of the session failed.
+
+    >>> with interrupts_held():
+    ...     import numpy
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    held: list = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if held:
+            raise KeyboardInterrupt
+
+
 _COUNT: list = []  # numba's reader of the thread count, once numba is loaded
 
 
@@ -70,12 +99,13 @@ def num_threads(load: bool = True) -> int:
         if not load and "numba" not in sys.modules:
             value = os.environ.get("NUMBA_NUM_THREADS", "").strip()
             return int(value) if value.isdigit() and int(value) > 0 else _CORES
-        import numba
+        with interrupts_held():
+            import numba
 
-        numba.get_num_threads()  # starts numba's thread layer, which the reader needs
-        # numba's own reader, without the launch check (1.6 of its 2.2 us); the public
-        # function where numba lacks it
-        from numba.np.ufunc import parallel
+            numba.get_num_threads()  # starts numba's thread layer, which the reader needs
+            # numba's own reader, without the launch check (1.6 of its 2.2 us); the public
+            # function where numba lacks it
+            from numba.np.ufunc import parallel
 
         _COUNT.append(getattr(parallel, "_get_num_threads", numba.get_num_threads))
     return _COUNT[0]()
