@@ -5,6 +5,7 @@ The suite runs with ``tiered=False`` (conftest); these tests turn it on.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -336,6 +337,46 @@ def test_a_first_run_at_exit_compiles_in_the_caller(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("process", ["0", "1"])
+@pytest.mark.parametrize("delay", [0.0, 0.1])
+def test_a_forked_child_evaluates_while_the_parent_compiles(tmp_path, process, delay):
+    """``multiprocessing`` with fork (Linux's default) right after a tier answer, while the
+    parent's compile thread works: the child's first run compiles its own kernels. The
+    child has no compile thread of its own until it needs one, and no lock the parent's
+    thread held (its first run waited forever; numba's compiler lock or a module's import
+    lock held by the parent's thread did the same)."""
+    script = textwrap.dedent(
+        f"""
+        import multiprocessing as mp, time
+        import numpy as np, axesarray as ax
+        x = ax.tensor(np.arange(100000, dtype=np.float32), "N")
+        (ax.tanh(x * 0.5) + ax.exp(x * 1e-5) * 2 - x.max()).numpy()  # the tier; a compile
+        time.sleep({delay})
+        def child(q):
+            ax.set_options(tiered=False)
+            y = ax.tensor(np.arange(1000, dtype=np.float32), "N")
+            q.put(float((ax.exp(y * 0.001) * 3).numpy()[1]))
+        if __name__ == "__main__":
+            ctx = mp.get_context("fork")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(q,))
+            p.start()
+            p.join(90)
+            if p.is_alive():
+                p.kill()
+                print("the child hung")
+            else:
+                print(p.exitcode, round(q.get(), 5))
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path), AXESARRAY_COMPILE_PROCESS=process)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", str(round(3 * math.exp(0.001), 5))], out.stderr
 
 
 def test_option_is_validated():

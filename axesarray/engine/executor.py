@@ -27,7 +27,7 @@ from .runner import fast_runner as _fast_runner
 from .runner import into_runner as _into_runner
 from .schedule import Schedule
 from .tier_eval import tier_assign
-from .tiers import describe_tier, start_compile, use_numpy
+from .tiers import describe_tier, start_compile, use_numpy, wait_compile
 
 __all__ = ["evaluate", "assign", "explain", "schedule_for", "run_schedule", "PLAN_STATS"]
 
@@ -141,8 +141,7 @@ def numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
     except (ValueError, TypeError, ArithmeticError):
         # numpy refuses what a kernel computes (an integer to a negative power): give the
         # kernels' answer, as every later call will (after a compile under way).
-        if plan.compiling is not None:
-            plan.compiling.result()
+        wait_compile(plan)
         return None
     start_compile(plan, root.params, dst)
     return out

@@ -45,6 +45,7 @@ __all__ = [
     "use_numpy",
     "compile_schedule",
     "compile_first",
+    "wait_compile",
     "describe_tier",
     "background_done",
     "NUMPY_MAX_BYTES",
@@ -93,6 +94,7 @@ class _Compiler:
 
     def submit(self, fn, *args) -> Future:
         future: Future = Future()
+        future.pid = os.getpid()  # type: ignore[attr-defined] - see _compiling
         self._jobs.put((future, fn, args))
         with self._lock:
             if self._thread is None:
@@ -141,6 +143,35 @@ def _abandon() -> None:
 
 def _background() -> _Compiler:
     return _compiler
+
+
+def _before_fork() -> None:
+    # The kernel the compile thread compiles or loads ends first: its locks (numba's
+    # compiler lock among them) would stay held forever in the child, whose first compile
+    # then waited for ever.
+    _compiler.native.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _compiler.native.release()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: the parent's compile thread, its
+    queue and locks, and the compile process's pipes are not the child's (a first run
+    waited forever on a thread that does not exist there)."""
+    global _compiler, _pool_lock
+    _compiler = _Compiler()
+    _pool_lock = threading.RLock()
+    worker.forget_process()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 
 
 def in_background(fn, *args) -> Future:
@@ -202,13 +233,16 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
     user's thread keeps the GIL meanwhile."""
     temps: dict = {t: np.empty(1, dtype) for t, (_, dtype, _) in enumerate(plan.temps)}
     jobs = []
-    for step in plan.steps:
-        if type(step) is KernelStep:
-            name = variant(step, plan.device)
-            if (plan.device.type, name) not in step.compiled.kernels:
-                source, entry = source_for(step, plan.device, name)
-                args = binder(step)(params, temps, dst)
-                jobs.append((source, entry, tuple(worker.spec(a) for a in args)))
+    with _compiler.native:  # the thread count imports numba (LLVM's start-up) the first time
+        if _compiler.closing:
+            return
+        for step in plan.steps:
+            if type(step) is KernelStep:
+                name = variant(step, plan.device)
+                if (plan.device.type, name) not in step.compiled.kernels:
+                    source, entry = source_for(step, plan.device, name)
+                    args = binder(step)(params, temps, dst)
+                    jobs.append((source, entry, tuple(worker.spec(a) for a in args)))
     if not _compiler.closing:
         worker.remote_compile(jobs)  # False: compiled below, here (an error raised here)
     compile_schedule(plan, params, dst, background=True)
@@ -228,12 +262,12 @@ def use_numpy(plan: Schedule, root: Node, dst) -> bool:
     caller then starts the compile with ``start_compile`` once it has its answer). False:
     the caller runs the kernels, after waiting for a background compile under way."""
     if not OPTIONS["tiered"] or not _cheap(plan, root):
-        _wait(plan)
+        wait_compile(plan)
         return False
-    future = plan.compiling
+    future = _compiling(plan)
     if future is None or not future.done():
         return True
-    future.result()  # a compile error surfaces here, at the next call
+    wait_compile(plan)  # a compile error surfaces here, at the next call
     return False
 
 
@@ -248,16 +282,27 @@ def start_compile(plan: Schedule, params, dst) -> None:
     typing and lowering are Python), so one started before would slow the answer itself,
     each numpy call waiting up to the interpreter's switch interval to get the GIL back
     (a layer norm's first call 3-5x slower than with no compile under way)."""
-    if plan.compiling is None and not ANSWER_ALL:
+    if _compiling(plan) is None and not ANSWER_ALL:
         with _pool_lock:
             if plan.compiling is None:
                 plan.compiling = _background().submit(compile_in_background, plan, params, dst)
 
 
-def _wait(plan: Schedule) -> None:
-    future: Future | None = plan.compiling
+def _compiling(plan: Schedule) -> Future | None:
+    """The schedule's compile future, if any and if it can still end: one made in a parent
+    process before a fork never does here (forgotten, so the compile starts again)."""
+    future = plan.compiling
+    if future is not None and not future.done() and future.pid != os.getpid():
+        future = plan.compiling = None
+    return future
+
+
+def wait_compile(plan: Schedule) -> None:
+    """Wait for the schedule's compile under way, if any (its error raised here); a
+    compile cancelled at exit leaves the compiling to the caller."""
+    future = _compiling(plan)
     if future is not None:
-        with contextlib.suppress(CancelledError):  # at exit: the caller compiles
+        with contextlib.suppress(CancelledError):
             future.result()
 
 
@@ -275,7 +320,7 @@ def compile_first(plan: Schedule, params, dst) -> None:
     if threading.current_thread() is _compiler._thread:
         return
     with _pool_lock:
-        future = plan.compiling
+        future = _compiling(plan)
         if future is None:
             names = None
             if "numba" in sys.modules:

@@ -30,7 +30,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["remote_compile", "spec", "dummy", "main"]
+__all__ = ["remote_compile", "spec", "dummy", "main", "forget_process"]
 
 # At a lower priority (nice 10): compiles are background work; on a busy machine the
 # user's process, answering with the numpy tier meanwhile (or exiting), comes first.
@@ -111,8 +111,10 @@ class _Process:
         finally:
             os.close(to_child)
             os.close(from_child)
-        self.send = os.fdopen(from_parent, "wb")
-        self.recv = os.fdopen(to_parent, "rb")
+        # Unbuffered: a buffered file holds a lock while its reader waits, and a forked
+        # child (or the interpreter's teardown, after a second) cannot close it then.
+        self.send = os.fdopen(from_parent, "wb", buffering=0)
+        self.recv = os.fdopen(to_parent, "rb", buffering=0)
 
     def request(self, jobs: list) -> bool:
         """Compile ``jobs`` there; True when every kernel is on disk."""
@@ -124,10 +126,9 @@ class _Process:
                     self.start()
                 # the cache directory of this request: the option is read per compile
                 where = os.environ.get("AXESARRAY_CACHE_DIR")
-                pickle.dump((where, jobs), self.send, protocol=pickle.HIGHEST_PROTOCOL)
-                self.send.flush()
-                reply = pickle.load(self.recv)
-            except (OSError, EOFError, pickle.PickleError, AttributeError, ImportError):
+                _put(self.send, (where, jobs))
+                reply = _get(self.recv)
+            except (OSError, EOFError, ValueError, pickle.PickleError, AttributeError, ImportError):
                 self._lost()
                 return False
             if reply == "no disk":  # kernels could not be shared: compiled here from now on
@@ -156,6 +157,43 @@ class _Process:
 PROCESS = _Process()
 
 
+def _put(f, obj) -> None:
+    """One message: its pickle's length (8 bytes), then the pickle, on an unbuffered pipe."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[f.write(view) :]
+
+
+def _get(f):
+    """The message ``_put`` wrote; EOFError when the pipe closed first."""
+    return pickle.loads(_exactly(f, int.from_bytes(_exactly(f, 8), "little")))
+
+
+def _exactly(f, n: int) -> bytes:
+    parts = []
+    while n:
+        part = f.read(n)
+        if not part:
+            raise EOFError("the compile pipe closed")
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def forget_process() -> None:
+    """In a forked child: the parent's compile process and pipes are not this process's
+    (its requests would interleave with the parent's); one is spawned when needed. The
+    child's copies of the pipes are closed, so the parent's process still ends when the
+    parent closes its own."""
+    global PROCESS
+    old, PROCESS = PROCESS, _Process()
+    for f in (old.send, old.recv):
+        if f is not None:
+            with contextlib.suppress(OSError, ValueError):
+                f.close()
+
+
 def remote_compile(jobs: list) -> bool:
     """Compile ``[(source, entry, specs), ...]`` in the compile process (each kernel's
     module source, entry point and ``spec`` of each argument); True when the machine code
@@ -168,14 +206,14 @@ def main() -> None:
     """The compile process: read job lists from stdin, compile them into the disk cache,
     answer "ok" (or why not) on the original stdout, until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    recv = os.fdopen(os.dup(0), "rb")
-    send = os.fdopen(os.dup(1), "wb")
+    recv = os.fdopen(os.dup(0), "rb", buffering=0)
+    send = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # a stray print goes where stderr goes, never into the replies
     from ..kernels.cache import _disk, get_kernel
 
     while True:
         try:
-            where, jobs = pickle.load(recv)
+            where, jobs = _get(recv)
         except (EOFError, OSError):
             return
         if where is None:
@@ -192,7 +230,6 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - compiled again by the caller, who reports it
                 reply = f"{type(exc).__name__}: {exc}"
         try:
-            pickle.dump(reply, send)
-            send.flush()
+            _put(send, reply)
         except OSError:
             return

@@ -43,6 +43,17 @@ _lock = threading.RLock()  # held while a kernel is loaded or first called
 # Taken by numba's cache hooks, which run under numba's compiler lock (possibly in a thread
 # that does not hold ``_lock``): it must never be held while taking another lock.
 _event_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # a lock held by another thread of the parent (the compile thread) is never released
+    # in a child, where only the forking thread lives on
+    global _lock, _event_lock
+    _lock, _event_lock = threading.RLock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _warned: set[tuple[str, str]] = set()
 _MODULE_PREFIX = "axesarray_kernels"
 _OP = "kernel cache"

@@ -42,6 +42,17 @@ _HELPERS: list[int] = []  # thread idents of the helpers started so far
 _START = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    # only the forking thread lives on in a child: no helpers, and no lock held by one
+    global _JOBS, _START
+    _JOBS, _START = queue.SimpleQueue(), threading.Lock()
+    _HELPERS.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def block_interrupts() -> None:
     """Block SIGINT in the calling thread (an initializer of the library's worker threads).
 
