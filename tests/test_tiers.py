@@ -318,6 +318,29 @@ def test_ctrl_c_during_a_first_compile_leaves_numba_usable(tmp_path):
     assert "interrupted" in outcomes
 
 
+def test_a_script_ending_right_after_ctrl_c_in_a_first_compile_exits_cleanly(tmp_path):
+    """Ctrl-C in a first run's compile, and the script ends there: the compile goes on on
+    the compile thread, and the exit waits for its kernel (it is background work)."""
+    script = textwrap.dedent(
+        """
+        import os, signal, threading
+        import numpy as np, axesarray as ax
+        ax.set_options(tiered=False)
+        x = ax.tensor(np.linspace(0, 1, 1000, dtype=np.float32), "N")
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            (ax.tanh(x * 1.5 + 0.25) / 3 - ax.exp(x) + ax.log1p(x)).eval()
+        except KeyboardInterrupt:
+            pass
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stderr) == (0, "")
+
+
 def test_a_first_run_at_exit_compiles_in_the_caller(tmp_path):
     """Once the interpreter exits (``closing``) the compile thread starts nothing: a first
     run then compiles in the caller instead of waiting for it."""

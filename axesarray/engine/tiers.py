@@ -325,8 +325,9 @@ def compile_first(plan: Schedule, params, dst) -> None:
             names = None
             if "numba" in sys.modules:
                 names = [variant(s, plan.device) for s in plan.steps if type(s) is KernelStep]
+            # as background work: the exit and a fork wait for the kernel under way
             future = plan.compiling = _compiler.submit(
-                compile_schedule, plan, params, dst, False, names
+                compile_schedule, plan, params, dst, True, names
             )
     with contextlib.suppress(CancelledError):  # at exit: compiled in the caller
         future.result()
