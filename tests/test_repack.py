@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -345,14 +343,21 @@ def test_large_copies_use_the_kernel_threads(monkeypatch):
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("one thread only")
+    from axesarray.kernels import threads
+
     monkeypatch.setattr(rp, "_PARALLEL_BYTES", 1 << 16)
+    monkeypatch.setattr(threads, "_SPIN_UNTIL", [0.0])  # no BLAS call just before
     ranges, who = [], set()
     real_kernel = rp._kernel
+    helper_ran = threading.Event()
 
     def counting_kernel(*args):
         ranges.append(args[-2:])
         who.add(threading.get_ident())
-        time.sleep(0.01)  # the helper gets a range too
+        if threading.get_ident() in threads._HELPERS:
+            helper_ran.set()
+        else:
+            helper_ran.wait(10)  # the caller leaves the helper a range
         return real_kernel(*args)
 
     monkeypatch.setattr(rp, "_kernel", counting_kernel)

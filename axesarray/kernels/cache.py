@@ -54,6 +54,7 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
 _warned: set[tuple[str, str]] = set()
 _MODULE_PREFIX = "axesarray_kernels"
 _OP = "kernel cache"
