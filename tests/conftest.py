@@ -8,6 +8,8 @@ dtype (exact for ints/bool).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 # CUDA kernels are tested under numba's simulator unless a real GPU is present. The choice
 # must be made before numba is first imported (axesarray imports it lazily).
@@ -122,6 +124,28 @@ def ax_softmax(x, name):
     """The same softmax written by hand with axesarray, over the axis ``name``."""
     e = ax.exp(x - x.max(name))
     return e / e.sum(name)
+
+
+def ctrl_c_outcomes(script: str, delays, tmp_path) -> set:
+    """Run ``script`` once per delay in a new process with its own empty kernel cache
+    (``sys.argv[1]``: the delay before it sends itself SIGINT). Each must exit 0 with
+    nothing on stderr and print its first call's outcome, then ``True`` (the next call's
+    value right); the set of outcomes ("interrupted", "finished")."""
+    outcomes = set()
+    for k, delay in enumerate(delays):
+        env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(delay)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        first, again = out.stdout.split()
+        assert again == "True"
+        outcomes.add(first)
+    return outcomes
 
 
 # --- fixtures -----------------------------------------------------------------------------

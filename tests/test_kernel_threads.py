@@ -199,6 +199,15 @@ def test_a_part_launching_parts_runs_them_itself(three_threads):
     assert covered == list(range(60))
 
 
+def _child(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a new interpreter that imports this checkout's axesarray."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
 def test_ctrl_c_while_helpers_run_waits_for_their_ranges_then_raises():
     """SIGINT reaches the caller while it waits for a helper's range: the caller raises
     KeyboardInterrupt only once the helper is out of it, and no range starts after."""
@@ -227,11 +236,7 @@ def test_ctrl_c_while_helpers_run_waits_for_their_ranges_then_raises():
         print(log)
         """
     )
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
-    )
+    out = _child(code)
     assert out.returncode == 0, out.stderr
     log = eval(out.stdout)  # noqa: S307 - a list of tuples printed by the child
     assert log[-1] == ("raised", 0), log  # nothing ran after the caller raised
@@ -262,11 +267,7 @@ def test_interrupts_held_raises_after_the_block():
         print(done)
         """
     )
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
-    )
+    out = _child(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['ran to its end', 'raised', True, True]"
 
@@ -279,11 +280,7 @@ def test_the_interpreter_exits_with_helpers_waiting():
         "threads.run_parts(lambda lo, hi: seen.extend(range(lo, hi)), 50, ())\n"
         "print(sorted(seen) == list(range(50)))\n"
     )
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
-    )
+    out = _child(code)
     assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
 
 

@@ -444,10 +444,9 @@ def test_ctrl_c_during_the_first_repack_leaves_numba_usable(tmp_path):
     """Ctrl-C while the first layout conversion imports numba and compiles the repack
     kernel: the caller gets KeyboardInterrupt (held until numba's import ends), and the
     next conversion works (a cut import left a half-initialized module behind)."""
-    import os
-    import subprocess
-    import sys
     import textwrap
+
+    from conftest import ctrl_c_outcomes
 
     script = textwrap.dedent(
         """
@@ -464,18 +463,4 @@ def test_ctrl_c_during_the_first_repack_leaves_numba_usable(tmp_path):
         time.sleep(0.5)
         """
     )
-    outcomes = set()
-    for k, delay in enumerate((0.02, 0.1)):
-        env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))
-        out = subprocess.run(
-            [sys.executable, "-c", script, str(delay)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0 and out.stderr == "", out.stderr
-        first, again = out.stdout.split()
-        assert again == "True"
-        outcomes.add(first)
-    assert "interrupted" in outcomes
+    assert "interrupted" in ctrl_c_outcomes(script, (0.02, 0.1), tmp_path)

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import assert_close
+from conftest import assert_close, ctrl_c_outcomes
 
 import axesarray as ax
 from axesarray.engine import executor, tier_eval, tiers
@@ -301,21 +301,7 @@ def test_ctrl_c_during_a_first_compile_leaves_numba_usable(tmp_path):
         time.sleep(0.5)
         """
     )
-    outcomes = set()
-    for k, delay in enumerate((0.02, 0.3)):
-        env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path / str(k)))
-        out = subprocess.run(
-            [sys.executable, "-c", script, str(delay)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0 and out.stderr == "", out.stderr
-        first, again = out.stdout.split()
-        assert again == "True"
-        outcomes.add(first)
-    assert "interrupted" in outcomes
+    assert "interrupted" in ctrl_c_outcomes(script, (0.02, 0.3), tmp_path)
 
 
 def test_a_script_ending_right_after_ctrl_c_in_a_first_compile_exits_cleanly(tmp_path):
