@@ -247,7 +247,6 @@ def test_a_script_ending_mid_compile_exits_cleanly(tmp_path, after):
         while not tiers._compiler.native.locked() and time.monotonic() < end:
             time.sleep(0.001)
         time.sleep({after})
-        print(tiers._compiler.native.locked() or not tiers._compiler._jobs.empty())
         """
     )
     env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path), AXESARRAY_COMPILE_PROCESS="0")

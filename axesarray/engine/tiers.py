@@ -141,10 +141,6 @@ def _abandon() -> None:
     gc.freeze()
 
 
-def _background() -> _Compiler:
-    return _compiler
-
-
 def _before_fork() -> None:
     # The kernel the compile thread compiles or loads ends first: its locks (numba's
     # compiler lock among them) would stay held forever in the child, whose first compile
@@ -285,7 +281,7 @@ def start_compile(plan: Schedule, params, dst) -> None:
     if _compiling(plan) is None and not ANSWER_ALL:
         with _pool_lock:
             if plan.compiling is None:
-                plan.compiling = _background().submit(compile_in_background, plan, params, dst)
+                plan.compiling = _compiler.submit(compile_in_background, plan, params, dst)
 
 
 def _compiling(plan: Schedule) -> Future | None:
