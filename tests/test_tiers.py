@@ -776,3 +776,56 @@ def test_replayed_slabs_write_their_own_rows(tiered, threads, wide):
     x64 = xn.astype(np.float64)
     want = (np.exp(x64) * 2 + 1).astype(np.float32) if wide else xn * np.float32(3) * 2 + 1
     assert_close(out, want)
+
+
+@pytest.mark.parametrize("c", [8, 6])  # whole NCHW4 blocks (split target), a partial block
+@pytest.mark.parametrize("n", [1, 3, 2 * tier_eval.SLAB_ELEMENTS // (8 * 16 * 16) + 1])
+def test_a_quantize_into_nchw4_writes_the_blocked_destination(tiered, c, n):
+    """``clip(round(x / s), -128, 127).astype(int8)`` into NCHW4: with whole blocks each
+    slab writes its rows of the destination through a view with C split in two (``_split``),
+    else the value is computed first; both give numpy's bytes, and the padding stays 0."""
+    xn = (np.random.default_rng(21).standard_normal((n, c, 16, 16)) * 40).astype(np.float32)
+    x = ax.tensor(xn, "N C H W")
+    out = ax.zeros(x.axes, "int8", layout="NCHW4")
+    q = ax.clip(ax.round(x / 0.5), -128, 127).astype("int8")
+    assert (tier_eval._target(out.node, q.node) is not None) == (c % 4 == 0)
+    tier_eval.tier_assign(out.node, q.node)
+    want = np.clip(np.round(xn / np.float32(0.5)), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(out.numpy(), want)
+    raw = out.node.data.reshape(n, -(-c // 4), 16, 16, 4)
+    np.testing.assert_array_equal(raw[:, c // 4 :, :, :, c % 4 :], 0)
+
+
+def test_an_integer_power_is_computed_before_the_destination_is_written(tiered):
+    """numpy refuses an integer to a negative power midway: with such a node in the
+    expression the tier writes nothing into an integer destination until the end."""
+    x = ax.tensor(np.arange(6, dtype=np.int64).reshape(2, 3), "A B")
+    out = ax.zeros(x.axes, "int64")
+    assert tier_eval._target(out.node, (x**2 + 1).node) is None
+    assert tier_eval._target(out.node, (x * 2 + 1).node) is not None
+    before = out.numpy().copy()
+    with pytest.raises(ValueError):
+        tier_eval.tier_assign(out.node, (x + x ** ax.tensor(np.full((2, 3), -1), "A B")).node)
+    np.testing.assert_array_equal(out.numpy(), before)
+
+
+def test_one_big_reduction_runs_in_one_part_per_thread(tiered):
+    """``x.max("K")`` has no temporary to keep in cache: split into as many parts as
+    threads (one core does not reach the memory roof), each writing its rows."""
+    from axesarray.dag.nodes import walk
+
+    n = 4 * tier_eval.SLAB_ELEMENTS // 1024 + 3
+    xn = np.random.default_rng(22).standard_normal((n, 1024)).astype(np.float32)
+    xn[5, 7] = np.nan
+    x = ax.tensor(xn, "N K")
+    e = x.max("K")
+    for threads in (1, 2, 3):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tier_eval, "num_threads", lambda load=True, t=threads: t)
+            found = tier_eval._slabs(walk(e.node), e.node)
+            assert (found is None) == (threads == 1)
+            if found is not None:
+                assert found[2] == -(-n // threads)
+            out = ax.zeros(e.axes, "float32")
+            tier_eval.tier_assign(out.node, e.node)
+        np.testing.assert_array_equal(out.numpy(), xn.max(axis=1))

@@ -87,14 +87,59 @@ class _Buffers:
 
 
 def _target(dst: Leaf, root: Node) -> np.ndarray | None:
-    """``dst``'s storage as a numpy array the last op may write into directly, or None
-    (blocked layouts, device storage and integer results are computed first, then written
-    by the reference engine's assign)."""
-    if type(dst.data) is not np.ndarray or dst.view.blocks is not None:
+    """``dst``'s storage as a numpy array the last op (or each slab's) writes into
+    directly: of ``root``'s shape, or for a layout with one blocked dim past the first
+    (NCHW4, whole blocks) of that shape with the blocked dim split in two (``_split``);
+    None otherwise (other layouts, device storage, and results numpy may refuse midway:
+    computed first, then written)."""
+    if type(dst.data) is not np.ndarray or tuple(dst.view.shape) != tuple(root.shape):
         return None
-    if tuple(dst.view.shape) != tuple(root.shape) or dst.dtype.kind not in "fc":
-        return None  # an integer result is computed first: numpy may refuse midway
-    return leaf_array(dst.data, dst.view)
+    if dst.dtype.kind not in "fc" and _may_refuse(root):
+        return None  # an integer power numpy refuses midway: nothing written until the end
+    if dst.view.blocks is None:
+        return leaf_array(dst.data, dst.view)
+    return _split(dst.data, dst.view)
+
+
+def _may_refuse(root: Node) -> bool:
+    """Whether numpy may raise on some values of ``root``'s operands: an integer power
+    (a negative exponent). Other refusals are of dtypes, raised before a slab writes."""
+    return any(n.kind == "map" and n.op == "pow" and n.dtype.kind in "iub" for n in walk(root))
+
+
+def _split(data: np.ndarray, view) -> np.ndarray | None:
+    """A view with one blocked dim ``d > 0`` of whole blocks (NCHW4 with C a multiple of 4:
+    ``c -> (c // 4, c % 4)``) as a numpy view of shape ``shape[:d] + (blocks, size) +
+    shape[d + 1:]``: a value of the logical shape is written into it reshaped, slab by slab
+    along dim 0 while the slab is in cache (the whole value first, then a strided copy of
+    it, was the slowest step of a quantize into NCHW4). None for other layouts."""
+    blocked = [d for d, b in enumerate(view.blocks) if b is not None]
+    if len(blocked) != 1 or blocked[0] == 0:
+        return None
+    d = blocked[0]
+    blk = view.blocks[d]
+    if blk.phase != 0 or blk.step != 1 or view.shape[d] % blk.size:
+        return None
+    shape = view.shape[:d] + (view.shape[d] // blk.size, blk.size) + view.shape[d + 1 :]
+    strides = view.strides[:d] + (view.strides[d], blk.inner) + view.strides[d + 1 :]
+    item = data.itemsize
+    return np.ndarray(
+        shape,
+        data.dtype,
+        buffer=data,
+        offset=view.offset * item,
+        strides=tuple(x * item for x in strides),
+    )
+
+
+def _write(target: np.ndarray, value: np.ndarray, shape: tuple) -> None:
+    """``target[...] = value`` for a value of the logical ``shape`` (maybe compact), into
+    a target of that shape or a split one (``_split``)."""
+    if target.shape != shape:
+        if value.shape != shape:
+            value = np.broadcast_to(value, shape)
+        value = value.reshape(target.shape)
+    np.copyto(target, value, casting="unsafe")
 
 
 def tier_assign(dst: Leaf, root: Node) -> None:
@@ -360,9 +405,13 @@ def _slabs(order: list, root: Node, given: dict | None = None):
         return None
     computed = [n for n in order if id(n) not in views and dims[id(n)] != _BELOW]
     if len(computed) == 1 and not (root.kind == "map" and root.op in WIDE_OPS):
-        # no temporary to keep in cache, and work that memory paces (x.max("K"): numpy's
-        # one call runs at the roof; 32 slabs of it on two threads, no faster)
-        return None
+        # No temporary to keep in cache: one part per thread, not slabs. One core does not
+        # reach the memory roof (``x.max("K")`` of 16 MiB: 0.96 ms on one thread, 0.60 on
+        # two; 32 slabs on two threads were no faster than one call).
+        threads = num_threads(load=False)
+        if threads < 2 or per_row * root.shape[0] < 2 * SLAB_ELEMENTS:
+            return None
+        return dims, views, -(-root.shape[0] // threads), early[::-1]
     rows = max(1, SLAB_ELEMENTS // per_row)
     if rows * 2 > root.shape[0]:
         return None  # one or two slabs: nothing to gain
@@ -429,7 +478,7 @@ def _run(
                 elementwise = False  # compact: computed at its operands' shape, no buffer
             if elementwise:
                 if k == end and target is not None:
-                    if target.dtype == node.dtype:
+                    if target.dtype == node.dtype and target.shape == shape:
                         out = target  # the last op writes the destination
                 else:
                     dtype = _F64 if is_wide else node.dtype
@@ -454,7 +503,7 @@ def _run(
                 if target is None:
                     return value if value.shape == shape else np.broadcast_to(value, shape).copy()
                 if value is not target:
-                    np.copyto(target, value, casting="unsafe")
+                    _write(target, value, shape)
                 done = {id(b): b for bufs in backing.values() for b in bufs}
                 if out is not None and out is not target:
                     done[id(out)] = out
@@ -516,7 +565,7 @@ def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
             value = _compute(node, kids, is_wide, wide, out, shape)
             if k == end:
                 if value is not target:
-                    np.copyto(target, value, casting="unsafe")
+                    _write(target, value, shape)
                 return
             vals[id(node)] = value
 
