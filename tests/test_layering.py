@@ -54,6 +54,8 @@ ORDER = [
     "kernels.repack.run_cpu",
     "kernels.repack",
     "kernels.mathlib",
+    "kernels.tier_loops",
+    "kernels.tier_math",
     "kernels.cpu_parts",
     "kernels.cpu_normalize",
     "kernels.cpu",

@@ -236,8 +236,16 @@ _TIER_EXPR = {
 }
 
 
+@pytest.mark.parametrize("loops", [False, True])
 @pytest.mark.parametrize("name", NAMES)
-def test_the_numpy_tier_meets_the_bounds_in_float32(name):
+def test_the_numpy_tier_meets_the_bounds_in_float32(name, loops, monkeypatch):
+    """Both ways the tier computes a float32 transcendental: numpy in float64, rounded once
+    (before the math library's loops are loaded), and the loops (``tier_math``)."""
+    from axesarray.kernels import tier_math
+
+    if loops:
+        tier_math.load(tier_math.LOOP_OPS)
+    monkeypatch.setattr(tier_math, "LOOPS", dict(tier_math.LOOPS) if loops else {})
     x = _grid(name, np.float32)
     expr = _TIER_EXPR[name](ax.tensor(x, "N"))
     out = ax.empty(expr.axes, "float32")

@@ -829,3 +829,50 @@ def test_one_big_reduction_runs_in_one_part_per_thread(tiered):
             out = ax.zeros(e.axes, "float32")
             tier_eval.tier_assign(out.node, e.node)
         np.testing.assert_array_equal(out.numpy(), xn.max(axis=1))
+
+
+def test_the_tier_loads_the_math_librarys_loops_in_the_background_then_uses_them(
+    tiered, monkeypatch
+):
+    """A float32 ``exp`` the tier computes in float64 with numpy is wanted as a loop of the
+    math library (``tier_math``); the load is queued after the answer and the next
+    answers use it, in place over a dying operand too (``exp(x * 2)``: the loop for one
+    array, which vectorizes where the two-array loop would not)."""
+    from axesarray.kernels import tier_math
+
+    monkeypatch.setattr(tier_math, "LOOPS", {})
+    monkeypatch.setattr(tier_math, "WANTED", set())
+    monkeypatch.setattr(tiers, "_loops_queued", set())
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)  # the tier answers every call
+    calls = []
+    run_loop = tier_math.run_loop
+
+    def counted(op, x, out):
+        value = run_loop(op, x, out)
+        calls.append((op, value is out, out is not None and np.shares_memory(x, out)))
+        return value
+
+    monkeypatch.setattr(tier_math, "run_loop", counted)
+    xn = np.random.default_rng(23).standard_normal((64, 300)).astype(np.float32)
+    x = ax.tensor(xn, "N K")
+    want = np.exp(xn.astype(np.float64) * 2).sum(1)
+    first = (ax.exp(x * 2).sum("K") + 0).numpy()  # a structure no other test builds
+    assert tier_math.WANTED == {"exp"} and not calls
+    tiers.background_done().result()
+    assert set(tier_math.LOOPS) == {"exp"}
+    second = (ax.exp(x * 2).sum("K") + 0).numpy()
+    assert calls == [("exp", True, True)]  # in place, over the product's buffer
+    assert_close(first, want.astype(np.float32))
+    assert_close(second, want.astype(np.float32))
+
+
+def test_a_math_library_loop_writes_a_partial_overlap_elsewhere():
+    from axesarray.kernels import tier_math
+
+    tier_math.load(["tanh"])
+    buf = np.linspace(-3, 3, 101, dtype=np.float32)
+    x, out = buf[:-1], buf[1:]  # overlapping, not the same: computed into a new array
+    want = np.tanh(x.astype(np.float64)).astype(np.float32)
+    got = tier_math.run_loop("tanh", x, out)
+    assert got is not out
+    np.testing.assert_array_max_ulp(got, want, 1)

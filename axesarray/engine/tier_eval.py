@@ -19,6 +19,7 @@ import numpy as np
 from ..core.ops import OPS, apply_map
 from ..core.reductions_table import REDUCERS, REDUCTIONS
 from ..dag.nodes import Leaf, Node, walk
+from ..kernels import tier_math
 from ..kernels.threads import blas_ran, num_threads, run_parts
 from ..storage.memory import leaf_array, wrap_array
 from .reference import EVAL, remap_array
@@ -38,6 +39,7 @@ TIER_REWRITES = REWRITES
 
 
 _NARROW = (np.dtype(np.float32), np.dtype(np.float16))
+_F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _MOVES = ("remap", "pad", "concat", "reshape")
 # Ops whose numpy float32 loop is not correctly rounded (numpy's float32 ``log`` is 4 ulp
@@ -56,12 +58,20 @@ WIDE_OPS = frozenset(k for k, v in OPS.items() if v.expensive) - {
 def _is_wide(node: Node, wide: dict) -> bool:
     """Whether the tier computes ``node`` (float32/float16) in float64: from its first
     ``WIDE_OPS`` op on, and on through every elementwise op, move and sum that reads such
-    a value, so that the chain is rounded once where it ends."""
+    a value, so that the chain is rounded once where it ends. A float32 op of the math
+    library's loops (``tier_math``, once loaded) over float32 operands is the kernels' own
+    function instead: float32, within the library's bound."""
     if node.dtype not in _NARROW:
         return False
     kind = node.kind
     if kind == "map":
-        return node.op in WIDE_OPS or any(wide.get(id(c), False) for c in node.children)
+        if any(wide.get(id(c), False) for c in node.children):
+            return True
+        if node.op in tier_math.LOOP_OPS and node.dtype == node.children[0].dtype == _F32:
+            if node.op in tier_math.LOOPS:
+                return False
+            tier_math.WANTED.add(node.op)  # loaded in the background (``engine.tiers``)
+        return node.op in WIDE_OPS
     if kind == "reduce" and not REDUCTIONS[node.op].index:
         return wide.get(id(node.children[0]), False)
     return kind in _MOVES and wide.get(id(node.children[0]), False)
@@ -614,6 +624,9 @@ _CLIP = {"clip_lo": np.maximum, "clip_hi": np.minimum}
 
 
 def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
+    if not is_wide and node.dtype == _F32 and node.op in tier_math.LOOPS:
+        # (``_is_wide`` saw the loop and a float32 operand: the kernels' function)
+        return tier_math.run_loop(node.op, kids[0], out)
     row = OPS[node.op]
     kids = [
         np.asarray(c.value, c.dtype)  # a scalar operand: numpy's scalar loops and fast paths

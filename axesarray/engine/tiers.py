@@ -32,6 +32,7 @@ from concurrent.futures import CancelledError, Future
 import numpy as np
 
 from ..dag.nodes import Node, walk
+from ..kernels import tier_math
 from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
 from . import worker
@@ -160,6 +161,7 @@ def _after_fork_in_child() -> None:
     _compiler = _Compiler()
     _pool_lock = threading.RLock()
     worker.forget_process()
+    _loops_queued.intersection_update(tier_math.LOOPS)  # a load queued in the parent: again
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -282,6 +284,25 @@ def start_compile(plan: Schedule, params, dst) -> None:
         with _pool_lock:
             if plan.compiling is None:
                 plan.compiling = _compiler.submit(compile_in_background, plan, params, dst)
+    load_tier_loops()
+
+
+_loops_queued: set = set()
+
+
+def load_tier_loops() -> None:
+    """Queue the load of the math library's loops the tier has wanted (``tier_math``), once
+    per op, after the schedule's compile: numba is loaded by then (a script ending during
+    numba's start-up on this thread waits for it), and later answers of the tier use them.
+    One job per loop, so an exit waits for one loop's load at most. Under ``ANSWER_ALL``
+    too: they are the tier's own, not a hand-over to the kernels."""
+    if tier_math.WANTED <= _loops_queued:
+        return
+    with _pool_lock:
+        wanted = sorted(tier_math.WANTED - _loops_queued)
+        _loops_queued.update(wanted)
+    for op in wanted:
+        in_background(tier_math.load, (op,))
 
 
 def _compiling(plan: Schedule) -> Future | None:

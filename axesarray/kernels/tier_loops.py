@@ -1,0 +1,109 @@
+"""The loops of ``tier_math``: one per float32 function of the math library, over 1-D
+contiguous arrays, releasing the GIL (the tier's slabs call them from several threads).
+Each is written out (not made by a factory): numba caches module-level functions on disk,
+not closures."""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .mathlib import (
+    exp_f32,
+    expm1_f32,
+    log1p_f32,
+    log_f32,
+    sigmoid_f32,
+    tanh_f32_inline,
+    wide_vectors,
+)
+
+_jit = njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+
+
+@_jit
+def exp_f32_loop(x, out):
+    wide_vectors()
+    for i in range(x.size):
+        out[i] = exp_f32(x[i])
+
+
+@_jit
+def expm1_f32_loop(x, out):
+    wide_vectors()
+    for i in range(x.size):
+        out[i] = expm1_f32(x[i])
+
+
+@_jit
+def log_f32_loop(x, out):
+    wide_vectors()
+    for i in range(x.size):
+        out[i] = log_f32(x[i])
+
+
+@_jit
+def log1p_f32_loop(x, out):
+    wide_vectors()
+    for i in range(x.size):
+        out[i] = log1p_f32(x[i])
+
+
+@_jit
+def tanh_f32_loop(x, out):
+    wide_vectors()
+    for i in range(x.size):
+        out[i] = tanh_f32_inline(x[i])  # tanh is too big for LLVM's inliner: see mathlib
+
+
+@_jit
+def sigmoid_f32_loop(x, out):
+    wide_vectors()
+    for i in range(x.size):
+        out[i] = sigmoid_f32(x[i])
+
+
+# In place: the tier often writes an op over its dying operand. The two-array loops would
+# not vectorize there: LLVM checks at run time that ``out`` and ``x`` do not overlap and
+# falls back to scalar code when they do (8x slower).
+
+
+@_jit
+def exp_f32_inplace(x):
+    wide_vectors()
+    for i in range(x.size):
+        x[i] = exp_f32(x[i])
+
+
+@_jit
+def expm1_f32_inplace(x):
+    wide_vectors()
+    for i in range(x.size):
+        x[i] = expm1_f32(x[i])
+
+
+@_jit
+def log_f32_inplace(x):
+    wide_vectors()
+    for i in range(x.size):
+        x[i] = log_f32(x[i])
+
+
+@_jit
+def log1p_f32_inplace(x):
+    wide_vectors()
+    for i in range(x.size):
+        x[i] = log1p_f32(x[i])
+
+
+@_jit
+def tanh_f32_inplace(x):
+    wide_vectors()
+    for i in range(x.size):
+        x[i] = tanh_f32_inline(x[i])
+
+
+@_jit
+def sigmoid_f32_inplace(x):
+    wide_vectors()
+    for i in range(x.size):
+        x[i] = sigmoid_f32(x[i])
