@@ -296,7 +296,7 @@ def load_tier_loops() -> None:
     numba's start-up on this thread waits for it), and later answers of the tier use them.
     One job per loop, so an exit waits for one loop's load at most. Under ``ANSWER_ALL``
     too: they are the tier's own, not a hand-over to the kernels."""
-    if tier_math.WANTED <= _loops_queued:
+    if not tier_math.WANTED - _loops_queued:
         return
     with _pool_lock:
         wanted = sorted(tier_math.WANTED - _loops_queued)
