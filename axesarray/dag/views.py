@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
 from .build import _const
-from .nodes import Const, Node, Remap, derived_leaf
+from .nodes import Const, Leaf, Node, Remap, derived_leaf
 from .resize import COUNTS, counted
 
 __all__ = ["remap", "transform_views", "compose_maps"]
@@ -41,6 +41,8 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
     ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
     """
+    if _memo is None and type(node) is Leaf:  # a leaf alone (a broadcast operand)
+        return _leaf_remap(node, shape, maps)
     if (
         node.kind != "leaf"
         and shape == node.shape
@@ -57,19 +59,7 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     kind = node.kind
     out: Node
     if kind == "leaf":
-        view = node.view
-        hit = _VIEWS.get((id(view), shape, maps))
-        if hit is not None and hit[0] is view:
-            v = hit[1]
-        else:
-            v = remap_view(view, shape, maps)
-            if len(_VIEWS) >= 1024:
-                _VIEWS.clear()
-            _VIEWS[(id(view), shape, maps)] = (view, v)
-        if v is None:  # e.g. a blocked axis read in a way strides cannot express
-            out = Remap(node, shape, maps)
-        else:
-            out = derived_leaf(node, v, ("remap", shape, maps))
+        out = _leaf_remap(node, shape, maps)
     elif kind == "const":
         out = _const_like(node, shape)
     elif kind in _ELEMENTWISE and _broadcasts(shape, maps) and _costly(node):
@@ -84,6 +74,22 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
         out = Remap(node, shape, maps)
     memo[id(node)] = out
     return out
+
+
+def _leaf_remap(node: Leaf, shape: tuple[int, ...], maps: tuple) -> Node:
+    """The remap of a leaf: a view of its storage (view math), else a ``Remap`` node."""
+    view = node.view
+    hit = _VIEWS.get((id(view), shape, maps))
+    if hit is not None and hit[0] is view:
+        v = hit[1]
+    else:
+        v = remap_view(view, shape, maps)
+        if len(_VIEWS) >= 1024:
+            _VIEWS.clear()
+        _VIEWS[(id(view), shape, maps)] = (view, v)
+    if v is None:  # e.g. a blocked axis read in a way strides cannot express
+        return Remap(node, shape, maps)
+    return derived_leaf(node, v, ("remap", shape, maps))
 
 
 def _broadcasts(shape: tuple[int, ...], maps: tuple) -> bool:

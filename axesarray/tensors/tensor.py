@@ -108,8 +108,10 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
                     x = expr_views.remap(x, shape, ma)
                 if mb is not None:
                     y = expr_views.remap(y, shape, mb)
-            node = expr_ops.map2(op, x, y) if own else expr_ops.map_op(op, (x, y), x.shape, name)
-            return Tensor(axes, node)
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._layout = axes, None
+            t._node = expr_ops.map2(op, x, y) if own else expr_ops.map_op(op, (x, y), x.shape, name)
+            return t
         if type(b) in _WEAK_TYPES:
             x = a._node
             node = expr_ops.map_scalar(op, x, b, False) if own else None
@@ -529,6 +531,9 @@ def _binary_operator(op: str, reflected: bool):
             t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
             t._axes, t._node, t._layout = self._axes, map_scalar(op, a, o, reflected), None
             return t
+        if type(o) is Tensor and self._layout is None and o._layout is None:
+            # other axes (a broadcast by name): ``_binary``'s fast case, without its checks
+            return _elementwise_fast(op, (o, self) if reflected else (self, o), op)
         return self._binary(o, op, reflected)
 
     return operator
@@ -567,8 +572,10 @@ def contract(a: Tensor, b: Tensor, over_names: tuple, op: str) -> Tensor:
     ca, cb = expr_ops.cast(an, loop[0]), expr_ops.cast(bn, loop[1])
     ex.name_dims(ca, a_names)  # the contracted dims keep their names (display)
     ex.name_dims(cb, b_names)
-    node = ex.Dot(ca, cb, a_labels, b_labels, out_labels, shape, loop[-1])
-    return Tensor(out_axes, node)
+    node = expr_ops.dot(ca, cb, a_labels, b_labels, out_labels, shape, loop[-1])
+    t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+    t._axes, t._node, t._layout = out_axes, node, None
+    return t
 
 
 def matmul(a, b) -> Tensor:
