@@ -16,7 +16,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.ops import COMPARISONS, OPS, apply_map
 from ..core.reductions_table import REDUCTIONS
-from .nodes import Cast, Const, Dot, Map, Node, Reduce, lazy
+from .nodes import LAZY_PARAMS, Cast, Const, Dot, Map, Node, Reduce, lazy
 from .resize import COUNTS, counted
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "map2",
     "map_scalar",
     "dot",
+    "rebuilt_map",
     "reduce",
     "rounded",
     "widen",
@@ -411,6 +412,40 @@ def dot(a: Node, b: Node, a_labels, b_labels, out_labels, shape, dtype: np.dtype
 
 
 _DOTS: dict = {}  # (labels, dtype, child keys) -> (key, both own params), see ``dot``
+
+
+def rebuilt_map(node: Map, kids: tuple) -> Node:
+    """``node.rebuild(kids)`` (a view pushed through an expression, ``dag.views.remap``),
+    its key remembered by (op, dtype, child keys) for one child or two sharing no param,
+    where ``Map`` interns exactly that (and is not lazy: see ``nodes.LAZY_PARAMS``)."""
+    try:
+        memo = (node.op, node.dtype.char) + tuple(k.known_key for k in kids)
+    except AttributeError:  # a lazy child: the node is lazy too
+        return node.rebuild(kids)
+    if len(kids) == 1:
+        params = kids[0].params
+    elif len(kids) == 2:
+        pa, pb = kids[0].params, kids[1].params
+        if kids[0] is kids[1] or not _disjoint(pa, pb):
+            return node.rebuild(kids)
+        params = pa + pb
+    else:
+        return node.rebuild(kids)
+    key = _REBUILT.get(memo)
+    if key is None or len(params) > LAZY_PARAMS:
+        out = node.rebuild(kids)
+        if not lazy(out):
+            if len(_REBUILT) >= _MEMO_MAX:
+                _REBUILT.clear()
+            _REBUILT[memo] = out.key
+        return out
+    out = _new(Map)
+    out.op, out.children, out.shape, out.dtype = node.op, kids, kids[0].shape, node.dtype
+    out.key, out.params = key, params
+    return out
+
+
+_REBUILT: dict = {}  # (op, dtype char, child keys) -> key, see ``rebuilt_map``
 
 
 # --- bfloat16: storage only, float32 arithmetic ------------------------------------------
