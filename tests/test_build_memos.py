@@ -354,3 +354,25 @@ def test_a_view_of_a_declared_tensor_is_in_the_graph():
         walked = any(leaf.tag is not None for leaf in leaf_roots(t.node))
         assert in_graph(t.node) == walked
     assert in_graph(v.isel(B=slice(1, 3)).node) and not in_graph(x.isel(B=slice(1, 3)).node)
+
+
+def test_rebuilt_maps_under_a_view_keep_interned_keys():
+    """A broadcast pushed through an expression rebuilds its Maps with remembered keys:
+    each equals the key ``Map.rebuild`` interns, and the values are numpy's (sharing a
+    param, a constant child, a reduction kept whole under them)."""
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
+    vn, v = _t((H, ax.Axis("O", 2)), seed=2)
+    builds = [
+        (lambda: ax.maximum(ax.dot(x, w, over="I") + 1.5, 0) * v,
+         np.maximum(xn @ wn + 1.5, 0)[:, :, None] * vn),
+        (lambda: (x * 2 + x) * w, (xn * 3)[:, :, None] * wn),
+        (lambda: -(x.sum("B") * 3) * w, -(xn.sum(0) * 3)[:, None] * wn),
+    ]  # fmt: skip
+    for build, want in builds:
+        for _ in range(3):
+            t = build()
+            for n in nodes.walk(t.node):
+                if type(n) is Map:
+                    assert n.key == n.rebuild(n.children).key
+            assert_close(t, want)
