@@ -261,3 +261,118 @@ def test_reduced_dims_keep_their_names_in_explain():
     for _ in range(2):
         text = str(ax.explain((x * 2).sum("I")))
         assert "I" in text and "r0" not in text
+
+
+# --- remembered dot keys, parsed names, mean counts ------------------------------------------
+
+
+def _fresh_dot(node):
+    return Dot(*node.children, node.a_labels, node.b_labels, node.out_labels, node.shape,
+               node.dtype)  # fmt: skip
+
+
+def test_remembered_dot_keys_equal_interned_keys_and_see_shared_params():
+    """A Dot rebuilt from a remembered key has the key and params ``Dot(...)`` computes,
+    for leaves, computed operands, and operands that share a param (another key)."""
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
+    x2 = x.rename(B="H").transpose("I H")  # x again, as an I H operand: shares x's storage
+    cases = [
+        (lambda: ax.dot(x, w, over="I"), xn @ wn),
+        (lambda: ax.dot(x * 2, w + 1, over="I"), (xn * 2) @ (wn + 1)),
+        (lambda: ax.dot(x * 2, x2 * 3 + x2, over="I"), (xn * 2) @ (xn.T * 4)),
+        (lambda: ax.dot(x * 2, w + x.sum("B"), over="I"),  # x itself on both sides
+         (xn * 2) @ (wn + xn.sum(0)[:, None])),
+    ]  # fmt: skip
+    keys = set()
+    for build, want in cases:
+        for _ in range(3):
+            t = build()
+            fresh = _fresh_dot(t.node)
+            assert t.node.key == fresh.key
+            assert [id(p) for p in t.node.params] == [id(p) for p in fresh.params]
+            assert_close(t, want)
+        keys.add(t.node.key)
+    assert len(keys) == len(cases)
+    shared = ax.dot(x * 2, w + x.sum("B"), over="I").node
+    assert set(map(id, shared.children[0].params)) & set(map(id, shared.children[1].params))
+
+
+def test_dot_memo_is_bounded_and_skips_one_operand_twice():
+    from axesarray.dag import build
+
+    _, x = _t((AI,))
+    for _ in range(2):  # x . x: one param read twice, never from the memo
+        assert_close(ax.dot(x, x, over="I"), (x.numpy() ** 2).sum())
+    build._DOTS.clear()
+    for k in range(1, build._MEMO_MAX + 10):  # a new length, so a new key, each time
+        w = ax.tensor(np.ones((4, k), "float32"), ax.Axes([AI, ax.Axis("H", k)]))
+        ax.dot(x, w, over="I")
+    assert 0 < len(build._DOTS) <= build._MEMO_MAX
+
+
+def test_parsed_names_are_remembered_and_bad_names_still_raise():
+    from axesarray.core.axes import parse_names
+
+    assert parse_names("N C, H") == ("N", "C", "H") == parse_names("N C, H")
+    _, x = _t((B, AI))
+    for _ in range(2):
+        assert_close(x.sum("B I"), x.numpy().sum())
+        with pytest.raises(AxesError, match="axis name 'B' appears twice"):
+            x.sum("B B")
+        with pytest.raises(AxesError, match="an axis name must be a string identifier"):
+            parse_names("B 1x", "sum")
+
+
+def test_remembered_mean_counts_give_numpys_values_and_errors():
+    xn, x = _t((B, AI))
+    for _ in range(3):
+        for names, axis in ((None, None), ("I", 1), ("B", 0), ("B I", (0, 1))):
+            assert_close(x.mean(names), xn.mean(axis=axis))
+            assert_close(x.mean(names, keepdims=True), xn.mean(axis=axis, keepdims=True))
+        with pytest.raises(AxesError, match="unknown axis 'K'"):
+            x.mean("K")
+    empty = ax.tensor(np.zeros((3, 0), "float32"), (B, ax.Axis("I", 0)))
+    for _ in range(2):
+        assert np.isnan(empty.mean("I").numpy()).all()
+    h = ax.tensor(np.arange(12, dtype="float16").reshape(3, 4), (B, AI))
+    for _ in range(2):
+        assert h.mean("I").dtype == np.float16
+        assert_close(h.mean("I"), np.arange(12, dtype="float16").reshape(3, 4).mean(axis=1))
+
+
+def test_a_view_of_a_declared_tensor_is_in_the_graph():
+    """``in_graph`` reads the params' tags: a view of a variable has its tag, a view of a
+    plain tensor none (as the walk to their roots said)."""
+    from axesarray.autograd.rules import in_graph
+    from axesarray.dag.nodes import leaf_roots
+
+    _, x = _t((B, AI))
+    v = ax.variable(np.ones((3, 4), "float32"), (B, AI))
+    for t in (x, x.isel(B=slice(1, 3)), x * 2, v, v.isel(B=slice(1, 3)) * 2, x + v,
+              v.transpose("I B").sum("I")):  # fmt: skip
+        walked = any(leaf.tag is not None for leaf in leaf_roots(t.node))
+        assert in_graph(t.node) == walked
+    assert in_graph(v.isel(B=slice(1, 3)).node) and not in_graph(x.isel(B=slice(1, 3)).node)
+
+
+def test_rebuilt_maps_under_a_view_keep_interned_keys():
+    """A broadcast pushed through an expression rebuilds its Maps with remembered keys:
+    each equals the key ``Map.rebuild`` interns, and the values are numpy's (sharing a
+    param, a constant child, a reduction kept whole under them)."""
+    xn, x = _t((B, AI))
+    wn, w = _t((AI, H), seed=1)
+    vn, v = _t((H, ax.Axis("O", 2)), seed=2)
+    builds = [
+        (lambda: ax.maximum(ax.dot(x, w, over="I") + 1.5, 0) * v,
+         np.maximum(xn @ wn + 1.5, 0)[:, :, None] * vn),
+        (lambda: (x * 2 + x) * w, (xn * 3)[:, :, None] * wn),
+        (lambda: -(x.sum("B") * 3) * w, -(xn.sum(0) * 3)[:, None] * wn),
+    ]  # fmt: skip
+    for build, want in builds:
+        for _ in range(3):
+            t = build()
+            for n in nodes.walk(t.node):
+                if type(n) is Map:
+                    assert n.key == n.rebuild(n.children).key
+            assert_close(t, want)

@@ -281,3 +281,38 @@ def test_setitem_ellipsis_checks_like_assign():
     with pytest.raises(ValueError, match=r"^assign: the destination is read-only"):
         ax.tensor(ro, (AX_I,))[...] = a
     assert not ro.any()
+
+
+def test_assignment_table_is_used_and_steps_aside():
+    """``out[...] = e`` of a ready plan calls its runner from ``engine.ASSIGNS`` (plan-cache
+    hits counted, numpy's values); it steps aside for another engine, another
+    ``serial_threshold``, and while a placeholder is unbound (the general path raises its
+    error, though an expression over a placeholder has a plain one's key)."""
+    from axesarray import engine
+
+    an, bn = np.arange(7, dtype=np.float32), np.ones(7, np.float32)
+    a, b = _tensor(an), _tensor(bn)
+    out = _tensor(np.zeros(7))
+    want = 1 / (1 + np.exp(-(an + bn)))
+    for _ in range(3):
+        out[...] = 1 / (1 + ax.exp(-(a + b)))
+    e = 1 / (1 + ax.exp(-(a + b)))
+    run = engine.ASSIGNS.get((e.node.key, out.node.key))
+    assert run is not None and run.fast is not None
+    hits = executor.PLAN_STATS["hits"]
+    out[...] = 0.0
+    ax.assign(out, e)
+    assert executor.PLAN_STATS["hits"] > hits
+    assert_close(out.numpy(), want)
+    for options in ({"engine": "numpy"}, {"serial_threshold": 3}):
+        with ax.set_options(**options):
+            for _ in range(3):
+                out[...] = 0.0
+                out[...] = 1 / (1 + ax.exp(-(a + b)))
+                assert_close(out.numpy(), want)
+    p = ax.placeholder((AX_I,), "float32")
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"^assign: placeholder .* has no value outside"):
+            out[...] = 1 / (1 + ax.exp(-(p + b)))
+        out[...] = 1 / (1 + ax.exp(-(a + b)))
+        assert_close(out.numpy(), want)

@@ -308,3 +308,58 @@ def test_blas_steps_run_in_the_straight_runner(into):
     plan, _ = executor.schedule_for(e.node, out.node if into else None)
     assert any(type(s).__name__ == "DotStep" for s in plan.steps)
     assert plan.fast and "straight runner" in plan.fast.__code__.co_filename
+
+
+def _dot_calls(run) -> list:
+    """The BLAS calls a straight runner makes: ``dot_runner``'s functions and
+    ``host_dot`` (its fallback), by name."""
+    names = {"dot_runner.<locals>.run": "runner", "host_dot": "host_dot"}
+    return sorted(
+        names[v.__qualname__]
+        for v in run.__globals__.values()
+        if getattr(v, "__qualname__", None) in names
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["plain", "transposed", "batched", "copied", "prefix", "float64"],
+)
+def test_dot_runner_matches_numpy_and_falls_back_where_numpy_copies(case):
+    """Each dot of a straight runner is ``routes.dot_runner``'s function over its storages
+    (matrices made by one ``np.ndarray`` each): numpy's values for transposed, batched and
+    prefix-view operands; ``host_dot`` when numpy has to copy a transposed operand (its
+    matrix is no view of the storage)."""
+    rng = np.random.default_rng(11)
+    dt = "float64" if case == "float64" else "float32"
+    if case == "transposed":
+        an, bn = rng.standard_normal((5, 3)), rng.standard_normal((4, 5))
+        a, b = ax.tensor(an.astype(dt), "K M"), ax.tensor(bn.astype(dt), "N K")
+        oracle = lambda: a.numpy().T @ b.numpy().T  # noqa: E731
+    elif case == "batched":
+        an, bn = rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 5, 4))
+        a, b = ax.tensor(an.astype(dt), "B M K"), ax.tensor(bn.astype(dt), "B K N")
+        oracle = lambda: a.numpy() @ b.numpy()  # noqa: E731
+    elif case == "copied":  # M and P around K: (M P) is not one stride after the transpose
+        an, bn = rng.standard_normal((3, 5, 2)), rng.standard_normal((5, 4))
+        a, b = ax.tensor(an.astype(dt), "M K P"), ax.tensor(bn.astype(dt), "K N")
+        oracle = lambda: np.einsum("mkp,kn->mpn", a.numpy(), b.numpy())  # noqa: E731
+    elif case == "prefix":  # the first rows of a bigger buffer
+        big = rng.standard_normal((6, 5)).astype(dt)
+        a = ax.tensor(big, "M K").isel(M=slice(0, 3))
+        b = ax.tensor(rng.standard_normal((5, 4)).astype(dt), "K N")
+        oracle = lambda: big[:3] @ b.numpy()  # noqa: E731
+    else:
+        a = ax.tensor(rng.standard_normal((3, 5)).astype(dt), "M K")
+        b = ax.tensor(rng.standard_normal((5, 4)).astype(dt), "K N")
+        oracle = lambda: a.numpy() @ b.numpy()  # noqa: E731
+
+    def program():  # a kernel after the dot: a plan of two steps (a straight runner)
+        return ax.dot(a, b, over="K") * 2 + 1
+
+    for _ in range(4):
+        a.numpy()[...] = rng.standard_normal(a.shape)  # new values, same storage
+        assert_close(program(), oracle() * 2 + 1)
+    plan, _ = executor.schedule_for(program().node, None)
+    assert plan.fast and "straight runner" in plan.fast.__code__.co_filename
+    assert _dot_calls(plan.fast) == (["host_dot"] if case == "copied" else ["runner"])

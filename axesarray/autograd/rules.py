@@ -119,7 +119,9 @@ def _kind(kind: str, name, axes, layout, grad) -> Kind:
 def in_graph(node: ex.Node) -> bool:
     """Whether ``node`` reads a declared tensor (constant, placeholder, persistent,
     variable): operations that would copy eagerly stay lazy for such values."""
-    return any(leaf.tag is not None for leaf in ex.leaf_roots(node))
+    # A view's leaf has its root's tag (``Leaf`` inherits it from its origin, and nothing
+    # gives a view another one), so the params answer without walking to the roots.
+    return any(type(p) is ex.Leaf and p.tag is not None for p in node.params)
 
 
 # --- elementwise rules: the op table on node wrappers -----------------------------------------

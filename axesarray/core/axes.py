@@ -130,6 +130,10 @@ def parse_names(spec: str | Iterable, op: str = "axes") -> tuple[str, ...]:
     >>> parse_names("N C, H W")
     ('N', 'C', 'H', 'W')
     """
+    if type(spec) is str:  # a string parsed before: its names (it passed the checks)
+        hit = _PARSED.get(spec)
+        if hit is not None:
+            return hit
     if isinstance(spec, str):
         names = tuple(spec.replace(",", " ").split())
     elif isinstance(spec, Axis):
@@ -156,7 +160,14 @@ def parse_names(spec: str | Iterable, op: str = "axes") -> tuple[str, ...]:
                 message(op, f"axis name {n!r} appears twice", f"names: {' '.join(names)}")
             )
         seen.add(n)
+    if type(spec) is str:
+        if len(_PARSED) >= 1024:
+            _PARSED.clear()
+        _PARSED[spec] = names
     return names
+
+
+_PARSED: dict = {}  # ``parse_names``' answers for strings (a program names axes per call)
 
 
 class Axes(tuple):

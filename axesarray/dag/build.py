@@ -16,7 +16,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.ops import COMPARISONS, OPS, apply_map
 from ..core.reductions_table import REDUCTIONS
-from .nodes import Cast, Const, Map, Node, Reduce, lazy
+from .nodes import LAZY_PARAMS, Cast, Const, Dot, Map, Node, Reduce, lazy
 from .resize import COUNTS, counted
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "map1",
     "map2",
     "map_scalar",
+    "dot",
+    "rebuilt_map",
     "reduce",
     "rounded",
     "widen",
@@ -381,6 +383,69 @@ def reduce(op: str, node: Node, axes: tuple[int, ...]) -> Node:
 # Reductions built without a cast, by (op, child key, axes): -> (sorted axes, shape,
 # dtype, key), as ``_BUILT`` for Maps. Bounded.
 _REDUCED: dict = {}
+
+
+def dot(a: Node, b: Node, a_labels, b_labels, out_labels, shape, dtype: np.dtype) -> Node:
+    """``Dot(a, b, ...)`` (operands in their loop dtypes); as ``map2`` for Maps, the key
+    of a Dot over distinct operands that share no param is remembered by (labels, dtype,
+    child keys), which fix its shape and structure, so a contraction rebuilt each call
+    skips the key's interning. Bounded."""
+    try:
+        memo = (a_labels, b_labels, out_labels, dtype, a.known_key, b.known_key)
+    except AttributeError:  # a lazy operand: nothing remembered
+        memo = None
+    hit = _DOTS.get(memo)
+    if hit is not None and a is not b:
+        own = hit[1]  # both are their own params (leaves, constants)
+        if own or _disjoint(a.params, b.params):
+            node = _new(Dot)  # no __init__, as in map2
+            node.children, node.a_labels, node.b_labels = (a, b), a_labels, b_labels
+            node.out_labels, node.shape, node.dtype, node.key = out_labels, shape, dtype, hit[0]
+            node.params = node.children if own else a.params + b.params
+            return node
+    node = Dot(a, b, a_labels, b_labels, out_labels, shape, dtype)
+    if memo is not None and a is not b and not lazy(node) and _disjoint(a.params, b.params):
+        if len(_DOTS) >= _MEMO_MAX:
+            _DOTS.clear()
+        _DOTS[memo] = (node.key, _own_param(a) and _own_param(b))
+    return node
+
+
+_DOTS: dict = {}  # (labels, dtype, child keys) -> (key, both own params), see ``dot``
+
+
+def rebuilt_map(node: Map, kids: tuple) -> Node:
+    """``node.rebuild(kids)`` (a view pushed through an expression, ``dag.views.remap``),
+    its key remembered by (op, dtype, child keys) for one child or two sharing no param,
+    where ``Map`` interns exactly that (and is not lazy: see ``nodes.LAZY_PARAMS``)."""
+    try:
+        memo = (node.op, node.dtype.char) + tuple(k.known_key for k in kids)
+    except AttributeError:  # a lazy child: the node is lazy too
+        return node.rebuild(kids)
+    if len(kids) == 1:
+        params = kids[0].params
+    elif len(kids) == 2:
+        pa, pb = kids[0].params, kids[1].params
+        if kids[0] is kids[1] or not _disjoint(pa, pb):
+            return node.rebuild(kids)
+        params = pa + pb
+    else:
+        return node.rebuild(kids)
+    key = _REBUILT.get(memo)
+    if key is None or len(params) > LAZY_PARAMS:
+        out = node.rebuild(kids)
+        if not lazy(out):
+            if len(_REBUILT) >= _MEMO_MAX:
+                _REBUILT.clear()
+            _REBUILT[memo] = out.key
+        return out
+    out = _new(Map)
+    out.op, out.children, out.shape, out.dtype = node.op, kids, kids[0].shape, node.dtype
+    out.key, out.params = key, params
+    return out
+
+
+_REBUILT: dict = {}  # (op, dtype char, child keys) -> key, see ``rebuilt_map``
 
 
 # --- bfloat16: storage only, float32 arithmetic ------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
-from .build import _const
-from .nodes import Const, Node, Remap, derived_leaf
+from .build import _const, rebuilt_map
+from .nodes import Const, Leaf, Node, Remap, derived_leaf
 from .resize import COUNTS, counted
 
 __all__ = ["remap", "transform_views", "compose_maps"]
@@ -41,6 +41,8 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
     ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
     """
+    if _memo is None and type(node) is Leaf:  # a leaf alone (a broadcast operand)
+        return _leaf_remap(node, shape, maps)
     if (
         node.kind != "leaf"
         and shape == node.shape
@@ -57,33 +59,46 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     kind = node.kind
     out: Node
     if kind == "leaf":
-        view = node.view
-        hit = _VIEWS.get((id(view), shape, maps))
-        if hit is not None and hit[0] is view:
-            v = hit[1]
-        else:
-            v = remap_view(view, shape, maps)
-            if len(_VIEWS) >= 1024:
-                _VIEWS.clear()
-            _VIEWS[(id(view), shape, maps)] = (view, v)
-        if v is None:  # e.g. a blocked axis read in a way strides cannot express
-            out = Remap(node, shape, maps)
-        else:
-            out = derived_leaf(node, v, ("remap", shape, maps))
+        out = _leaf_remap(node, shape, maps)
     elif kind == "const":
         out = _const_like(node, shape)
-    elif kind in _ELEMENTWISE and _broadcasts(shape, maps) and _costly(node):
+    elif kind in _ELEMENTWISE and _spreads(memo, shape, maps) and _costly(node):
         # A computed value spread along a new axis: keep it whole so the engine computes it
         # once and broadcasts the result, instead of recomputing it per element.
         out = Remap(node, shape, maps)
     elif kind in _ELEMENTWISE:
-        out = node.rebuild(tuple(remap(c, shape, maps, memo) for c in node.children))
+        kids = tuple(remap(c, shape, maps, memo) for c in node.children)
+        out = rebuilt_map(node, kids) if kind == "map" else node.rebuild(kids)
     elif kind == "remap":
         out = remap(node.arg, shape, compose_maps(node.maps, maps))
     else:
         out = Remap(node, shape, maps)
     memo[id(node)] = out
     return out
+
+
+def _leaf_remap(node: Leaf, shape: tuple[int, ...], maps: tuple) -> Node:
+    """The remap of a leaf: a view of its storage (view math), else a ``Remap`` node."""
+    view = node.view
+    hit = _VIEWS.get((id(view), shape, maps))
+    if hit is not None and hit[0] is view:
+        v = hit[1]
+    else:
+        v = remap_view(view, shape, maps)
+        if len(_VIEWS) >= 1024:
+            _VIEWS.clear()
+        _VIEWS[(id(view), shape, maps)] = (view, v)
+    if v is None:  # e.g. a blocked axis read in a way strides cannot express
+        return Remap(node, shape, maps)
+    return derived_leaf(node, v, ("remap", shape, maps))
+
+
+def _spreads(memo: dict, shape: tuple[int, ...], maps: tuple) -> bool:
+    """``_broadcasts(shape, maps)``, found once per remap (in its memo: ids are ints)."""
+    spread = memo.get("spreads")
+    if spread is None:
+        spread = memo["spreads"] = _broadcasts(shape, maps)
+    return spread
 
 
 def _broadcasts(shape: tuple[int, ...], maps: tuple) -> bool:
@@ -93,7 +108,25 @@ def _broadcasts(shape: tuple[int, ...], maps: tuple) -> bool:
 
 
 def _costly(node: Node) -> bool:
-    """Whether an elementwise subtree contains an expensive op (exp, log, division...)."""
+    """Whether an elementwise subtree contains an expensive op (exp, log, division...):
+    structure, so remembered by the node's key (a remap walks down a chain, asking at each
+    node). Bounded."""
+    try:
+        key = node.known_key
+    except AttributeError:  # a lazy node: asked anew
+        return _walk_costly(node)
+    hit = _COSTLY.get(key)
+    if hit is None:
+        if len(_COSTLY) >= 4096:
+            _COSTLY.clear()
+        hit = _COSTLY[key] = _walk_costly(node)
+    return hit
+
+
+_COSTLY: dict = {}
+
+
+def _walk_costly(node: Node) -> bool:
     stack = [node]
     while stack:
         n = stack.pop()

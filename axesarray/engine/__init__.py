@@ -38,6 +38,7 @@ __all__ = [
     "UNBOUND",
     "check_bound",
     "DIRECT",
+    "ASSIGNS",
 ]
 
 
@@ -147,8 +148,38 @@ def assign(dst: Leaf, root: Node) -> None:
         root = Leaf(data, view, False)
     if OPTIONS["engine"] == "numba":
         executor.assign(dst, root)
+        if type(root) is not Leaf:  # a leaf's copy may go to the repack kernels
+            key = (root.key, dst.key)
+            plan = _PLANS.get(key)
+            known = ASSIGNS.get(key)
+            if plan is not None and plan.fast and (known is None or known.fast is not plan.fast):
+                if len(ASSIGNS) >= 4096:
+                    ASSIGNS.clear()
+                ASSIGNS[key] = _assign_runner(plan.fast, UNBOUND.data)
     else:
         reference.assign(dst, root)
+
+
+# (root key, destination key) -> what ``tensors.tensor.assign`` may call, after the checks
+# of its common case, without this module's and ``executor``'s frames: a ready plan's
+# runner into the destination, behind the checks of ``_kernel_runner``. Bounded.
+ASSIGNS: dict = {}
+
+
+def _assign_runner(fast, unbound: set):
+    """``run(root, dst) -> bool``: ``fast(root.params, dst)`` while the options it was
+    made under hold and no placeholder is unbound (else False: ``assign`` decides)."""
+    threshold, options, stats = fast.threshold, OPTIONS, _STATS
+
+    def run(root, dst):
+        if unbound or options["engine"] != "numba" or options["serial_threshold"] != threshold:
+            return False
+        stats["hits"] += 1
+        fast(root.params, dst)
+        return True
+
+    run.fast = fast
+    return run
 
 
 def assign_many(pairs: list) -> None:

@@ -19,7 +19,15 @@ from .binder import array_of
 from .reference import call_value
 from .schedule import CallStep, DotStep
 
-__all__ = ["run_dot", "host_dot", "run_call", "ROUTES", "try_copy", "REPACK_MIN_BYTES"]
+__all__ = [
+    "run_dot",
+    "host_dot",
+    "dot_runner",
+    "run_call",
+    "ROUTES",
+    "try_copy",
+    "REPACK_MIN_BYTES",
+]
 
 REPACK_MIN_BYTES = 1 << 18
 
@@ -46,6 +54,48 @@ def host_dot(a, b, out, step: DotStep) -> None:
     b3 = leaf_array(b, step.b.view).transpose(step.perm_b).reshape(nb, k, n)
     np.matmul(a3, b3, out=leaf_array(out, step.out.view).reshape(nb, m, n))
     blas_ran(m, n, k)  # its threads may now hold the other cores (kernels.threads)
+
+
+def dot_runner(step: DotStep, a, b, out):
+    """``host_dot`` of ``step`` as a function of its three storages, for the straight
+    runners: each operand's matrix is a strided view of its storage whose shape, strides
+    and byte offset are fixed by the step's views (the plan key fixes them), so it is found
+    once, from this run's storages ``a``, ``b``, ``out``, and made per call by one
+    ``np.ndarray`` over the storage (a fifth of ``leaf_array``, transpose and reshape). None
+    (call ``host_dot``) when an operand's matrix is not a view of its storage (numpy copies
+    a transposed operand it cannot reshape), a view is blocked or empty, or a storage is
+    not a plain contiguous array."""
+    nb, m, k, n = step.sizes
+    recipes = []
+    for data, kl, perm, shape in (
+        (a, step.a, step.perm_a, (nb, m, k)),
+        (b, step.b, step.perm_b, (nb, k, n)),
+        (out, step.out, None, (nb, m, n)),
+    ):
+        if (
+            type(data) is not np.ndarray
+            or not data.flags.c_contiguous
+            or kl.view.blocks is not None
+            or data.size == 0
+            or 0 in shape
+        ):
+            return None
+        arr = leaf_array(data, kl.view)
+        arr = (arr if perm is None else arr.transpose(perm)).reshape(shape)
+        if not np.may_share_memory(arr, data):  # a copy (a fresh buffer never overlaps)
+            return None
+        if nb == 1:  # a plain matrix product: numpy's 2-D loop
+            arr = arr[0]
+        offset = arr.__array_interface__["data"][0] - data.__array_interface__["data"][0]
+        recipes.append((arr.shape, data.dtype, offset, arr.strides))
+    (sa, ta, oa, ka), (sb, tb, ob, kb), (so, to, oo, ko) = recipes
+    nd, matmul = np.ndarray, np.matmul
+
+    def run(a, b, out) -> None:
+        matmul(nd(sa, ta, a, oa, ka), nd(sb, tb, b, ob, kb), out=nd(so, to, out, oo, ko))
+        blas_ran(m, n, k)
+
+    return run
 
 
 def run_call(step: CallStep, params, temps: dict, dst, device: Device) -> None:

@@ -28,7 +28,7 @@ from .binder import fresh_runner as _fresh
 from .binder import into_runner as _into
 from .binder import lowered as binder_lowered
 from .dispatch import kernel_for, run_kernel, variant
-from .routes import ROUTES, host_dot
+from .routes import ROUTES, dot_runner, host_dot
 from .schedule import DotStep, KernelStep, Schedule
 from .tiers import compile_first
 
@@ -386,7 +386,7 @@ EAGER_POOL_MAX_BYTES = 64 << 10
 class Straight:
     """Builds one generated function running bound schedules back to back: every kernel
     called with positional arguments (shapes, strides and offsets are literals, storage
-    is a local), a BLAS step as ``routes.host_dot`` of its storage, the temporaries carved
+    is a local), a BLAS step as ``routes.dot_runner`` of its storage, the temporaries carved
     once, nothing looked up per step. Built from the objects of a finished run
     (``sample``: each local's value then), which type the kernels' direct entry points
     (``_single_kernel``'s reasoning: plan keys fix every argument's numba type). A
@@ -500,7 +500,13 @@ class Straight:
                     else:  # the destination: the general path's care (no early writes)
                         self.rollback(mark)
                         return None
-                calls.append(f"{self.bind(host_dot, 'k')}({', '.join(names)}, {self.bind(step)})")
+                samples = [self.sample.get(name) for name in names]
+                run = None if any(x is None for x in samples) else dot_runner(step, *samples)
+                args = ", ".join(names)
+                if run is None:
+                    calls.append(f"{self.bind(host_dot, 'k')}({args}, {self.bind(step)})")
+                else:
+                    calls.append(f"{self.bind(run, 'k')}({args})")
                 continue
             names, literal, parts = [], [], []
             low = binder_lowered(step)

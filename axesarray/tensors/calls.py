@@ -22,7 +22,17 @@ from ..core.axes import Axes, Axis
 from ..dag import nodes as ex
 from ..errors import AxesError, fmt_axes, message
 
-__all__ = ["AlongAxis", "OverAxes", "TopK", "ArgFlat", "Gather", "Apply", "Same", "CallMethods"]
+__all__ = [
+    "AlongAxis",
+    "OverAxes",
+    "TopK",
+    "ArgFlat",
+    "Gather",
+    "Apply",
+    "Same",
+    "CallMethods",
+    "gathered",
+]
 
 
 @attrs.frozen
@@ -304,3 +314,26 @@ def _name_needed(t, op: str) -> AxesError:
     # numpy's sort/argsort default to the last axis: the example names it.
     example = f"x.{op}({t.names[-1]!r})" if t.names else "A 0-d tensor has no axis: x.item()"
     return AxesError(message(op, "name the axis to work along", fmt_axes(t.axes), example))
+
+
+def gathered(t):
+    """``(source tensor, [(dims of the source, positions per dim, result axis)])`` when
+    ``t`` is a gather of an l-tensor by 1-D index arrays (lists, masks, 1-D index
+    tensors), else None (``tensors.tensor.index_put`` writes through it)."""
+    node = t.node
+    if not isinstance(node, ex.Call) or not isinstance(node.fn, Gather):
+        return None
+    fn, src = node.fn, node.children[0]
+    if type(src) is not ex.Leaf or any(len(d) != 1 for d in fn.index_dims):
+        return None
+    if any(type(c) is not ex.Leaf for c in node.children[1:]):
+        return None
+    x = type(t)(Axes._trusted(tuple(map(Axis, fn.names, src.shape))), src)
+    groups: dict[int, tuple] = {}  # result dim -> (source dims, their index arrays)
+    for k, (kind, j) in enumerate(fn.sources):
+        if kind == "index":
+            dims, arrays = groups.get(fn.index_dims[j][0], ((), ()))
+            arr = type(t)(Axes._trusted((Axis("i", fn.shape[fn.index_dims[j][0]]),)),
+                         node.children[1 + j]).numpy()  # fmt: skip
+            groups[fn.index_dims[j][0]] = (dims + (k,), arrays + (arr % src.shape[k],))
+    return x, [(dims, arrays, t.axes[d]) for d, (dims, arrays) in groups.items()]

@@ -42,6 +42,12 @@ _KEEP = "_axesarray_kept_"  # prefix of placeholder axes (renamed back at once)
 _REDUCED_AXES: dict = {}
 
 
+# ``_mean``'s checked dims and count per (id of the Axes object, names), as above:
+# (axes, dims, count).
+_MEAN_COUNTS: dict = {}
+_F16 = np.dtype(np.float16)
+
+
 class ReductionMethods:
     """Reductions over axes given by name (all axes when None)."""
 
@@ -109,11 +115,21 @@ class ReductionMethods:
 
     def _mean(self, names=None, keepdims: bool = False) -> Self:
         """The ``mean`` row's build: ``sum / n``."""
-        if self.dtype == np.float16:
+        if self.node.dtype == _F16:
             # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
             return self.astype("float32").mean(names, keepdims).astype("float16")
-        dims = resolve_names(self.axes, names, "mean")
-        count = math.prod(self.axes[d].length for d in dims)
+        axes_in, memo, hit = self.axes, None, None
+        if names is None or type(names) is str:  # as ``_REDUCED_AXES``
+            memo = (id(axes_in), names)
+            hit = _MEAN_COUNTS.get(memo)
+        if hit is None or hit[0] is not axes_in:
+            dims = tuple(resolve_names(axes_in, names, "mean"))
+            hit = (axes_in, dims, math.prod(axes_in[d].length for d in dims))
+            if memo is not None:
+                if len(_MEAN_COUNTS) >= 1024:
+                    _MEAN_COUNTS.clear()
+                _MEAN_COUNTS[memo] = hit
+        _, dims, count = hit
         total = self._reduce("sum", names, keepdims)
         if count == 0:
             return total / (float("nan") if total.dtype.kind == "f" else 0.0)

@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 
 from .. import engine
-from ..core.axes import Axes, Axis, broadcast_axes
+from ..core.axes import Axes, broadcast_axes
 from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from ..core.ops import OPS
 from ..core.strided import contiguous
@@ -29,7 +29,7 @@ from ..errors import AxesError, fmt_axes, message
 from ..options import OPTIONS
 from ..storage.devices import as_device, device_of
 from .base import TensorBase
-from .calls import CallMethods, Gather
+from .calls import CallMethods, Gather, gathered
 from .chunking import ChunkedMethods
 from .gradients import GradMethods
 from .indexing import ViewMethods, align
@@ -108,8 +108,10 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
                     x = expr_views.remap(x, shape, ma)
                 if mb is not None:
                     y = expr_views.remap(y, shape, mb)
-            node = expr_ops.map2(op, x, y) if own else expr_ops.map_op(op, (x, y), x.shape, name)
-            return Tensor(axes, node)
+            t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+            t._axes, t._layout = axes, None
+            t._node = expr_ops.map2(op, x, y) if own else expr_ops.map_op(op, (x, y), x.shape, name)
+            return t
         if type(b) in _WEAK_TYPES:
             x = a._node
             node = expr_ops.map_scalar(op, x, b, False) if own else None
@@ -529,6 +531,9 @@ def _binary_operator(op: str, reflected: bool):
             t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
             t._axes, t._node, t._layout = self._axes, map_scalar(op, a, o, reflected), None
             return t
+        if type(o) is Tensor and self._layout is None and o._layout is None:
+            # other axes (a broadcast by name): ``_binary``'s fast case, without its checks
+            return _elementwise_fast(op, (o, self) if reflected else (self, o), op)
         return self._binary(o, op, reflected)
 
     return operator
@@ -567,8 +572,10 @@ def contract(a: Tensor, b: Tensor, over_names: tuple, op: str) -> Tensor:
     ca, cb = expr_ops.cast(an, loop[0]), expr_ops.cast(bn, loop[1])
     ex.name_dims(ca, a_names)  # the contracted dims keep their names (display)
     ex.name_dims(cb, b_names)
-    node = ex.Dot(ca, cb, a_labels, b_labels, out_labels, shape, loop[-1])
-    return Tensor(out_axes, node)
+    node = expr_ops.dot(ca, cb, a_labels, b_labels, out_labels, shape, loop[-1])
+    t = _new(Tensor)  # Tensor(axes, node) without its __init__ frame
+    t._axes, t._node, t._layout = out_axes, node, None
+    return t
 
 
 def matmul(a, b) -> Tensor:
@@ -600,29 +607,6 @@ def matmul(a, b) -> Tensor:
     return contract(a, b, (shared[0],), "matmul")
 
 
-def _gathered(t: Tensor):
-    """``(source tensor, [(dims of the source, positions per dim, result axis)])`` when
-    ``t`` is a gather of an l-tensor by 1-D index arrays (lists, masks, 1-D index
-    tensors), else None."""
-    node = t._node
-    if not isinstance(node, ex.Call) or not isinstance(node.fn, Gather):
-        return None
-    fn, src = node.fn, node.children[0]
-    if type(src) is not ex.Leaf or any(len(d) != 1 for d in fn.index_dims):
-        return None
-    if any(type(c) is not ex.Leaf for c in node.children[1:]):
-        return None
-    x = Tensor(Axes._trusted(tuple(map(Axis, fn.names, src.shape))), src)
-    groups: dict[int, tuple] = {}  # result dim -> (source dims, their index arrays)
-    for k, (kind, j) in enumerate(fn.sources):
-        if kind == "index":
-            dims, arrays = groups.get(fn.index_dims[j][0], ((), ()))
-            arr = Tensor(Axes._trusted((Axis("i", fn.shape[fn.index_dims[j][0]]),)),
-                         node.children[1 + j]).numpy()  # fmt: skip
-            groups[fn.index_dims[j][0]] = (dims + (k,), arrays + (arr % src.shape[k],))
-    return x, [(dims, arrays, t._axes[d]) for d, (dims, arrays) in groups.items()]
-
-
 def index_put(target: Tensor, value) -> None:
     """``x[mask] = v``, ``x[{"C": [0, 2]}] = v``, ``x.isel(C=[0, 2])[...] = v``: write
     ``value`` (broadcast to the selection's axes) at the selected elements of the source
@@ -630,7 +614,7 @@ def index_put(target: Tensor, value) -> None:
 
     One fused assignment ``x[...] = where(hit, value gathered back, x)``: the checks of
     ``assign`` run before anything is written and reading ``x`` in ``value`` is safe."""
-    found = _gathered(target)
+    found = gathered(target)
     if found is None:
         raise TypeError(
             message(
@@ -699,8 +683,22 @@ def assign(out: Tensor, value) -> None:
     array([[0., 2., 4.],
            [0., 2., 4.]])
     """
+    if type(value) is Tensor and type(out) is Tensor:  # a ready plan's runner, checks inline
+        dst, node = out._node, value._node
+        if (
+            (value._axes is out._axes or value._axes == out._axes)
+            and type(dst) is ex.Leaf
+            and dst.writeable
+            and node.dtype == dst.dtype
+        ):  # ``checked_assignment``'s common case: nothing to check or align
+            run = _ASSIGNS_GET((node.key, dst.key))
+            if run is not None and run(node, dst):
+                return
     dst, node = checked_assignment(out, value)
     engine.assign(dst, node)
+
+
+_ASSIGNS_GET = engine.ASSIGNS.get
 
 
 def checked_assignment(out: Tensor, value) -> tuple[ex.Leaf, ex.Node]:
