@@ -76,6 +76,7 @@ ORDER = [
     "engine.alias",
     "engine.routes",
     "engine.worker",
+    "engine.tier_ops",
     "engine.tier_eval",
     "engine.tiers",
     "engine.runner",

@@ -1,12 +1,10 @@
 """The numpy tier's evaluation: an expression computed with numpy while its kernels compile.
 
 ``tier_assign`` evaluates the rewritten DAG each shared node once, elementwise ops as numpy
-ufuncs writing into reused buffers, float32 chains in float64 from their first
-transcendental op on (``WIDE_OPS``) and rounded once, overflowing where the kernels'
-float32 would (``_OVERFLOWS``). A big expression runs in slabs of its first dim on the
-kernels' threads (``_evaluate``, ``_slabs``): each thread records its first slab's steps and
-replays them (``_replay``); dots and values the slabs do not cut are computed first, in full.
-When the tier answers is ``engine.tiers``' decision.
+ufuncs writing into reused buffers (each node's value: ``tier_ops``). A big expression runs
+in slabs of its first dim on the kernels' threads (``_evaluate``, ``_slabs``): each thread
+records its first slab's steps and replays them (``_replay``); dots and values the slabs do
+not cut are computed first, in full. When the tier answers is ``engine.tiers``' decision.
 """
 
 from __future__ import annotations
@@ -16,17 +14,14 @@ import threading
 
 import numpy as np
 
-from ..core.ops import OPS, apply_map
-from ..core.reductions_table import REDUCERS, REDUCTIONS
 from ..dag.nodes import Leaf, Node, walk
-from ..kernels import tier_math
-from ..kernels.threads import blas_ran, num_threads, run_parts
+from ..kernels.threads import num_threads, run_parts
 from ..storage.memory import leaf_array, wrap_array
-from .reference import EVAL, remap_array
 from .reference import assign as reference_assign
 from .rewrite import REWRITES, rewrite
+from .tier_ops import F64, WIDE_OPS, compute, is_wide, view
 
-__all__ = ["tier_assign", "TIER_REWRITES", "WIDE_OPS", "SLAB_ELEMENTS"]
+__all__ = ["tier_assign", "TIER_REWRITES", "SLAB_ELEMENTS"]
 
 # The rewrites the tier applies: ``(a * b).sum("k")`` is a dot (BLAS), ``x ** 2`` a square,
 # as for the kernels. Not the logsumexp rules (``rewrite.CPU_REWRITES``): they trade a
@@ -36,45 +31,6 @@ __all__ = ["tier_assign", "TIER_REWRITES", "WIDE_OPS", "SLAB_ELEMENTS"]
 # the tier overflows where they do (``_OVERFLOWS``: ``ax.softmax`` of a row holding +inf and
 # 100.0 is NaN and 0).
 TIER_REWRITES = REWRITES
-
-
-_NARROW = (np.dtype(np.float32), np.dtype(np.float16))
-_F32 = np.dtype(np.float32)
-_F64 = np.dtype(np.float64)
-_MOVES = ("remap", "pad", "concat", "reshape")
-# Ops whose numpy float32 loop is not correctly rounded (numpy's float32 ``log`` is 4 ulp
-# off, ``1/(1+exp(-x))`` loses its subnormal results): from one on, a float32 chain is
-# computed in float64 and rounded once. Division, square root and the floor/remainder ops
-# are correctly rounded in float32, in numpy as in the kernels: they stay float32 (a
-# layer norm's ``xc / sqrt(var)`` in float64 moved twice the bytes, at half numpy's speed).
-WIDE_OPS = frozenset(k for k, v in OPS.items() if v.expensive) - {
-    "truediv",
-    "floordiv",
-    "mod",
-    "sqrt",
-}
-
-
-def _is_wide(node: Node, wide: dict) -> bool:
-    """Whether the tier computes ``node`` (float32/float16) in float64: from its first
-    ``WIDE_OPS`` op on, and on through every elementwise op, move and sum that reads such
-    a value, so that the chain is rounded once where it ends. A float32 op of the math
-    library's loops (``tier_math``, once loaded) over float32 operands is the kernels' own
-    function instead: float32, within the library's bound."""
-    if node.dtype not in _NARROW:
-        return False
-    kind = node.kind
-    if kind == "map":
-        if any(wide.get(id(c), False) for c in node.children):
-            return True
-        if node.op in tier_math.LOOP_OPS and node.dtype == node.children[0].dtype == _F32:
-            if node.op in tier_math.LOOPS:
-                return False
-            tier_math.WANTED.add(node.op)  # loaded in the background (``engine.tiers``)
-        return node.op in WIDE_OPS
-    if kind == "reduce" and not REDUCTIONS[node.op].index:
-        return wide.get(id(node.children[0]), False)
-    return kind in _MOVES and wide.get(id(node.children[0]), False)
 
 
 class _Buffers:
@@ -277,7 +233,7 @@ def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
                     v if v.shape == c.shape else np.broadcast_to(v, c.shape)
                     for v, c in zip(kids, node.children, strict=True)
                 ]
-                full[id(node)] = _view(node, kids, tuple(node.shape))
+                full[id(node)] = view(node, kids, tuple(node.shape))
     if target is not None and any(
         node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
     ):
@@ -430,13 +386,13 @@ def _slabs(order: list, root: Node, given: dict | None = None):
 
 def _facts(order: list) -> tuple[dict, dict]:
     """``(last, wide)`` of ``order``: the position of each value's last reader, and which
-    nodes are computed in float64 (``_is_wide``)."""
+    nodes are computed in float64 (``is_wide``)."""
     last: dict[int, int] = {}
     wide: dict[int, bool] = {}
     for k, node in enumerate(order):
         for c in node.children:
             last[id(c)] = k
-        wide[id(node)] = _is_wide(node, wide) if node.children else False
+        wide[id(node)] = is_wide(node, wide) if node.children else False
     return last, wide
 
 
@@ -491,7 +447,7 @@ def _run(
                     if target.dtype == node.dtype and target.shape == shape:
                         out = target  # the last op writes the destination
                 else:
-                    dtype = _F64 if is_wide else node.dtype
+                    dtype = F64 if is_wide else node.dtype
                     out = _reuse(node, shape, dtype, backing, holders, vals, last, k)
                     if out is None:
                         out = pool.take(shape, dtype)
@@ -506,7 +462,7 @@ def _run(
                         shape,
                     )
                 )
-            value = _compute(node, kids, is_wide, wide, out, shape)
+            value = compute(node, kids, is_wide, wide, out, shape)
             if k == end:
                 if is_wide and value.dtype != node.dtype:
                     value = value.astype(node.dtype)  # rounded once, as the kernels do
@@ -572,7 +528,7 @@ def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
                     v if v.shape == s else np.broadcast_to(v, s)
                     for v, s in zip(kids, expand, strict=True)
                 ]
-            value = _compute(node, kids, is_wide, wide, out, shape)
+            value = compute(node, kids, is_wide, wide, out, shape)
             if k == end:
                 if value is not target:
                     _write(target, value, shape)
@@ -602,185 +558,3 @@ def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | 
     return None
 
 
-def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
-    # 1 / (1 + exp(-x)) overflows exp below -709 (float64) and loses the subnormal
-    # results the kernels keep: exp(x) / (1 + exp(x)) there.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def _bound(node: Node):
-    """The scalar bound of a clip against a constant that is neither NaN nor zero, or None.
-    numpy's maximum/minimum then give the op's value (NaN in x propagates; a tie keeps x's
-    value, and only a signed zero could tell the two apart)."""
-    c = node.children[1]
-    if c.kind != "const":
-        return None
-    value = np.asarray(c.value, c.dtype)
-    return None if value.ndim or np.isnan(value) or value == 0 else value
-
-
-_CLIP = {"clip_lo": np.maximum, "clip_hi": np.minimum}
-
-
-def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
-    if not is_wide and node.dtype == _F32 and node.op in tier_math.LOOPS:
-        # (``_is_wide`` saw the loop and a float32 operand: the kernels' function)
-        return tier_math.run_loop(node.op, kids[0], out)
-    row = OPS[node.op]
-    kids = [
-        np.asarray(c.value, c.dtype)  # a scalar operand: numpy's scalar loops and fast paths
-        if c.kind == "const"
-        else v.astype(c.dtype)  # a wide operand is rounded to its own dtype where it is read
-        if not is_wide and wide.get(id(c))
-        else v
-        for c, v in zip(node.children, kids, strict=True)
-    ]
-    ufunc = getattr(np, row.ufunc) if row.reference is None else None
-    if node.op in _CLIP and _bound(node) is not None:
-        ufunc = _CLIP[node.op]
-    if ufunc is not None and out is not None:
-        try:
-            if is_wide:
-                return ufunc(*kids, out=out, dtype=_F64, casting="unsafe")
-            return ufunc(*kids, out=out, casting="unsafe")
-        except TypeError:  # no loop for these dtypes with this output: the general path
-            pass
-    if is_wide:
-        kids = [v.astype(_F64) if v.dtype in _NARROW else v for v in kids]
-    dtype = _F64 if is_wide else node.dtype
-    if node.op == "sigmoid" and is_wide:
-        # float32 computed in float64: 1 / (1 + exp(-x)) overflows only below -709, where
-        # the float32 result is 0 anyway (4 ufunc passes instead of the stable form's 8)
-        value = np.negative(kids[0], dtype=_F64)
-        np.exp(value, out=value)
-        value += 1.0
-        np.reciprocal(value, out=value)
-    elif node.op == "sigmoid":
-        value = _stable_sigmoid(kids[0]).astype(dtype, copy=False)
-    else:
-        value = apply_map(node.op, kids, dtype)
-    return value  # compact (length-1 dims) when its operands are: the consumers broadcast
-
-
-# Wide ops whose value can pass the node's own dtype's range where its inputs are in it.
-# The kernels compute them in that dtype, where they overflow to inf (and then ``inf * 0``
-# is NaN, ``inf / inf`` NaN): the tier's float64 value is made inf there too, so special
-# values are the kernels' (``ax.softmax`` of a row holding +inf and 100.0: NaN, not 0).
-_OVERFLOWS = frozenset({"exp", "expm1", "pow", "hypot"})
-# exp and expm1 (increasing) pass the range only above log(max) of it: no operand above
-# that bound, no overflow (NaN operands compare false and give NaN, not an overflow)
-_OVERFLOW_ABOVE = {
-    op: {dt: math.log(float(np.finfo(dt).max)) for dt in _NARROW} for op in ("exp", "expm1")
-}
-
-
-def _overflow_as_narrow(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``value`` (float64) with what passes ``dtype``'s range made +-inf: two reductions over
-    a slab in cache, the write only where something overflowed."""
-    big = float(np.finfo(dtype).max)
-    flat = value.reshape(-1)  # fmax/fmin skip NaN (max would return it)
-    if flat.size and (np.fmax.reduce(flat) > big or np.fmin.reduce(flat) < -big):
-        np.copyto(value, np.copysign(np.inf, value), where=np.abs(value) > big)
-    return value
-
-
-def _view(node: Node, kids: list, shape: tuple) -> np.ndarray:
-    """A leaf, constant or remap as a numpy view, compact: the dims it broadcasts have length
-    1, and numpy's ufuncs spread them (a mask ``pos < lens`` over ``B T D`` is computed at
-    ``B T 1``, a constant is one value). ``shape``: the node's (a slab's) shape; ``kids``:
-    the operands in full."""
-    if node.kind == "const":
-        return np.asarray(node.value, node.dtype).reshape((1,) * len(shape))
-    if node.kind == "remap":
-        return remap_array(kids[0], shape, node.maps, compact=True)
-    value = EVAL[node.kind](node, *kids)
-    if node.kind == "leaf" and 0 in value.strides:  # a leaf's own broadcast dims too
-        value = value[tuple(slice(0, 1) if st == 0 else slice(None) for st in value.strides)]
-    return value
-
-
-def _compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
-    kind = node.kind
-    if kind == "map":
-        value = _map(node, kids, is_wide, wide, out, shape)
-        if is_wide and node.op in _OVERFLOWS and value.flags.writeable:
-            if node.op in _OVERFLOW_ABOVE:  # overflows only past a bound on its operand:
-                # one pass over the (narrower, often compact) operand instead of two
-                bound = _OVERFLOW_ABOVE[node.op][node.dtype]
-                if not np.fmax.reduce(kids[0], axis=None, initial=-np.inf) > bound:
-                    return value
-            return _overflow_as_narrow(value, node.dtype)
-        return value
-    if kind in ("remap", "const", "leaf"):
-        return _view(node, kids, shape)
-    if kind == "cast" and out is not None:
-        np.copyto(out, kids[0], casting="unsafe")
-        return out
-    if kind == "dot":
-        a, b = (
-            v.astype(c.dtype) if wide.get(id(c)) else v
-            for c, v in zip(node.children, kids, strict=True)
-        )
-        return _dot(node, a, b)
-    if kind == "reduce" and node.op == "logsumexp" and kids[0].dtype.kind == "f":
-        return _logsumexp(kids[0], node.axes, _F64 if is_wide else node.dtype)
-    if kind == "reduce" and is_wide:
-        return np.asarray(REDUCERS[node.op](kids[0], axis=node.axes), dtype=_F64)
-    if not is_wide and node.children and kind not in _MOVES:
-        kids = [
-            v.astype(c.dtype) if wide.get(id(c)) else v
-            for c, v in zip(node.children, kids, strict=True)
-        ]
-    return EVAL[kind](node, *kids)
-
-
-def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """A dot as one ``np.matmul`` (BLAS for floats) with its result in C order: batch
-    labels first, then the free labels in the output's order (``np.einsum`` alone loops
-    in C; with ``optimize`` its result can come back in F order, and the next op over it
-    crosses memory: 18 ms instead of 0.5 for 1M float32)."""
-    la, lb, lo = list(node.a_labels), list(node.b_labels), list(node.out_labels)
-    batch = [x for x in lo if x in la and x in lb]
-    contracted = [x for x in la if x in lb and x not in lo]
-    free_a = [x for x in lo if x in la and x not in lb]
-    free_b = [x for x in lo if x in lb and x not in la]
-    simple = (
-        len(set(la)) == len(la)
-        and len(set(lb)) == len(lb)
-        and set(la) == set(batch + contracted + free_a)
-        and set(lb) == set(batch + contracted + free_b)
-    )
-    if simple and lo in (batch + free_a + free_b, batch + free_b + free_a):
-        if lo != batch + free_a + free_b:
-            a, la, free_a, b, lb, free_b = b, lb, free_b, a, la, free_a
-        size = {x: n for x, n in zip(la, a.shape, strict=True)}
-        size.update(zip(lb, b.shape, strict=True))
-
-        def count(labels):
-            return math.prod(size[x] for x in labels)
-
-        nb, m, k, n = count(batch), count(free_a), count(contracted), count(free_b)
-        x = a.transpose([la.index(t) for t in batch + free_a + contracted]).reshape(nb, m, k)
-        y = b.transpose([lb.index(t) for t in batch + contracted + free_b]).reshape(nb, k, n)
-        value = np.matmul(x, y).reshape(node.shape)
-        if value.dtype.kind in "fc":
-            # its threads may now hold the other cores: the slabs that follow leave them be
-            # (two slab threads beside a spinning BLAS thread ran 20-50x slower)
-            blas_ran(m, n, k)
-    else:
-        value = np.ascontiguousarray(np.einsum(a, la, b, lb, lo, optimize=True))
-    return np.asarray(value, dtype=node.dtype)
-
-
-def _logsumexp(x: np.ndarray, axes: tuple, dtype: np.dtype) -> np.ndarray:
-    """The reference's logsumexp (``reductions_table``: float64 from the max on) with two
-    full-size passes fewer: the max in ``x``'s own dtype (exact), the shifted values
-    written once in float64 and exponentiated in place."""
-    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
-    t = np.subtract(x, m, dtype=_F64)
-    np.exp(t, out=t)
-    s = np.sum(t, axis=axes, keepdims=True)
-    out = np.log(s, out=s)
-    out += m
-    return np.squeeze(out, axis=axes).astype(dtype, copy=False)
