@@ -724,11 +724,11 @@ def test_dots_and_uncut_values_are_computed_first_then_the_slabs_read_them(tiere
     seen = []
     evaluate = tier_eval._evaluate
 
-    def spy(root, target, given=None):
+    def spy(root, target, given=None, memo=None):
         order = walk(root, lambda n: () if given and id(n) in given else n.children)
         found = tier_eval._slabs(order, root, given)
         seen.append(None if found is None else [n.kind for n in found[3]])
-        return evaluate(root, target, given)
+        return evaluate(root, target, given, memo)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tier_eval, "_evaluate", spy)
@@ -876,3 +876,49 @@ def test_a_math_library_loop_writes_a_partial_overlap_elsewhere():
     got = tier_math.run_loop("tanh", x, out)
     assert got is not out
     np.testing.assert_array_max_ulp(got, want, 1)
+
+
+def test_a_schedule_keeps_its_tier_program_and_binds_each_calls_values(tiered, monkeypatch):
+    """The tier's evaluation of a schedule is worked out once (``tier_eval.Program``): a
+    later call of the same structure with other arrays and other constants (a clip's bound,
+    which picks numpy's ufunc, and a scale) rewrites nothing and gives its own values; the
+    program keeps no array of the first call alive."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    rewrites = []
+    rewrite = tier_eval.rewrite
+    monkeypatch.setattr(tier_eval, "rewrite", lambda *a: rewrites.append(1) or rewrite(*a))
+    rng = np.random.default_rng(24)
+    small, big = (3, 7), (4 * tier_eval.SLAB_ELEMENTS // 256, 256)  # in full; in slabs
+    for shape in (small, big):
+        rewrites.clear()
+        refs = []
+        for lo, scale in ((-0.5, 3.0), (0.25, -2.0), (-0.5, 3.0)):
+            xn = rng.standard_normal(shape).astype(np.float32)
+            x = ax.tensor(xn, "N K")
+            e = ax.exp(ax.clip(x * scale, lo, 1.5)) + x.max("K")
+            got = e.numpy()
+            x64 = np.clip(xn.astype(np.float64) * scale, lo, 1.5)
+            want = np.exp(x64) + xn.max(1, keepdims=True)
+            assert_close(got, want.astype(np.float32))
+            refs.append(weakref.ref(x.node.data))
+            program = _plan(e).tier_program
+            del x, e, xn
+        assert isinstance(program, tier_eval.Program)
+        assert len(rewrites) == 1  # the first call's: the next two reuse the program
+        gc.collect()
+        assert refs[0]() is None  # the first call's input is not kept
+
+
+def test_a_program_is_kept_only_where_each_param_is_bound_per_call():
+    """Leaves and constants are bound per call; a param of another kind (a pad's value)
+    keeps the evaluation per call, and so does an expression with nothing to compute."""
+    x = ax.tensor(np.arange(6.0).reshape(2, 3), "A B")
+    assert tier_eval.Program.of((ax.exp(x) * 2).node) is not None
+    padded = ax.pad(x, {"B": (1, 1)}, value=5.0) * 2
+    assert any(p.kind == "pad" for p in padded.node.params)
+    assert tier_eval.Program.of(padded.node) is None
+    assert tier_eval.Program.of((x + 0).node) is not None
+    assert tier_eval.Program.of(x.isel({"A": 0}).node) is None  # a view: nothing computed

@@ -137,7 +137,7 @@ def numpy_tier(plan: Schedule, root: Node, dst: Leaf | None) -> Leaf | None:
         return None
     out = allocate_for(root) if dst is None else dst
     try:
-        tier_assign(out, root)  # computes everything it can fail on before it writes
+        tier_assign(out, root, plan)  # computes everything it can fail on before it writes
     except (ValueError, TypeError, ArithmeticError):
         # numpy refuses what a kernel computes (an integer to a negative power): give the
         # kernels' answer, as every later call will (after a compile under way).

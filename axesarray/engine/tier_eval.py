@@ -14,12 +14,13 @@ import threading
 
 import numpy as np
 
-from ..dag.nodes import Leaf, Node, walk
+from ..dag.nodes import Const, Leaf, Node, rebuild_dag, walk
+from ..kernels import tier_math
 from ..kernels.threads import num_threads, run_parts
 from ..storage.memory import leaf_array, wrap_array
 from .reference import assign as reference_assign
 from .rewrite import REWRITES, rewrite
-from .tier_ops import F64, WIDE_OPS, compute, is_wide, view
+from .tier_ops import F64, WIDE_OPS, compute, computes_wide, view
 
 __all__ = ["tier_assign", "TIER_REWRITES", "SLAB_ELEMENTS"]
 
@@ -52,15 +53,15 @@ class _Buffers:
         self.free.setdefault((buf.shape, buf.dtype), []).append(buf)
 
 
-def _target(dst: Leaf, root: Node) -> np.ndarray | None:
+def _target(dst: Leaf, root: Node, refuse: bool | None = None) -> np.ndarray | None:
     """``dst``'s storage as a numpy array the last op (or each slab's) writes into
     directly: of ``root``'s shape, or for a layout with one blocked dim past the first
     (NCHW4, whole blocks) of that shape with the blocked dim split in two (``_split``);
     None otherwise (other layouts, device storage, and results numpy may refuse midway:
-    computed first, then written)."""
+    computed first, then written). ``refuse``: ``_may_refuse(root)`` when known."""
     if type(dst.data) is not np.ndarray or tuple(dst.view.shape) != tuple(root.shape):
         return None
-    if dst.dtype.kind not in "fc" and _may_refuse(root):
+    if dst.dtype.kind not in "fc" and (_may_refuse(root) if refuse is None else refuse):
         return None  # an integer power numpy refuses midway: nothing written until the end
     if dst.view.blocks is None:
         return leaf_array(dst.data, dst.view)
@@ -108,7 +109,7 @@ def _write(target: np.ndarray, value: np.ndarray, shape: tuple) -> None:
     np.copyto(target, value, casting="unsafe")
 
 
-def tier_assign(dst: Leaf, root: Node) -> None:
+def tier_assign(dst: Leaf, root: Node, plan=None) -> None:
     """``dst[...] = root`` the way the numpy tier runs it: each shared node once, in the
     order ``walk`` gives, elementwise ops as numpy ufuncs writing into reused buffers
     (``out=``): a dying operand's own buffer, else a freed one of the same shape, and the
@@ -123,11 +124,20 @@ def tier_assign(dst: Leaf, root: Node) -> None:
     >>> out.numpy()
     array([1., 3., 5.], dtype=float32)
     """
-    root = rewrite(root, TIER_REWRITES)
-    if root.kind in ("leaf", "const"):
-        reference_assign(dst, root, wide=True)
-        return
-    value = _evaluate(root, _target(dst, root))
+    program = None if plan is None else plan.tier_program
+    if program is None and plan is not None:
+        program = plan.tier_program = Program.of(root) or False
+    if program:
+        if program.loops != len(tier_math.LOOPS):  # loops loaded since: work it out again
+            program.memo, program.loops = {}, len(tier_math.LOOPS)
+        target = _target(dst, program.root, program.refuse)
+        value = _evaluate(program.root, target, program.bind(root.params), program.memo)
+    else:
+        root = rewrite(root, TIER_REWRITES)
+        if root.kind in ("leaf", "const"):
+            reference_assign(dst, root, wide=True)
+            return
+        value = _evaluate(root, _target(dst, root))
     if value is None:
         return
     # computed, not written: blocked layouts, integer results, device storage
@@ -137,6 +147,64 @@ def tier_assign(dst: Leaf, root: Node) -> None:
     elif type(data) is not np.ndarray or not _write_blocked(data, view, value):
         wrapped = wrap_array(value) or wrap_array(np.ascontiguousarray(value))
         reference_assign(dst, Leaf(*wrapped))
+
+
+class Program:
+    """A schedule's tier evaluation, kept between its calls (``Schedule.tier_program``): the
+    rewritten DAG once, its params (leaves, constants) replaced by data-less stand-ins bound
+    per call by position (``bind``), and what ``_evaluate`` works out about each evaluated
+    node (``memo``: the order, the slabs, each step's buffer). A call then does what the
+    values need: the rewrite, the walks, the slab analysis and ``_run``'s bookkeeping
+    (~0.2-0.7 ms of Python on the workload rows) are done once. Holds no data: the
+    stand-ins are empty, the steps keep buffer shapes, not buffers."""
+
+    __slots__ = ("root", "slots", "refuse", "memo", "loops")
+
+    def __init__(self, root: Node, slots: list) -> None:
+        self.root, self.slots, self.memo = root, slots, {}
+        self.refuse = _may_refuse(root)
+        # the math library's loops the memo's steps were worked out with (``computes_wide``)
+        self.loops = len(tier_math.LOOPS)
+
+    @classmethod
+    def of(cls, root: Node) -> Program | None:
+        """``root``'s program, or None where the rewritten DAG reads data that is not a
+        param (a leaf a rewrite made), or a param is not a leaf or constant (a pad's value,
+        a call), or nothing is computed."""
+        params = root.params
+        if any(type(p) is not Leaf and type(p) is not Const for p in params):
+            return None
+        index = {id(p): i for i, p in enumerate(params)}
+        slots: list = []  # (stand-in id, param position)
+        foreign: list = []
+
+        def stand_in(node: Node, kids: tuple) -> Node | None:
+            if node.kind != "leaf" and node.kind != "const":
+                return None
+            i = index.get(id(node))
+            if i is None:  # a constant a rewrite made is structure: kept as it is
+                foreign.extend([node] if node.kind == "leaf" else [])
+                return None
+            if node.kind == "leaf":
+                new = Leaf(np.empty(0, node.dtype), node.view, node.writeable)
+            else:
+                new = Const(0, node.dtype, node.shape)
+            slots.append((id(new), i))
+            return new
+
+        rewritten = rewrite(root, TIER_REWRITES)
+        if rewritten.kind in ("leaf", "const"):
+            return None
+        template = rebuild_dag(rewritten, stand_in)
+        return None if foreign else cls(template, slots)
+
+    def bind(self, params: tuple) -> dict:
+        """``given`` for ``_evaluate``: each stand-in's value, from this call's params."""
+        given = {}
+        for sid, i in self.slots:
+            p = params[i]
+            given[sid] = view(p, [], p.shape)
+        return given
 
 
 def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
@@ -187,104 +255,197 @@ def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
 SLAB_ELEMENTS = 1 << 18
 
 
-def _evaluate(root: Node, target: np.ndarray | None, given: dict | None = None):
+def _evaluate(root: Node, target, given: dict | None = None, memo: dict | None = None):
     """``tier_assign``'s evaluation: writes ``target`` (None: returns the root's value).
     A big expression whose every computed node keeps the result's first dim (elementwise
     ops, reductions over other dims, broadcasts) runs in slabs of that dim (``_slabs``):
     every temporary is a slab's, and stays in cache (numpy's own temporaries go to memory
     and back, a float64 one twice the bytes). Dots, and values the slabs do not cut, are
     computed first, in full (each by this function). ``given``: values of nodes computed
-    already, by id (filled in as it goes)."""
+    already, by id (filled in as it goes). ``memo``: a ``Program``'s, where what this
+    function works out about ``root`` (the order, the slabs, each step's buffer) is kept
+    for the next call, by id of the (kept) node."""
     given = {} if given is None else given
+    known = None if memo is None else memo.get(id(root))
+    if known is None:
+        order = walk(root, lambda n: () if id(n) in given else n.children)
+        found = _slabs(order, root, given)
+        known = _Whole(root, order) if found is None else _Sliced(root, order, found)
+        if memo is not None:
+            memo[id(root)] = known
+    return known.run(target, given, memo)
 
-    def edges(node: Node):
-        return () if id(node) in given else node.children
 
-    order = walk(root, edges)
-    found = _slabs(order, root, given)
-    if found is None:
-        # A dot's operands: each (when big) evaluated on its own, in slabs when it can (the
-        # softmax between attention's two dots)
-        big = [
+class _Whole:
+    """The evaluation of a root in full (not in slabs): each big operand of a dot first (on
+    its own, in slabs when it can: the softmax between attention's two dots), then ``_run``
+    over the order; kept by a ``Program``, ``_run``'s steps replayed (``_replay_all``)."""
+
+    __slots__ = ("root", "order", "big", "steps", "inputs", "slots", "wide")
+
+    def __init__(self, root: Node, order: list) -> None:
+        self.root, self.order, self.steps = root, order, None
+        self.big = [
             c
             for n in order
             if n.kind == "dot"
             for c in n.children
             if c.kind in ("map", "cast", "reduce") and math.prod(c.shape) >= 2 * SLAB_ELEMENTS
         ]
-        for c in big:
+
+    def run(self, target, given: dict, memo: dict | None):
+        for c in self.big:
             if id(c) not in given:
-                given[id(c)] = _evaluate(c, None, given)
-        if big:
-            order = walk(root, edges)
-        return _run(order, {id(n): given[id(n)] for n in order if id(n) in given}, target, {})
-    dims, views, rows, early = found
-    for node in early:  # a dot, or a value the slab does not cut: in full, first
-        given[id(node)] = _evaluate(node, None, given)
-    order = [n for n in order if dims[id(n)] != _BELOW]
-    full: dict[int, np.ndarray] = {}
+                given[id(c)] = _evaluate(c, None, given, memo)
+        if self.steps is not None:
+            vals = {i: given[i] for i in self.inputs}
+            return _replay_all(self.steps, self.slots, vals, target, self.wide)
+        order = self.order
+        if self.big:
+            order = walk(self.root, lambda n: () if id(n) in given else n.children)
+        vals = {id(n): given[id(n)] for n in order if id(n) in given}
+        if memo is None:
+            return _run(order, vals, target, {})
+        inputs = list(vals)
+        facts = _facts(order)
+        record: list = []
+        value = _run(order, vals, target, {}, None, facts, record)
+        self.inputs, self.wide = inputs, facts[1]
+        self.slots, steps = _slotted(record, order, set(inputs), facts[0])
+        self.steps = steps  # last: another thread may read the others once it is set
+        return value
+
+
+def _slotted(record: list, order: list, inputs: set, last: dict) -> tuple[list, list]:
+    """``_run``'s recorded steps for another call: each buffer a slot (its shape and dtype:
+    the next call allocates its own), and the values that die after each step."""
+    positions = [k for k, n in enumerate(order) if id(n) not in inputs]
+    slots: list = []
+    slot_of: dict[int, int] = {}
+    steps = []
+    for k, (node, cids, expand, out, is_wide, shape) in zip(positions, record, strict=True):
+        if out is not None and out is not _TARGET:
+            if id(out) not in slot_of:
+                slot_of[id(out)] = len(slots)
+                slots.append((out.shape, out.dtype))
+            out = slot_of[id(out)]
+        dying = tuple({i for i in cids if last[i] == k})
+        steps.append((node, cids, expand, out, is_wide, shape, dying))
+    return slots, steps
+
+
+def _replay_all(steps: list, slots: list, vals: dict, target, wide: dict):
+    """``_run``'s steps (``_slotted``) again: each node computed into its slot's buffer
+    (allocated for this call) or the target, values dropped when their last reader ran."""
+    bufs = [np.empty(shape, dtype) for shape, dtype in slots]
+    end = len(steps) - 1
     with np.errstate(all="ignore"):
-        for node in order:
-            if id(node) in given:
-                full[id(node)] = given[id(node)]
-            elif id(node) in views:
-                kids = [full[id(c)] for c in node.children]
+        for k, (node, cids, expand, out, is_wide, shape, dying) in enumerate(steps):
+            out = target if out is _TARGET else None if out is None else bufs[out]
+            kids = [vals[i] for i in cids]
+            if expand is not None:
                 kids = [
-                    v if v.shape == c.shape else np.broadcast_to(v, c.shape)
-                    for v, c in zip(kids, node.children, strict=True)
+                    v if v.shape == s else np.broadcast_to(v, s)
+                    for v, s in zip(kids, expand, strict=True)
                 ]
-                full[id(node)] = view(node, kids, tuple(node.shape))
-    if target is not None and any(
-        node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
-    ):
-        target = None  # a slab would overwrite what a later slab reads: a fresh result first
-    result = target if target is not None else np.empty(root.shape, root.dtype)
-    computed = [n for n in order if id(n) not in views]
-    facts = _facts(computed)  # the same for every slab: worked out once
-    # the views each slab cuts along its dim (a length-1 dim is broadcast: read whole)
-    cut = [
-        (id(n), full[id(n)], dims[id(n)])
-        for n in order
-        if id(n) in full and dims.get(id(n)) is not None and full[id(n)].shape[dims[id(n)]] != 1
-    ]
-    whole = {id(n): full[id(n)] for n in order if id(n) in full}
-    by_height: dict = {}  # every node's slab shape, by slab height (a reduction may read a view)
-    n0 = root.shape[0]
+            value = compute(node, kids, is_wide, wide, out, shape)
+            if k == end:
+                if is_wide and value.dtype != node.dtype:
+                    value = value.astype(node.dtype)  # rounded once
+                if target is None:
+                    return value if value.shape == shape else np.broadcast_to(value, shape).copy()
+                if value is not target:
+                    _write(target, value, shape)
+                return None
+            vals[id(node)] = value
+            for i in dying:
+                del vals[i]
+    return None
 
-    # per thread, over all the ranges of slabs it takes: its buffers, reused from slab to
-    # slab, and its first full slab's steps, replayed by the next ones
-    threads: dict[int, tuple] = {}
 
-    def slabs(first: int, last: int) -> None:
-        mine = threads.get(threading.get_ident())
-        if mine is None:
-            mine = threads[threading.get_ident()] = (_Buffers(), [])
-        pool, steps = mine
-        for lo in range(first * rows, min(n0, last * rows), rows):
-            hi = min(n0, lo + rows)
-            vals = dict(whole)
-            for key, v, d in cut:
-                vals[key] = v[(slice(None),) * d + (slice(lo, hi),)]
-            if steps and hi - lo == rows:
-                _replay(steps, vals, result[lo:hi], facts[1])
-                continue
-            shapes = by_height.get(hi - lo)
-            if shapes is None:
-                shapes = by_height[hi - lo] = {
-                    id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
-                    for n in order
-                }
-            record = [] if hi - lo == rows else None
-            _run(computed, vals, result[lo:hi], shapes, pool, facts, record)
-            if record and not steps:
-                steps.extend(record)
+class _Sliced:
+    """The evaluation of a root in slabs (``_slabs``' findings, the order, the per-slab facts
+    and shapes), kept by a ``Program``: a call only binds values and runs the slabs."""
 
-    # The slabs are independent (each writes its own rows of the result) and numpy's
-    # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
-    # when numba is not loaded yet: the answer does not wait for its start-up). The compile
-    # process runs at a lower priority, so the answer keeps the cores.
-    run_parts(slabs, -(-n0 // rows), (), num_threads(load=False))
-    return None if target is not None else result
+    __slots__ = (
+        "root", "dims", "views", "rows", "early", "order", "computed", "facts", "by_height"
+    )  # fmt: skip
+
+    def __init__(self, root: Node, order: list, found: tuple) -> None:
+        self.root = root
+        self.dims, self.views, self.rows, self.early = found
+        self.order = [n for n in order if self.dims[id(n)] != _BELOW]
+        self.computed = [n for n in self.order if id(n) not in self.views]
+        self.facts = _facts(self.computed)  # the same for every slab: worked out once
+        self.by_height: dict = {}  # every node's slab shape, by slab height
+
+    def run(self, target, given: dict, memo: dict | None):
+        root, dims, views, rows, order = self.root, self.dims, self.views, self.rows, self.order
+        computed, facts, by_height = self.computed, self.facts, self.by_height
+        for node in self.early:  # a dot, or a value the slab does not cut: in full, first
+            given[id(node)] = _evaluate(node, None, given, memo)
+        full: dict[int, np.ndarray] = {}
+        with np.errstate(all="ignore"):
+            for node in order:
+                if id(node) in given:
+                    full[id(node)] = given[id(node)]
+                elif id(node) in views:
+                    kids = [full[id(c)] for c in node.children]
+                    kids = [
+                        v if v.shape == c.shape else np.broadcast_to(v, c.shape)
+                        for v, c in zip(kids, node.children, strict=True)
+                    ]
+                    full[id(node)] = view(node, kids, tuple(node.shape))
+        if target is not None and any(
+            node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
+        ):
+            target = None  # a slab would overwrite what a later slab reads: a fresh result first
+        result = target if target is not None else np.empty(root.shape, root.dtype)
+        # the views each slab cuts along its dim (a length-1 dim is broadcast: read whole)
+        cut = [
+            (id(n), full[id(n)], dims[id(n)])
+            for n in order
+            if id(n) in full and dims.get(id(n)) is not None and full[id(n)].shape[dims[id(n)]] != 1
+        ]
+        whole = {id(n): full[id(n)] for n in order if id(n) in full}
+        n0 = root.shape[0]
+
+        # per thread, over all the ranges of slabs it takes: its buffers, reused from slab to
+        # slab, and its first full slab's steps, replayed by the next ones
+        threads: dict[int, tuple] = {}
+
+        def slabs(first: int, last: int) -> None:
+            mine = threads.get(threading.get_ident())
+            if mine is None:
+                mine = threads[threading.get_ident()] = (_Buffers(), [])
+            pool, steps = mine
+            for lo in range(first * rows, min(n0, last * rows), rows):
+                hi = min(n0, lo + rows)
+                vals = dict(whole)
+                for key, v, d in cut:
+                    vals[key] = v[(slice(None),) * d + (slice(lo, hi),)]
+                if steps and hi - lo == rows:
+                    _replay(steps, vals, result[lo:hi], facts[1])
+                    continue
+                shapes = by_height.get(hi - lo)
+                if shapes is None:
+                    shapes = by_height[hi - lo] = {
+                        id(n): tuple(
+                            hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape)
+                        )
+                        for n in order
+                    }
+                record = [] if hi - lo == rows else None
+                _run(computed, vals, result[lo:hi], shapes, pool, facts, record)
+                if record and not steps:
+                    steps.extend(record)
+
+        # The slabs are independent (each writes its own rows of the result) and numpy's
+        # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
+        # when numba is not loaded yet: the answer does not wait for its start-up). The compile
+        # process runs at a lower priority, so the answer keeps the cores.
+        run_parts(slabs, -(-n0 // rows), (), num_threads(load=False))
+        return None if target is not None else result
 
 
 # A node only nodes computed in full first (``early``) read: their own evaluation computes it.
@@ -392,7 +553,7 @@ def _facts(order: list) -> tuple[dict, dict]:
     for k, node in enumerate(order):
         for c in node.children:
             last[id(c)] = k
-        wide[id(node)] = is_wide(node, wide) if node.children else False
+        wide[id(node)] = computes_wide(node, wide) if node.children else False
     return last, wide
 
 
@@ -556,5 +717,3 @@ def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | 
             holders[id(buf)] = 0
             return buf
     return None
-
-

@@ -20,7 +20,7 @@ from ..kernels import tier_math
 from ..kernels.threads import blas_ran
 from .reference import EVAL, remap_array
 
-__all__ = ["WIDE_OPS", "F64", "compute", "view", "is_wide"]
+__all__ = ["WIDE_OPS", "F64", "compute", "view", "computes_wide"]
 
 _NARROW = (np.dtype(np.float32), np.dtype(np.float16))
 _F32 = np.dtype(np.float32)
@@ -39,7 +39,7 @@ WIDE_OPS = frozenset(k for k, v in OPS.items() if v.expensive) - {
 }
 
 
-def is_wide(node: Node, wide: dict) -> bool:
+def computes_wide(node: Node, wide: dict) -> bool:
     """Whether the tier computes ``node`` (float32/float16) in float64: from its first
     ``WIDE_OPS`` op on, and on through every elementwise op, move and sum that reads such
     a value, so that the chain is rounded once where it ends. A float32 op of the math
@@ -68,14 +68,14 @@ def _stable_sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-def _bound(node: Node):
+def _bound(node: Node, kids: list):
     """The scalar bound of a clip against a constant that is neither NaN nor zero, or None.
     numpy's maximum/minimum then give the op's value (NaN in x propagates; a tie keeps x's
-    value, and only a signed zero could tell the two apart)."""
-    c = node.children[1]
-    if c.kind != "const":
+    value, and only a signed zero could tell the two apart). ``kids``: the operands'
+    values (a constant's as a 0-d array)."""
+    if node.children[1].kind != "const":
         return None
-    value = np.asarray(c.value, c.dtype)
+    value = kids[1]
     return None if value.ndim or np.isnan(value) or value == 0 else value
 
 
@@ -88,7 +88,9 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.nd
         return tier_math.run_loop(node.op, kids[0], out)
     row = OPS[node.op]
     kids = [
-        np.asarray(c.value, c.dtype)  # a scalar operand: numpy's scalar loops and fast paths
+        # a constant as a 0-d array: numpy's scalar loops and fast paths (its value is the
+        # operand's, not the node's: a kept ``tier_eval.Program`` binds constants per call)
+        v.reshape(())
         if c.kind == "const"
         else v.astype(c.dtype)  # a wide operand is rounded to its own dtype where it is read
         if not is_wide and wide.get(id(c))
@@ -96,7 +98,7 @@ def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.nd
         for c, v in zip(node.children, kids, strict=True)
     ]
     ufunc = getattr(np, row.ufunc) if row.reference is None else None
-    if node.op in _CLIP and _bound(node) is not None:
+    if node.op in _CLIP and _bound(node, kids) is not None:
         ufunc = _CLIP[node.op]
     if ufunc is not None and out is not None:
         try:
