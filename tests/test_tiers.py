@@ -758,9 +758,9 @@ def test_dots_and_uncut_values_are_computed_first_then_the_slabs_read_them(tiere
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("wide", [False, True])
 def test_replayed_slabs_write_their_own_rows(tiered, threads, wide):
-    """16 slabs over one or two threads: after its first slab each thread replays the
-    recorded steps, and the last op writes the rows of the slab being run (a replay once
-    wrote every slab into the first one's rows)."""
+    """16 slabs over one or two threads: after the first full slab, the recorded steps are
+    replayed (each thread with its own buffer set), and the last op writes the rows of the
+    slab being run (a replay once wrote every slab into the first one's rows)."""
     from axesarray.dag.nodes import walk
 
     n = 16 * tier_eval.SLAB_ELEMENTS // 512  # 16 slabs: 8 ranges of 2 on two threads

@@ -2,15 +2,15 @@
 
 ``tier_assign`` evaluates the rewritten DAG each shared node once, elementwise ops as numpy
 ufuncs writing into reused buffers (each node's value: ``tier_ops``). A big expression runs
-in slabs of its first dim on the kernels' threads (``_evaluate``, ``_slabs``): each thread
-records its first slab's steps and replays them (``_replay``); dots and values the slabs do
-not cut are computed first, in full. When the tier answers is ``engine.tiers``' decision.
+in slabs of its first dim on the kernels' threads (``_evaluate``, ``_slabs``): a full
+slab's steps are recorded once and replayed (``_replay_all``); dots and values the slabs do
+not cut are computed first, in full. A schedule keeps what is worked out between its calls
+(``Program``). When the tier answers is ``engine.tiers``' decision.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
@@ -281,10 +281,10 @@ class _Whole:
     its own, in slabs when it can: the softmax between attention's two dots), then ``_run``
     over the order; kept by a ``Program``, ``_run``'s steps replayed (``_replay_all``)."""
 
-    __slots__ = ("root", "order", "big", "steps", "inputs", "slots", "wide")
+    __slots__ = ("root", "order", "big", "replay")
 
     def __init__(self, root: Node, order: list) -> None:
-        self.root, self.order, self.steps = root, order, None
+        self.root, self.order, self.replay = root, order, None
         self.big = [
             c
             for n in order
@@ -297,9 +297,11 @@ class _Whole:
         for c in self.big:
             if id(c) not in given:
                 given[id(c)] = _evaluate(c, None, given, memo)
-        if self.steps is not None:
-            vals = {i: given[i] for i in self.inputs}
-            return _replay_all(self.steps, self.slots, vals, target, self.wide)
+        replay = self.replay
+        if replay is not None:
+            inputs, slots, steps, wide = replay
+            bufs = [np.empty(shape, dtype) for shape, dtype in slots]
+            return _replay_all(steps, bufs, {i: given[i] for i in inputs}, target, wide)
         order = self.order
         if self.big:
             order = walk(self.root, lambda n: () if id(n) in given else n.children)
@@ -310,9 +312,8 @@ class _Whole:
         facts = _facts(order)
         record: list = []
         value = _run(order, vals, target, {}, None, facts, record)
-        self.inputs, self.wide = inputs, facts[1]
-        self.slots, steps = _slotted(record, order, set(inputs), facts[0])
-        self.steps = steps  # last: another thread may read the others once it is set
+        slots, steps = _slotted(record, order, set(inputs), facts[0])
+        self.replay = (inputs, slots, steps, facts[1])
         return value
 
 
@@ -334,10 +335,13 @@ def _slotted(record: list, order: list, inputs: set, last: dict) -> tuple[list, 
     return slots, steps
 
 
-def _replay_all(steps: list, slots: list, vals: dict, target, wide: dict):
-    """``_run``'s steps (``_slotted``) again: each node computed into its slot's buffer
-    (allocated for this call) or the target, values dropped when their last reader ran."""
-    bufs = [np.empty(shape, dtype) for shape, dtype in slots]
+def _replay_all(steps: list, bufs: list, vals: dict, target, wide: dict):
+    """``_run``'s steps (``_slotted``) again, without its bookkeeping: each node computed
+    into its slot's buffer (``bufs``: one per slot, this caller's) or the target, values
+    dropped when their last reader ran. The same shapes and dtypes give the same choices;
+    what ``_run`` works out per node (shapes, buffers, who holds them) is Python work, and
+    in a slab it runs with the slab's data in the caches (~25 us a node measured, 5x its
+    time with a warm cache)."""
     end = len(steps) - 1
     with np.errstate(all="ignore"):
         for k, (node, cids, expand, out, is_wide, shape, dying) in enumerate(steps):
@@ -350,12 +354,12 @@ def _replay_all(steps: list, slots: list, vals: dict, target, wide: dict):
                 ]
             value = compute(node, kids, is_wide, wide, out, shape)
             if k == end:
-                if is_wide and value.dtype != node.dtype:
-                    value = value.astype(node.dtype)  # rounded once
                 if target is None:
+                    if is_wide and value.dtype != node.dtype:
+                        value = value.astype(node.dtype)  # rounded once
                     return value if value.shape == shape else np.broadcast_to(value, shape).copy()
                 if value is not target:
-                    _write(target, value, shape)
+                    _write(target, value, shape)  # rounded once, if wide, by the copy
                 return None
             vals[id(node)] = value
             for i in dying:
@@ -368,7 +372,8 @@ class _Sliced:
     and shapes), kept by a ``Program``: a call only binds values and runs the slabs."""
 
     __slots__ = (
-        "root", "dims", "views", "rows", "early", "order", "computed", "facts", "by_height"
+        "root", "dims", "views", "rows", "early", "order", "computed", "facts", "by_height",
+        "replay", "free",
     )  # fmt: skip
 
     def __init__(self, root: Node, order: list, found: tuple) -> None:
@@ -378,6 +383,11 @@ class _Sliced:
         self.computed = [n for n in self.order if id(n) not in self.views]
         self.facts = _facts(self.computed)  # the same for every slab: worked out once
         self.by_height: dict = {}  # every node's slab shape, by slab height
+        # a full slab's steps (``_slotted``), recorded once, and buffer sets for them: a
+        # thread takes one for its ranges of slabs and gives it back (kept between calls:
+        # fresh pages would be faulted in again)
+        self.replay: tuple | None = None
+        self.free: list = []
 
     def run(self, target, given: dict, memo: dict | None):
         root, dims, views, rows, order = self.root, self.dims, self.views, self.rows, self.order
@@ -410,35 +420,39 @@ class _Sliced:
         whole = {id(n): full[id(n)] for n in order if id(n) in full}
         n0 = root.shape[0]
 
-        # per thread, over all the ranges of slabs it takes: its buffers, reused from slab to
-        # slab, and its first full slab's steps, replayed by the next ones
-        threads: dict[int, tuple] = {}
+        def slab(lo: int, hi: int, bufs: list | None) -> list | None:
+            """One slab's rows of the result; ``bufs``: the calling thread's buffer set for
+            replays (taken here when it has none yet), returned."""
+            vals = dict(whole)
+            for key, v, d in cut:
+                vals[key] = v[(slice(None),) * d + (slice(lo, hi),)]
+            replay = self.replay
+            if replay is not None and hi - lo == rows:
+                slots, steps = replay
+                if bufs is None:
+                    bufs = self.free.pop() if self.free else [np.empty(*x) for x in slots]
+                _replay_all(steps, bufs, vals, result[lo:hi], facts[1])
+                return bufs
+            shapes = by_height.get(hi - lo)
+            if shapes is None:
+                shapes = by_height[hi - lo] = {
+                    id(n): tuple(hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape))
+                    for n in order
+                }
+            record = [] if hi - lo == rows else None
+            _run(computed, vals, result[lo:hi], shapes, _Buffers(), facts, record)
+            if record and self.replay is None:
+                self.replay = _slotted(record, computed, set(), facts[0])
+            return bufs
 
         def slabs(first: int, last: int) -> None:
-            mine = threads.get(threading.get_ident())
-            if mine is None:
-                mine = threads[threading.get_ident()] = (_Buffers(), [])
-            pool, steps = mine
-            for lo in range(first * rows, min(n0, last * rows), rows):
-                hi = min(n0, lo + rows)
-                vals = dict(whole)
-                for key, v, d in cut:
-                    vals[key] = v[(slice(None),) * d + (slice(lo, hi),)]
-                if steps and hi - lo == rows:
-                    _replay(steps, vals, result[lo:hi], facts[1])
-                    continue
-                shapes = by_height.get(hi - lo)
-                if shapes is None:
-                    shapes = by_height[hi - lo] = {
-                        id(n): tuple(
-                            hi - lo if i == dims[id(n)] else m for i, m in enumerate(n.shape)
-                        )
-                        for n in order
-                    }
-                record = [] if hi - lo == rows else None
-                _run(computed, vals, result[lo:hi], shapes, pool, facts, record)
-                if record and not steps:
-                    steps.extend(record)
+            bufs = None
+            try:
+                for lo in range(first * rows, min(n0, last * rows), rows):
+                    bufs = slab(lo, min(n0, lo + rows), bufs)
+            finally:
+                if bufs is not None:
+                    self.free.append(bufs)
 
         # The slabs are independent (each writes its own rows of the result) and numpy's
         # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
@@ -570,7 +584,7 @@ def _run(
     ``target`` (None: return the root's value); ``shapes``: a node's shape when it is not
     ``node.shape`` (a slab's); ``pool``: buffers to take from and hand back (a slab's
     thread keeps one); ``facts``: ``_facts(order)``, when the caller has it; ``record``: a
-    list that receives each computed node's step, for ``_replay``."""
+    list that receives each computed node's step, for ``_slotted``."""
     last, wide = facts if facts is not None else _facts(order)
     # the owned buffers each value is or views, and how many live values hold each
     backing: dict[int, list] = {}
@@ -670,31 +684,6 @@ def _spreads_to(kids: list, shape: tuple) -> bool:
 
 
 _TARGET = "target"  # a recorded step that wrote the slab's target
-
-
-def _replay(steps: list, vals: dict, target: np.ndarray, wide: dict) -> None:
-    """``_run`` again for a slab of the recorded one's shapes, its decisions taken over: each
-    node computed into the same buffer (or the target) as when recorded. The same shapes
-    and dtypes give the same choices, and what ``_run`` works out per node (shapes,
-    buffers, who holds them) is Python work that runs with the slab's data in the caches
-    (~25 us a node measured, 5x its time with a warm cache)."""
-    end = len(steps) - 1
-    with np.errstate(all="ignore"):
-        for k, (node, kid_ids, expand, out, is_wide, shape) in enumerate(steps):
-            if out is _TARGET:
-                out = target  # this slab's rows, not the recorded slab's
-            kids = [vals[i] for i in kid_ids]
-            if expand is not None:
-                kids = [
-                    v if v.shape == s else np.broadcast_to(v, s)
-                    for v, s in zip(kids, expand, strict=True)
-                ]
-            value = compute(node, kids, is_wide, wide, out, shape)
-            if k == end:
-                if value is not target:
-                    _write(target, value, shape)
-                return
-            vals[id(node)] = value
 
 
 def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | None:
