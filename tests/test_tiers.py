@@ -28,6 +28,16 @@ def tiered():
         yield
 
 
+@pytest.fixture
+def float64_way(monkeypatch):
+    """The tier's float32 transcendentals the float64 way (numpy, rounded once), as before the
+    math library's loops are loaded (another test of the worker may have loaded them)."""
+    from axesarray.kernels import tier_math
+
+    monkeypatch.setattr(tier_math, "LOOPS", {})
+    monkeypatch.setattr(tier_math, "WANTED", set())
+
+
 def _plan(e):
     return executor.schedule_for(e._node, None)[0]
 
@@ -137,7 +147,7 @@ def test_a_new_process_gets_its_first_result_without_numba(tmp_path):
     assert dt < 0.25, f"first result took {dt:.3f} s"  # numba's start-up alone is ~0.5 s
 
 
-def test_the_tier_rounds_a_float32_chain_once(tiered):
+def test_the_tier_rounds_a_float32_chain_once(tiered, float64_way):
     """``1/(1+exp(-x))`` for x near -100: numpy in float32 overflows exp and gives 0; the
     tier computes the chain in float64 and rounds once (a subnormal, as the kernels)."""
     xn = np.array([-100.0, -95.5, -90.25, -1.0, 0.0, 3.0, 80.0], np.float32)
@@ -560,7 +570,7 @@ def test_slabs_never_read_what_an_earlier_slab_wrote(tiered):
     assert_close(x, expected)
 
 
-def test_slabs_run_on_threads_with_reductions(tiered):
+def test_slabs_run_on_threads_with_reductions(tiered, float64_way):
     """A reduction over the inner dim runs in slabs of rows, on the kernels' threads: the
     float64 result of each row, rounded once."""
     xn = np.random.default_rng(5).standard_normal((512, 1024)).astype(np.float32)
@@ -577,7 +587,7 @@ def test_slabs_run_on_threads_with_reductions(tiered):
     )
 
 
-def test_a_softmax_written_by_hand_stays_as_written_in_the_tier(tiered):
+def test_a_softmax_written_by_hand_stays_as_written_in_the_tier(tiered, float64_way):
     """The tier keeps ``e / e.sum(K)`` as written (one exp per element, op by op), not the
     kernels' logsumexp form (two exps, one sweep), and its value is the formula rounded
     once, in float64 from the exp on."""
@@ -692,7 +702,7 @@ def test_slabs_on_threads_do_not_wait_for_numba():
     assert out.stdout.split() == ["False", "True"]
 
 
-def test_slabs_reduce_a_leaf_directly(tiered):
+def test_slabs_reduce_a_leaf_directly(tiered, float64_way):
     """In slabs, a reduction straight over a leaf (``x.max("K")``, a layer norm's mean)
     reads the leaf's slab: the tier answers (it does not fall back to the kernels)."""
     xn = np.random.default_rng(7).standard_normal((512, 1024)).astype(np.float32)

@@ -157,6 +157,9 @@ def _helper() -> None:
     while True:
         work, done = _JOBS.get()
         done.put(work())
+        # not kept while waiting for the next job: the job's closure holds what its parts
+        # read (a tier's slabs: the inputs), which would stay alive until then
+        del work, done
 
 
 def _ensure_helpers(n: int) -> None:
