@@ -247,12 +247,16 @@ def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
     return True
 
 
-# Elements of the biggest node in one slab (a float64 temporary of 2 MiB, about the core's
-# L2 cache). Measured (``bench_workloads`` rows, the tier answering, 2 cores): 2**18 as fast
-# as 2**17 or faster on every slabbed row, 2**15-2**16 slower (up to 2x) on all: each
-# slab's Python work runs with the caches full of the slab's data (~25 us a node, 5x its
-# warm time), and fewer slabs pay it fewer times.
-SLAB_ELEMENTS = 1 << 18
+# Elements of the biggest node in one slab, and at least a slab per thread (``_slabs``).
+# A slab pays Python work per node (~25 us a node with the caches full of its data, 5x its
+# warm time) and, on two threads, a hand-over of the GIL around each numpy call (a
+# reduction over a middle axis of a 2**18 slab ran no faster on two threads than on one):
+# fewer slabs pay both fewer times. Measured (the tier answering, 2 cores, 2 MiB of L2 a
+# core, math-library loops loaded; ``/tmp`` scripts of issue 18 timing one row at a time):
+# 2**20 as fast as 2**18 or faster on every slabbed row, by up to 1.5x (``exp(x).sum``
+# 2.36 -> 1.57 ms, softmax by hand over C 1.67 -> 1.44 ms, masked mean 1.99 -> 1.39 ms);
+# 2**21 no faster. On an older machine (issue 18's first measures) 2**18 beat 2**17.
+SLAB_ELEMENTS = 1 << 20
 
 
 def _evaluate(root: Node, target, given: dict | None = None, memo: dict | None = None):
@@ -553,9 +557,15 @@ def _slabs(order: list, root: Node, given: dict | None = None):
         if threads < 2 or per_row * root.shape[0] < 2 * SLAB_ELEMENTS:
             return None
         return dims, views, -(-root.shape[0] // threads), early[::-1]
+    n0 = root.shape[0]
     rows = max(1, SLAB_ELEMENTS // per_row)
-    if rows * 2 > root.shape[0]:
-        return None  # one or two slabs: nothing to gain
+    threads = num_threads(load=False)
+    if threads > 1 and per_row * n0 >= SLAB_ELEMENTS // 4:
+        # at least a slab per thread, where the work pays a launch (~20-50 us)
+        rows = min(rows, -(-n0 // threads))
+        return (dims, views, rows, early[::-1]) if rows < n0 else None
+    if rows * 2 > n0:
+        return None  # one or two slabs on one thread: nothing to gain
     return dims, views, rows, early[::-1]
 
 

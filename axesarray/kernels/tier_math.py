@@ -50,14 +50,18 @@ def run_loop(op: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """``op`` of the float32 array ``x`` by its loop, into ``out`` when it is contiguous and
     of ``x``'s shape, else into a new array."""
     loop, inplace = LOOPS[op]
+    if out is x and x.flags.c_contiguous:  # the tier writes over a dying operand's buffer
+        inplace(x.reshape(-1))
+        return x
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
-    if out is None or out.shape != x.shape or out.dtype != _F32 or not out.flags.c_contiguous:
+    if (
+        out is None
+        or out.shape != x.shape
+        or out.dtype != _F32
+        or not out.flags.c_contiguous
+        or np.may_share_memory(x, out)  # another view of the same memory: not in place
+    ):
         out = np.empty(x.shape, _F32)
-    elif np.may_share_memory(x, out):
-        if out.ctypes.data == x.ctypes.data:
-            inplace(out.reshape(-1))
-            return out
-        out = np.empty(x.shape, _F32)  # a partial overlap: not in place
     loop(x.reshape(-1), out.reshape(-1))
     return out
