@@ -183,7 +183,8 @@ class Program:
                 return None
             i = index.get(id(node))
             if i is None:  # a constant a rewrite made is structure: kept as it is
-                foreign.extend([node] if node.kind == "leaf" else [])
+                if node.kind == "leaf":
+                    foreign.append(node)
                 return None
             if node.kind == "leaf":
                 new = Leaf(np.empty(0, node.dtype), node.view, node.writeable)
@@ -434,7 +435,10 @@ class _Sliced:
             if replay is not None and hi - lo == rows:
                 slots, steps = replay
                 if bufs is None:
-                    bufs = self.free.pop() if self.free else [np.empty(*x) for x in slots]
+                    try:
+                        bufs = self.free.pop()
+                    except IndexError:  # none free (or another thread took the last one)
+                        bufs = [np.empty(*x) for x in slots]
                 _replay_all(steps, bufs, vals, result[lo:hi], facts[1])
                 return bufs
             shapes = by_height.get(hi - lo)

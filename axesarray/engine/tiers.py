@@ -223,6 +223,7 @@ def compile_schedule(
             if warm is not None:
                 warm(binder(step)(params, temps, dst))
     plan.ready = True
+    plan.tier_program = None  # the tier's kept evaluation (its slab buffers) is done with
 
 
 def compile_in_background(plan: Schedule, params, dst) -> None:
