@@ -128,7 +128,7 @@ def test_a_late_helper_leaves_its_ranges_to_the_caller(three_threads):
     release = threading.Event()
     stalled = queue.SimpleQueue()
     for _ in threads._HELPERS:
-        threads._JOBS.put((lambda: release.wait(30) and 0, stalled))
+        threads._JOBS.put((lambda: release.wait(30) and 0, stalled, None))
     try:
         seen, lock = [], threading.Lock()
         done = threading.Thread(target=run_parts, args=(_record, 100, (seen, lock)))
@@ -398,3 +398,36 @@ def test_a_blas_step_notes_its_call():
         assert before + threads.BLAS_SPIN_SECONDS < threads._SPIN_UNTIL[0]
     else:
         assert threads._SPIN_UNTIL[0] == 0.0
+
+
+def test_a_helper_leaves_the_callers_cpu():
+    """Linux wakes a helper on its waker's CPU and moves it only later (the first ~10 runs
+    of a process shared one core): each job carries the caller's CPU, and a helper that
+    takes a range runs with a CPU set without it."""
+    import time
+
+    from axesarray.kernels import threads
+
+    if threads._GETCPU is None:
+        pytest.skip("one CPU, or no sched_getcpu: nothing to move a helper to")
+    getcpu = threads._GETCPU
+    callers: list = []
+
+    def recorded():
+        callers.append(getcpu())
+        return callers[-1]
+
+    seen: list = []  # (the caller's CPU of this run, the helper's CPU set) per helper range
+
+    def part(lo, hi):
+        if threading.get_ident() in threads._HELPERS:
+            seen.append((callers[-1], os.sched_getaffinity(0)))
+        time.sleep(0.02)  # long enough for the helper to take a range
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(threads, "_GETCPU", recorded)
+        mp.setattr(threads, "_SPIN_UNTIL", [0.0])  # no BLAS spin window: two threads
+        for _ in range(3):
+            threads.run_parts(part, 8, (), 2)
+    assert seen, "no helper took a range"
+    assert all(caller not in mask and mask for caller, mask in seen)

@@ -10,13 +10,14 @@ not cut are computed first, in full. A schedule keeps what is worked out between
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
 from ..dag.nodes import Const, Leaf, Node, rebuild_dag, walk
 from ..kernels import tier_math
-from ..kernels.threads import num_threads, run_parts
+from ..kernels.threads import fine_switching, num_threads, run_parts
 from ..storage.memory import leaf_array, wrap_array
 from .reference import assign as reference_assign
 from .rewrite import REWRITES, rewrite
@@ -466,7 +467,9 @@ class _Sliced:
         # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
         # when numba is not loaded yet: the answer does not wait for its start-up). The compile
         # process runs at a lower priority, so the answer keeps the cores.
-        run_parts(slabs, -(-n0 // rows), (), num_threads(load=False))
+        threads = num_threads(load=False)
+        with fine_switching() if threads > 1 else contextlib.nullcontext():
+            run_parts(slabs, -(-n0 // rows), (), threads)
         return None if target is not None else result
 
 
