@@ -1,6 +1,6 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
 programs (a recurrent loop and its gradients),
-xarray on lazy arrays, the workload suite.
+xarray on lazy arrays, the workload suite and the numpy tier's mechanisms.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -18,6 +18,7 @@ import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
 import bench_programs  # noqa: E402
+import bench_tier  # noqa: E402
 import bench_workloads  # noqa: E402
 import bench_xarray_lazy  # noqa: E402
 
@@ -46,6 +47,8 @@ def main(argv=None) -> None:
     bench_xarray_lazy.main(quick)
     print()
     bench_workloads.main(quick + ["--warm-cache"])
+    print()
+    bench_tier.main(quick)
 
 
 if __name__ == "__main__":

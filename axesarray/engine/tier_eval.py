@@ -10,14 +10,13 @@ not cut are computed first, in full. A schedule keeps what is worked out between
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 
 from ..dag.nodes import Const, Leaf, Node, rebuild_dag, walk
 from ..kernels import tier_math
-from ..kernels.threads import fine_switching, num_threads, run_parts
+from ..kernels.threads import num_threads, run_parts
 from ..storage.memory import leaf_array, wrap_array
 from .reference import assign as reference_assign
 from .rewrite import REWRITES, rewrite
@@ -251,13 +250,12 @@ def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
 
 # Elements of the biggest node in one slab, and at least a slab per thread (``_slabs``).
 # A slab pays Python work per node (~25 us a node with the caches full of its data, 5x its
-# warm time) and, on two threads, a hand-over of the GIL around each numpy call (a
-# reduction over a middle axis of a 2**18 slab ran no faster on two threads than on one):
-# fewer slabs pay both fewer times. Measured (the tier answering, 2 cores, 2 MiB of L2 a
-# core, math-library loops loaded; ``/tmp`` scripts of issue 18 timing one row at a time):
-# 2**20 as fast as 2**18 or faster on every slabbed row, by up to 1.5x (``exp(x).sum``
-# 2.36 -> 1.57 ms, softmax by hand over C 1.67 -> 1.44 ms, masked mean 1.99 -> 1.39 ms);
-# 2**21 no faster. On an older machine (issue 18's first measures) 2**18 beat 2**17.
+# warm time) and, on two threads, a hand-over of the GIL around each numpy call: fewer
+# slabs pay both fewer times. Measured with ``benchmarks/bench_tier.py`` (its "2**18 slabs"
+# column; 2 cores, 2 MiB of L2 a core): 2**20 as fast as 2**18 or faster on every slabbed
+# row but Adam, by up to 1.3x (masked mean 1.16-1.28 -> 1.48-1.61x numpy, ``exp(x).sum``
+# 1.14-1.25 -> 1.44-1.54x); 2**21 no faster (one-off scripts). On an older machine
+# (issue 18's first measures) 2**18 beat 2**17.
 SLAB_ELEMENTS = 1 << 20
 
 
@@ -467,9 +465,7 @@ class _Sliced:
         # ufuncs release the GIL: they run on the kernels' threads (as many as numba's default
         # when numba is not loaded yet: the answer does not wait for its start-up). The compile
         # process runs at a lower priority, so the answer keeps the cores.
-        threads = num_threads(load=False)
-        with fine_switching() if threads > 1 else contextlib.nullcontext():
-            run_parts(slabs, -(-n0 // rows), (), threads)
+        run_parts(slabs, -(-n0 // rows), (), num_threads(load=False))
         return None if target is not None else result
 
 

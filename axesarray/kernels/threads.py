@@ -26,8 +26,6 @@ __all__ = [
     "RANGES_PER_THREAD",
     "block_interrupts",
     "interrupts_held",
-    "fine_switching",
-    "FINE_SWITCH_SECONDS",
 ]
 
 # A few ranges per thread: a helper that starts late, its core busy with something else,
@@ -46,55 +44,13 @@ _START = threading.Lock()
 
 def _after_fork_in_child() -> None:
     # only the forking thread lives on in a child: no helpers, and no lock held by one
-    global _JOBS, _START, _SWITCH_LOCK
-    _JOBS, _START, _SWITCH_LOCK = queue.SimpleQueue(), threading.Lock(), threading.Lock()
+    global _JOBS, _START
+    _JOBS, _START = queue.SimpleQueue(), threading.Lock()
     _HELPERS.clear()
-    if _SWITCH["users"]:  # a fine switching in force in the parent: the child's default back
-        sys.setswitchinterval(_SWITCH["saved"])
-        _SWITCH["users"] = 0
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-# The interpreter's switch interval while ``fine_switching`` is in force (and how many
-# callers are in it): one setting for the process, kept and given back by the last caller.
-_SWITCH: dict = {"users": 0, "saved": None}
-_SWITCH_LOCK = threading.Lock()
-FINE_SWITCH_SECONDS = 1e-4
-
-
-@contextlib.contextmanager
-def fine_switching():
-    """The interpreter's GIL switch interval at most ``FINE_SWITCH_SECONDS`` while the body
-    runs, then as it was. For threads that call numpy in turn (the numpy tier's slabs): each
-    call releases the GIL and takes it back, and with CPython's 5 ms a thread back from
-    numpy waited on the other's Python. Measured on two slab threads (the tier's workload
-    rows, one at a time): 3-17% faster at 0.1 ms (softmax by hand over C 1.82 -> 1.67 ms,
-    ``ax.log_softmax`` 6.54 -> 5.41 ms), no row slower. The setting is the process's: other
-    threads switch more often meanwhile.
-
-    >>> import sys
-    >>> before = sys.getswitchinterval()
-    >>> with fine_switching():
-    ...     sys.getswitchinterval() <= FINE_SWITCH_SECONDS
-    True
-    >>> sys.getswitchinterval() == before
-    True
-    """
-    with _SWITCH_LOCK:
-        if _SWITCH["users"] == 0:
-            _SWITCH["saved"] = sys.getswitchinterval()
-            sys.setswitchinterval(min(FINE_SWITCH_SECONDS, _SWITCH["saved"]))
-        _SWITCH["users"] += 1
-    try:
-        yield
-    finally:
-        with _SWITCH_LOCK:
-            _SWITCH["users"] -= 1
-            if _SWITCH["users"] == 0:
-                sys.setswitchinterval(_SWITCH["saved"])
 
 
 def block_interrupts() -> None:
