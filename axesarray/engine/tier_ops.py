@@ -84,7 +84,7 @@ _CLIP = {"clip_lo": np.maximum, "clip_hi": np.minimum}
 
 def _map(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np.ndarray:
     if not is_wide and node.dtype == _F32 and node.op in tier_math.LOOPS:
-        # (``is_wide`` saw the loop and a float32 operand: the kernels' function)
+        # (``computes_wide`` saw the loop and a float32 operand: the kernels' function)
         return tier_math.run_loop(node.op, kids[0], out)
     row = OPS[node.op]
     kids = [
