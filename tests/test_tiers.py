@@ -932,3 +932,34 @@ def test_a_program_is_kept_only_where_each_param_is_bound_per_call():
     assert tier_eval.Program.of(padded.node) is None
     assert tier_eval.Program.of((x + 0).node) is not None
     assert tier_eval.Program.of(x.isel({"A": 0}).node) is None  # a view: nothing computed
+
+
+def test_the_op_after_a_dot_writes_over_the_dots_result(tiered, monkeypatch):
+    """A dot's result is a new array only it holds: the bias add and the relu after it run
+    in place over it (as numpy's own temporary elision of ``x @ w + b``), in the call that
+    works the steps out and in the kept program's replays, each call with its own values;
+    the product an operand is read through twice is not written over."""
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    writes = []
+    compute = tier_eval.compute
+
+    def counted(node, kids, is_wide, wide, out, shape):
+        if node.kind == "map" and out is not None:
+            writes.append((node.op, any(out is k for k in kids)))
+        return compute(node, kids, is_wide, wide, out, shape)
+
+    monkeypatch.setattr(tier_eval, "compute", counted)
+    rng = np.random.default_rng(31)
+    for _ in range(3):
+        xn, wn = rng.standard_normal((16, 8)), rng.standard_normal((8, 12))
+        bn = rng.standard_normal(12)
+        x, w, b = ax.tensor(xn, "B I"), ax.tensor(wn, "I H"), ax.tensor(bn, "H")
+        writes.clear()
+        h = ax.maximum(ax.dot(x, w, over="I") + b, 0) * 3
+        assert_close(h.numpy(), np.maximum(xn @ wn + bn, 0) * 3)
+        # (the last op writes the result's own storage)
+        assert writes == [("add", True), ("maximum", True), ("mul", False)]
+    d = ax.dot(x, w, over="I")
+    writes.clear()
+    assert_close((d * 2 + d).numpy(), 3 * (xn @ wn))  # d read twice: the product not in place
+    assert writes[0] == ("mul", False)

@@ -26,9 +26,28 @@ def remap_array(
     """numpy version of ``strided.remap_view``: slice/index, transpose, then broadcast
     (``compact``: the dims it would broadcast are left of length 1, for numpy's own
     broadcasting to spread later)."""
+    recipe = _RECIPES.get((maps, shape))
+    if recipe is None:
+        recipe = _remap_recipe(maps, shape)
+        if len(_RECIPES) >= 4096:
+            _RECIPES.clear()
+        _RECIPES[(maps, shape)] = recipe
+    index, order, expand = recipe
+    sub = arr[index].transpose(order)[expand]
+    return sub if compact else np.broadcast_to(sub, shape)
+
+
+# (maps, shape) -> ``_remap_recipe``: the numpy tier remaps the same views on every call
+# (~8 us a remap worked out, ~1 us applied)
+_RECIPES: dict = {}
+
+
+def _remap_recipe(maps: tuple, shape: tuple) -> tuple:
+    """The index, transposition and expansion ``remap_array`` applies for ``maps`` onto
+    ``shape`` (they depend on nothing else)."""
     index = []
     kept_src = []
-    for (src, start, step), n in zip(maps, arr.shape, strict=True):
+    for src, start, step in maps:
         if src < 0:
             index.append(start)
             continue
@@ -39,14 +58,11 @@ def remap_array(
             stop = start + step * (length - 1) + (1 if step > 0 else -1)
             index.append(slice(start, None if stop < 0 else stop, step))
         kept_src.append(src)
-        del n
-    sub = arr[tuple(index)]
-    # sub's dims are in map order; move them to their result positions, add broadcast dims.
-    order = sorted(range(len(kept_src)), key=lambda k: kept_src[k])
-    sub = sub.transpose(order)
-    present = sorted(kept_src)
+    # the kept dims are in map order; move them to their result positions, add broadcast dims
+    order = tuple(sorted(range(len(kept_src)), key=lambda k: kept_src[k]))
+    present = set(kept_src)
     expand = tuple(slice(None) if d in present else None for d in range(len(shape)))
-    return sub[expand] if compact else np.broadcast_to(sub[expand], shape)
+    return tuple(index), order, expand
 
 
 def _reduce(node, x):

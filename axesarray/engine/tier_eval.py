@@ -204,7 +204,14 @@ class Program:
         given = {}
         for sid, i in self.slots:
             p = params[i]
-            given[sid] = view(p, [], p.shape)
+            if type(p) is Leaf and type(p.data) is np.ndarray and p.view.blocks is None:
+                # a plain host leaf: its numpy view (``tier_ops.view`` without its lookups)
+                value = leaf_array(p.data, p.view, p.writeable)
+                if 0 in value.strides:  # compact: its broadcast dims of length 1
+                    value = value[tuple(slice(0, 1) if st == 0 else _ALL for st in value.strides)]
+                given[sid] = value
+            else:
+                given[sid] = view(p, [], p.shape)
         return given
 
 
@@ -329,7 +336,7 @@ def _slotted(record: list, order: list, inputs: set, last: dict) -> tuple[list, 
     slot_of: dict[int, int] = {}
     steps = []
     for k, (node, cids, expand, out, is_wide, shape) in zip(positions, record, strict=True):
-        if out is not None and out is not _TARGET:
+        if out is not None and out is not _TARGET and type(out) is not tuple:
             if id(out) not in slot_of:
                 slot_of[id(out)] = len(slots)
                 slots.append((out.shape, out.dtype))
@@ -349,7 +356,14 @@ def _replay_all(steps: list, bufs: list, vals: dict, target, wide: dict):
     end = len(steps) - 1
     with np.errstate(all="ignore"):
         for k, (node, cids, expand, out, is_wide, shape, dying) in enumerate(steps):
-            out = target if out is _TARGET else None if out is None else bufs[out]
+            if out is not None:
+                out = (
+                    target
+                    if out is _TARGET
+                    else vals[out[1]]  # an operand's own buffer (``_ADOPTED``)
+                    if type(out) is tuple
+                    else bufs[out]
+                )
             kids = [vals[i] for i in cids]
             if expand is not None:
                 kids = [
@@ -602,6 +616,7 @@ def _run(
     # the owned buffers each value is or views, and how many live values hold each
     backing: dict[int, list] = {}
     holders: dict[int, int] = {}
+    adopted: set = set()  # buffers that are a dot's own result (no slot in a replay)
     if pool is None:
         pool = _Buffers()
     end = len(order) - 1
@@ -640,12 +655,19 @@ def _run(
                     if out is None:
                         out = pool.take(shape, dtype)
             if record is not None:
+                step_out = out
+                if out is not None and out is target:
+                    step_out = _TARGET
+                elif out is not None and id(out) in adopted:
+                    # the operand's value itself, made by this call (a dot's): replayed as
+                    # that operand's value, not as a slot
+                    step_out = (_ADOPTED, next(i for i in cids if vals[i] is out))
                 record.append(
                     (
                         node,
                         cids,
                         None if kind in ("map", "cast") else kid_shapes,
-                        _TARGET if out is target and out is not None else out,
+                        step_out,
                         is_wide,
                         shape,
                     )
@@ -677,6 +699,12 @@ def _run(
                     backing[nid] = own
                     for b in own:
                         holders[id(b)] = holders.get(id(b), 0) + 1
+                elif kind == "dot" and _fresh(value, kids):
+                    # a dot's result is a new array only it holds: the op after it may
+                    # write over it (``x @ w + b`` in place, as numpy's temporary elision)
+                    backing[nid] = [value]
+                    holders[id(value)] = 1
+                    adopted.add(id(value))
             for i in cids:
                 if last[i] == k and i in vals:
                     del vals[i]
@@ -696,7 +724,19 @@ def _spreads_to(kids: list, shape: tuple) -> bool:
     return all(any(v.shape[i] == n for v in kids) for i, n in enumerate(shape))
 
 
+_ALL = slice(None)
 _TARGET = "target"  # a recorded step that wrote the slab's target
+_ADOPTED = "adopted"  # a recorded step that wrote over an operand's value: (_ADOPTED, its id)
+
+
+def _fresh(value: np.ndarray, kids: list) -> bool:
+    """Whether ``value`` is a new, writeable, C-ordered array sharing no memory with
+    ``kids`` (an op's operands)."""
+    return (
+        value.flags.writeable
+        and value.flags.c_contiguous
+        and not any(np.may_share_memory(value, v) for v in kids)
+    )
 
 
 def _reuse(node, shape, dtype, backing, holders, vals, last, k) -> np.ndarray | None:

@@ -201,7 +201,38 @@ def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     labels first, then the free labels in the output's order (``np.einsum`` alone loops
     in C; with ``optimize`` its result can come back in F order, and the next op over it
     crosses memory: 18 ms instead of 0.5 for 1M float32)."""
-    la, lb, lo = list(node.a_labels), list(node.b_labels), list(node.out_labels)
+    key = (node.a_labels, node.b_labels, node.out_labels, a.shape, b.shape)
+    recipe = _DOTS.get(key)
+    if recipe is None:
+        recipe = _dot_recipe(*key)
+        if len(_DOTS) >= 1024:
+            _DOTS.clear()
+        _DOTS[key] = recipe
+    if recipe is None:
+        la, lb, lo = node.a_labels, node.b_labels, node.out_labels
+        value = np.ascontiguousarray(np.einsum(a, list(la), b, list(lb), list(lo), optimize=True))
+        return np.asarray(value, dtype=node.dtype)
+    swap, perm_a, shape_a, perm_b, shape_b, mnk = recipe
+    if swap:
+        a, b = b, a
+    value = np.matmul(a.transpose(perm_a).reshape(shape_a), b.transpose(perm_b).reshape(shape_b))
+    value = value.reshape(node.shape)
+    if value.dtype.kind in "fc":
+        # its threads may now hold the other cores: the slabs that follow leave them be
+        # (two slab threads beside a spinning BLAS thread ran 20-50x slower)
+        blas_ran(*mnk)
+    return np.asarray(value, dtype=node.dtype)
+
+
+# (labels, operand shapes) -> ``_dot_recipe``: a kept tier program calls the same dots
+_DOTS: dict = {}
+
+
+def _dot_recipe(la: tuple, lb: tuple, lo: tuple, shape_a: tuple, shape_b: tuple):
+    """How ``_dot`` calls ``np.matmul`` for these labels and shapes: ``(swap, perm_a,
+    shape_a, perm_b, shape_b, (m, n, k))`` (each operand transposed to batch, rows,
+    contracted / batch, contracted, columns and reshaped to 3-D), or None (einsum)."""
+    la, lb, lo = list(la), list(lb), list(lo)
     batch = [x for x in lo if x in la and x in lb]
     contracted = [x for x in la if x in lb and x not in lo]
     free_a = [x for x in lo if x in la and x not in lb]
@@ -212,26 +243,27 @@ def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         and set(la) == set(batch + contracted + free_a)
         and set(lb) == set(batch + contracted + free_b)
     )
-    if simple and lo in (batch + free_a + free_b, batch + free_b + free_a):
-        if lo != batch + free_a + free_b:
-            a, la, free_a, b, lb, free_b = b, lb, free_b, a, la, free_a
-        size = {x: n for x, n in zip(la, a.shape, strict=True)}
-        size.update(zip(lb, b.shape, strict=True))
+    if not simple or lo not in (batch + free_a + free_b, batch + free_b + free_a):
+        return None
+    swap = lo != batch + free_a + free_b
+    if swap:
+        la, free_a, lb, free_b = lb, free_b, la, free_a
+        shape_a, shape_b = shape_b, shape_a
+    size = dict(zip(la, shape_a, strict=True))
+    size.update(zip(lb, shape_b, strict=True))
 
-        def count(labels):
-            return math.prod(size[x] for x in labels)
+    def count(labels):
+        return math.prod(size[x] for x in labels)
 
-        nb, m, k, n = count(batch), count(free_a), count(contracted), count(free_b)
-        x = a.transpose([la.index(t) for t in batch + free_a + contracted]).reshape(nb, m, k)
-        y = b.transpose([lb.index(t) for t in batch + contracted + free_b]).reshape(nb, k, n)
-        value = np.matmul(x, y).reshape(node.shape)
-        if value.dtype.kind in "fc":
-            # its threads may now hold the other cores: the slabs that follow leave them be
-            # (two slab threads beside a spinning BLAS thread ran 20-50x slower)
-            blas_ran(m, n, k)
-    else:
-        value = np.ascontiguousarray(np.einsum(a, la, b, lb, lo, optimize=True))
-    return np.asarray(value, dtype=node.dtype)
+    nb, m, k, n = count(batch), count(free_a), count(contracted), count(free_b)
+    return (
+        swap,
+        tuple(la.index(t) for t in batch + free_a + contracted),
+        (nb, m, k),
+        tuple(lb.index(t) for t in batch + contracted + free_b),
+        (nb, k, n),
+        (m, n, k),
+    )
 
 
 def _logsumexp(x: np.ndarray, axes: tuple, dtype: np.dtype) -> np.ndarray:
