@@ -963,3 +963,80 @@ def test_the_op_after_a_dot_writes_over_the_dots_result(tiered, monkeypatch):
     writes.clear()
     assert_close((d * 2 + d).numpy(), 3 * (xn @ wn))  # d read twice: the product not in place
     assert writes[0] == ("mul", False)
+
+
+def test_the_tier_takes_row_maxima_and_minima_by_the_math_librarys_loops(tiered, monkeypatch):
+    """A max or min over an array's last dims is the row loop of ``tier_math`` once loaded
+    (numpy's reduction pays ~100 ns a row), for float32 and float64 (a float32 chain the
+    tier computes in float64 too), with numpy's values: NaN wins, infinities, a row of
+    one, over one dim and over two; a reduction over other dims, or of an array not in C
+    order, is numpy's. The load is asked for as the math functions' are."""
+    from axesarray.kernels import tier_math
+
+    monkeypatch.setattr(tier_math, "WANTED", set())
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    monkeypatch.setattr(tier_math, "ROW_LOOPS", {})
+    xn = np.random.default_rng(41).standard_normal((6, 5, 7)).astype(np.float32)
+    x = ax.tensor(xn, "I J K")
+    np.testing.assert_array_equal(x.max("K").numpy(), xn.max(2))
+    assert set(tier_math.WANTED) == {"max"}
+    tier_math.load(["max", "min"])
+    calls = []
+    run_rows = tier_math.run_rows
+
+    def counted(op, v, k):
+        value = run_rows(op, v, k)
+        calls.append((op, v.dtype.name, k, value is not None))
+        return value
+
+    monkeypatch.setattr(tier_math, "run_rows", counted)
+    xn[1, 2, 3], xn[2, 4] = np.nan, np.nan  # one NaN in a row, a whole row of NaN
+    xn[3, 0, 1], xn[4, 1, :] = np.inf, -np.inf
+    for dtype in (np.float32, np.float64):
+        vn = xn.astype(dtype)
+        v = ax.tensor(vn, "I J K")
+        calls.clear()
+        np.testing.assert_array_equal(v.max("K").numpy(), vn.max(2))
+        np.testing.assert_array_equal(v.min(("J", "K")).numpy(), vn.min((1, 2)))
+        np.testing.assert_array_equal((v + 0).max("K").numpy(), vn.max(2))
+        assert calls == [
+            ("max", np.dtype(dtype).name, 1, True),
+            ("min", np.dtype(dtype).name, 2, True),
+            ("max", np.dtype(dtype).name, 1, True),
+        ]
+    calls.clear()
+    one = ax.tensor(xn[:, :, :1].copy(), "I J K")
+    np.testing.assert_array_equal(one.max("K").numpy(), xn[:, :, 0])
+    np.testing.assert_array_equal(x.max("J").numpy(), xn.max(1))  # not the last dim
+    t = ax.tensor(np.ascontiguousarray(xn.transpose(0, 2, 1)), "I K J").transpose("I", "J", "K")
+    np.testing.assert_array_equal(t.max("K").numpy(), xn.max(2))  # K is not contiguous
+    assert calls == [("max", "float32", 1, True), ("max", "float32", 1, False)]
+    # in float64 from the exp on (the tier's float32 chain), the max of that value
+    ex = np.exp(xn[:, :, :3].astype(np.float64) / 50)
+    got = ax.exp(ax.tensor(xn[:, :, :3].copy(), "I J K") / 50).max("K").numpy()
+    np.testing.assert_array_equal(got, ex.max(2).astype(np.float32))
+
+
+def test_a_math_library_loop_is_never_compiled_on_the_calling_thread():
+    """A read-only or unaligned input is another argument type for numba: the loops are
+    compiled for read-only inputs at load, and an unaligned input is copied first, so a
+    call never compiles (which would stall the tier's answer)."""
+    from axesarray.kernels import tier_math
+
+    tier_math.load(["tanh", "max"])
+    loop = tier_math.LOOPS["tanh"][0]
+    rows = tier_math.ROW_LOOPS[("max", np.dtype(np.float32))]
+    before = (len(loop.signatures), len(rows.signatures))
+    xn = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
+    ro = xn.copy()
+    ro.flags.writeable = False
+    raw = np.zeros(xn.nbytes + 1, np.uint8)[1:].view(np.float32).reshape(8, 8)  # unaligned
+    raw[...] = xn
+    assert not raw.flags.aligned
+    for v in (ro, raw):
+        np.testing.assert_array_max_ulp(
+            tier_math.run_loop("tanh", v, None), np.tanh(xn.astype(np.float64)).astype(np.float32)
+        )
+        got = tier_math.run_rows("max", v, 1)
+        assert got is None or np.array_equal(got, xn.max(1))
+    assert (len(loop.signatures), len(rows.signatures)) == before

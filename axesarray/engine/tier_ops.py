@@ -187,13 +187,31 @@ def compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np
     if kind == "reduce" and node.op == "logsumexp" and kids[0].dtype.kind == "f":
         return _logsumexp(kids[0], node.axes, F64 if is_wide else node.dtype)
     if kind == "reduce" and is_wide:
+        value = _rows(node, kids[0])
+        if value is not None:
+            return value
         return np.asarray(REDUCERS[node.op](kids[0], axis=node.axes), dtype=F64)
     if not is_wide and node.children and kind not in _MOVES:
         kids = [
             v.astype(c.dtype) if wide.get(id(c)) else v
             for c, v in zip(node.children, kids, strict=True)
         ]
+    if kind == "reduce" and kids[0].dtype == node.dtype:
+        value = _rows(node, kids[0])
+        if value is not None:
+            return value
     return EVAL[kind](node, *kids)
+
+
+def _rows(node: Node, x: np.ndarray) -> np.ndarray | None:
+    """A max or min over ``x``'s last dims by the math library's row loop (``tier_math``),
+    or None (numpy's way: another reduction, other dims, another dtype, no loop yet)."""
+    if node.op not in tier_math.ROW_OPS:
+        return None
+    axes, nd = node.axes, x.ndim
+    if not axes or tuple(axes) != tuple(range(nd - len(axes), nd)):
+        return None
+    return tier_math.run_rows(node.op, x, len(axes))
 
 
 def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -270,7 +288,13 @@ def _logsumexp(x: np.ndarray, axes: tuple, dtype: np.dtype) -> np.ndarray:
     """The reference's logsumexp (``reductions_table``: float64 from the max on) with two
     full-size passes fewer: the max in ``x``'s own dtype (exact), the shifted values
     written once in float64 and exponentiated in place."""
-    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
+    m = None
+    if tuple(axes) == tuple(range(x.ndim - len(axes), x.ndim)):  # a row loop's (when loaded)
+        m = tier_math.run_rows("max", x, len(axes))
+    if m is not None:
+        m = m.reshape(m.shape + (1,) * len(axes))
+    else:
+        m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
     t = np.subtract(x, m, dtype=F64)
     np.exp(t, out=t)
     s = np.sum(t, axis=axes, keepdims=True)

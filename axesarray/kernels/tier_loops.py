@@ -1,10 +1,11 @@
 """The loops of ``tier_math``: one per float32 function of the math library, over 1-D
-contiguous arrays, releasing the GIL (the tier's slabs call them from several threads).
-Each is written out (not made by a factory): numba caches module-level functions on disk,
-not closures."""
+contiguous arrays, and the max and min of each row of a 2-D C-ordered float array,
+releasing the GIL (the tier's slabs call them from several threads). Each is written out
+(not made by a factory): numba caches module-level functions on disk, not closures."""
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from .mathlib import (
@@ -12,6 +13,8 @@ from .mathlib import (
     expm1_f32,
     log1p_f32,
     log_f32,
+    rmax,
+    rmin,
     sigmoid_f32,
     tanh_f32_inline,
     wide_vectors,
@@ -107,3 +110,48 @@ def sigmoid_f32_inplace(x):
     wide_vectors()
     for i in range(x.size):
         x[i] = sigmoid_f32(x[i])
+
+
+# The max and min of each row, as the kernels fold them (``mathlib.rmax``/``rmin``: NaN
+# wins, -0.0 below +0.0). numpy's reduction along a row pays ~100 ns a row: its max over
+# rows of 128 float32 ran at 0.8 ns an element, this loop at 0.18.
+
+
+@_jit
+def max_rows_f32(x, out):
+    wide_vectors()
+    for i in range(x.shape[0]):
+        acc = np.float32(-np.inf)
+        for j in range(x.shape[1]):
+            acc = rmax(acc, x[i, j])
+        out[i] = acc
+
+
+@_jit
+def min_rows_f32(x, out):
+    wide_vectors()
+    for i in range(x.shape[0]):
+        acc = np.float32(np.inf)
+        for j in range(x.shape[1]):
+            acc = rmin(acc, x[i, j])
+        out[i] = acc
+
+
+@_jit
+def max_rows_f64(x, out):
+    wide_vectors()
+    for i in range(x.shape[0]):
+        acc = -np.inf
+        for j in range(x.shape[1]):
+            acc = rmax(acc, x[i, j])
+        out[i] = acc
+
+
+@_jit
+def min_rows_f64(x, out):
+    wide_vectors()
+    for i in range(x.shape[0]):
+        acc = np.inf
+        for j in range(x.shape[1]):
+            acc = rmin(acc, x[i, j])
+        out[i] = acc
