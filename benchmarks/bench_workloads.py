@@ -743,7 +743,7 @@ def measure(w: Workload, repeat: int) -> dict:
         done = tiers.background_done()
         if done is not None:
             done.result()
-        tier = _interleaved({"tier": w.run_ax, "numpy": w.numpy}, max(3, repeat // 2))
+        tier = _interleaved({"tier": w.run_ax, "numpy": w.numpy}, max(5, repeat))
     finally:
         tiers.ANSWER_ALL = False
     ax.set_options(tiered=False)

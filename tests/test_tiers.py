@@ -1040,3 +1040,33 @@ def test_a_math_library_loop_is_never_compiled_on_the_calling_thread():
         got = tier_math.run_rows("max", v, 1)
         assert got is None or np.array_equal(got, xn.max(1))
     assert (len(loop.signatures), len(rows.signatures)) == before
+
+
+def test_a_kept_program_binds_each_leaf_view_as_its_own(tiered, monkeypatch):
+    """A kept program makes each param's numpy view from a recipe (shape, byte strides,
+    offset; the plan key fixes them): an offset view, a transposed one, a broadcast leaf
+    (a stride-0 dim, kept compact) and a read-only one, each call over its own storage,
+    give numpy's values; a read-only input stays read-only."""
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    rng = np.random.default_rng(43)
+    for _ in range(3):
+        base = rng.standard_normal((5, 9))
+        row = rng.standard_normal(6)
+        ro = rng.standard_normal((6, 4))
+        ro.flags.writeable = False
+        x = ax.tensor(base, "I J").isel({"I": slice(1, 5), "J": slice(2, 8)})  # offset
+        t = ax.tensor(base.T.copy(), "J I").transpose("I", "J")
+        t = t.isel({"I": slice(1, 5), "J": slice(2, 8)})  # transposed
+        wide = ax.tensor(np.broadcast_to(row, (4, 6)), "I J")  # stride 0 along I
+        r = ax.tensor(ro, "J K")
+        e = (x * 2 + t - wide).sum("J") + ax.dot(x, r, over="J").sum("K")
+        want = (base[1:5, 2:8] * 3 - row).sum(1) + (base[1:5, 2:8] @ ro).sum(1)
+        assert_close(e.numpy(), want)
+    program = _plan(e).tier_program
+    assert isinstance(program, tier_eval.Program)
+    bound = list(program.bind(e.node.params).values())
+    by_shape = {v.shape: v for v in bound}
+    assert (1, 6) in by_shape and by_shape[(1, 6)].strides[0] == 0  # compact
+    assert not by_shape[(6, 4)].flags.writeable  # the read-only operands
+    assert not by_shape[(1, 6)].flags.writeable  # (numpy's broadcast_to is read-only)
+    assert by_shape[(4, 6)].flags.writeable

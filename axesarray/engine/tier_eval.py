@@ -158,10 +158,11 @@ class Program:
     (~0.2-0.7 ms of Python on the workload rows) are done once. Holds no data: the
     stand-ins are empty, the steps keep buffer shapes, not buffers."""
 
-    __slots__ = ("root", "slots", "refuse", "memo", "loops")
+    __slots__ = ("root", "slots", "refuse", "memo", "loops", "recipes")
 
     def __init__(self, root: Node, slots: list) -> None:
         self.root, self.slots, self.memo = root, slots, {}
+        self.recipes: list | None = None  # ``_bind_recipe`` of each slot's param
         self.refuse = _may_refuse(root)
         # the math library's loops the memo's steps were worked out with (``computes_wide``)
         self.loops = len(tier_math.LOOPS)
@@ -201,18 +202,37 @@ class Program:
 
     def bind(self, params: tuple) -> dict:
         """``given`` for ``_evaluate``: each stand-in's value, from this call's params."""
+        recipes = self.recipes
+        if recipes is None:
+            recipes = self.recipes = [_bind_recipe(params[i]) for _, i in self.slots]
         given = {}
-        for sid, i in self.slots:
+        for (sid, i), recipe in zip(self.slots, recipes, strict=True):
             p = params[i]
-            if type(p) is Leaf and type(p.data) is np.ndarray and p.view.blocks is None:
-                # a plain host leaf: its numpy view (``tier_ops.view`` without its lookups)
-                value = leaf_array(p.data, p.view, p.writeable)
-                if 0 in value.strides:  # compact: its broadcast dims of length 1
-                    value = value[tuple(slice(0, 1) if st == 0 else _ALL for st in value.strides)]
-                given[sid] = value
-            else:
+            if recipe is None:
                 given[sid] = view(p, [], p.shape)
+                continue
+            shape, strides, offset, writeable = recipe
+            value = np.ndarray(shape, p.dtype, p.data, offset, strides)
+            if not writeable:
+                value.flags.writeable = False
+            given[sid] = value
         return given
+
+
+def _bind_recipe(p: Node) -> tuple | None:
+    """How a kept program makes a param's value each call: a plain host leaf's compact
+    view (``tier_ops.view``: its broadcast dims of length 1) as ``(shape, byte strides,
+    byte offset, writeable)`` over its storage (the plan key fixes the view, the dtype and
+    the storage kind), so a call makes one ``np.ndarray``; None for the others (constants,
+    blocked or device storage: ``view``)."""
+    if type(p) is not Leaf or type(p.data) is not np.ndarray or p.view.blocks is not None:
+        return None
+    v = p.view
+    if 0 in v.shape:
+        return None
+    item = p.data.itemsize
+    shape = tuple(1 if st == 0 else n for n, st in zip(v.shape, v.strides, strict=True))
+    return shape, tuple(st * item for st in v.strides), v.offset * item, p.writeable
 
 
 def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
