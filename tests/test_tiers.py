@@ -1070,3 +1070,39 @@ def test_a_kept_program_binds_each_leaf_view_as_its_own(tiered, monkeypatch):
     assert not by_shape[(6, 4)].flags.writeable  # the read-only operands
     assert not by_shape[(1, 6)].flags.writeable  # (numpy's broadcast_to is read-only)
     assert by_shape[(4, 6)].flags.writeable
+
+
+def test_slabs_write_a_destination_that_is_an_operand_cut_as_it_is(tiered, monkeypatch):
+    """``m[...] = b * m + g`` in slabs writes ``m`` in place: each slab reads its rows of
+    ``m`` before its last op writes them. An operand that reads the destination otherwise
+    (a row broadcast, reversed, shifted) makes a fresh result first: numpy's values, as
+    if the right side were computed before the write."""
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    seen = []
+    same_view = tier_eval._same_view
+    monkeypatch.setattr(
+        tier_eval, "_same_view", lambda a, b: seen.append(same_view(a, b)) or seen[-1]
+    )
+    n, k = 4 * tier_eval.SLAB_ELEMENTS // 256, 256
+    rng = np.random.default_rng(47)
+    mn, gn = rng.standard_normal((n, k)), rng.standard_normal((n, k))
+    m, g = ax.tensor(mn, "I K"), ax.tensor(gn, "I K")
+    want = 0.9 * mn + 0.1 * gn
+    m[...] = 0.9 * m + 0.1 * g
+    assert_close(m.numpy(), want)
+    assert seen == [True]
+    for other in (
+        lambda t: t.isel({"I": 0}),  # row 0, read by every slab
+        lambda t: t.isel({"I": slice(None, None, -1)}),  # reversed
+    ):
+        seen.clear()
+        before = m.numpy().copy()
+        m[...] = m * 2 + other(m)
+        o = before[0] if other(m).ndim == 1 else before[::-1]
+        assert_close(m.numpy(), before * 2 + o)
+        assert False in seen or not seen
+    base = ax.tensor(rng.standard_normal((n + 1, k)), "I K")
+    lo, hi = base.isel({"I": slice(0, n)}), base.isel({"I": slice(1, n + 1)})
+    b = base.numpy().copy()
+    lo[...] = hi * 3  # shifted by a row: a slab would read rows the one before it wrote
+    assert_close(base.numpy()[:n], b[1:] * 3)

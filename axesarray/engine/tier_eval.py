@@ -99,6 +99,15 @@ def _split(data: np.ndarray, view) -> np.ndarray | None:
     )
 
 
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two numpy arrays view the same elements in the same order."""
+    return (
+        a.shape == b.shape
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
+
+
 def _write(target: np.ndarray, value: np.ndarray, shape: tuple) -> None:
     """``target[...] = value`` for a value of the logical ``shape`` (maybe compact), into
     a target of that shape or a split one (``_split``)."""
@@ -445,9 +454,13 @@ class _Sliced:
                     ]
                     full[id(node)] = view(node, kids, tuple(node.shape))
         if target is not None and any(
-            node.kind == "leaf" and np.may_share_memory(full[id(node)], target) for node in order
+            np.may_share_memory(v, target) and not (dims.get(key) == 0 and _same_view(v, target))
+            for key, v in full.items()
         ):
-            target = None  # a slab would overwrite what a later slab reads: a fresh result first
+            # a slab would overwrite what a later slab reads: a fresh result first. An
+            # operand that is the destination itself, cut as it is (``m[...] = b * m + g``),
+            # is not: each slab reads its rows before its last op writes them.
+            target = None
         result = target if target is not None else np.empty(root.shape, root.dtype)
         # the views each slab cuts along its dim (a length-1 dim is broadcast: read whole)
         cut = [
