@@ -2,9 +2,9 @@
 
 Per program, in one process, round-robin with numpy's formula (``common.round_robin``): the
 tier as it is, then without the math library's loops (float32 transcendentals in float64 by
-numpy), with slabs of 2**18 elements (the size before issue 18's last change), and without
-the kept program
-(``tier_eval.Program``: the rewrite and analysis per call). Each column is numpy's time
+numpy, row maxima and minima by numpy), with slabs of 2**18 elements (the size before
+issue 18's last change), and without the kept program (``tier_eval.Program``: the rewrite
+and analysis per call). Each column is numpy's time
 divided by the tier's (> 1: the tier is faster). The tier answers every call
 (``tiers.ANSWER_ALL``), its background loads awaited first.
 
@@ -42,11 +42,11 @@ def _forget_programs() -> None:
 @contextlib.contextmanager
 def _variant(name: str):
     """The tier with one mechanism switched off (``name``), as it was before."""
-    saved = (tier_math.LOOPS, tier_eval.SLAB_ELEMENTS)
+    saved = (tier_math.LOOPS, tier_math.ROW_LOOPS, tier_eval.SLAB_ELEMENTS)
     of = tier_eval.Program.__dict__["of"]  # the classmethod itself
     try:
         if name == "no loops":
-            tier_math.LOOPS = {}
+            tier_math.LOOPS, tier_math.ROW_LOOPS = {}, {}
         elif name == "2**18 slabs":
             tier_eval.SLAB_ELEMENTS = 1 << 18
         elif name == "no program":
@@ -54,7 +54,7 @@ def _variant(name: str):
         _forget_programs()
         yield
     finally:
-        tier_math.LOOPS, tier_eval.SLAB_ELEMENTS = saved
+        tier_math.LOOPS, tier_math.ROW_LOOPS, tier_eval.SLAB_ELEMENTS = saved
         tier_eval.Program.of = of
         _forget_programs()
 
