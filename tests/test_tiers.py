@@ -851,6 +851,7 @@ def test_the_tier_loads_the_math_librarys_loops_in_the_background_then_uses_them
     from axesarray.kernels import tier_math
 
     monkeypatch.setattr(tier_math, "LOOPS", {})
+    monkeypatch.setattr(tier_math, "ROW_LOOPS", {})
     monkeypatch.setattr(tier_math, "WANTED", set())
     monkeypatch.setattr(tiers, "_loops_queued", set())
     monkeypatch.setattr(tiers, "ANSWER_ALL", True)  # the tier answers every call
@@ -867,9 +868,10 @@ def test_the_tier_loads_the_math_librarys_loops_in_the_background_then_uses_them
     x = ax.tensor(xn, "N K")
     want = np.exp(xn.astype(np.float64) * 2).sum(1)
     first = (ax.exp(x * 2).sum("K") + 0).numpy()  # a structure no other test builds
-    assert set(tier_math.WANTED) == {"exp"} and not calls
+    assert set(tier_math.WANTED) == {"exp", "sum"} and not calls  # (the sum: a row loop)
     tiers.background_done().result()
     assert set(tier_math.LOOPS) == {"exp"}
+    assert {op for op, _ in tier_math.ROW_LOOPS} == {"sum"}
     second = (ax.exp(x * 2).sum("K") + 0).numpy()
     assert calls == [("exp", True, True)]  # in place, over the product's buffer
     assert_close(first, want.astype(np.float32))
@@ -1106,3 +1108,24 @@ def test_slabs_write_a_destination_that_is_an_operand_cut_as_it_is(tiered, monke
     b = base.numpy().copy()
     lo[...] = hi * 3  # shifted by a row: a slab would read rows the one before it wrote
     assert_close(base.numpy()[:n], b[1:] * 3)
+
+
+def test_the_tier_sums_float32_rows_in_float64_as_the_kernels_do(tiered, monkeypatch):
+    """A float32 sum over the last dims is the row loop once loaded: a float64 accumulator,
+    as the kernels sum (numpy adds pairwise in float32: a row of 1e8, 298 ones and -1e8
+    sums to 288 there, 298 here and in the kernels); a mean is a sum too."""
+    from axesarray.kernels import tier_math
+
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    tier_math.load(["sum"])
+    xn = np.ones((3, 300), np.float32)
+    xn[:, 0], xn[:, -1] = 1e8, -1e8
+    assert xn.sum(1)[0] != 298  # numpy's float32 pairwise sum loses ones
+    x = ax.tensor(xn, "N K")
+    np.testing.assert_array_equal(x.sum("K").numpy(), np.full(3, 298, np.float32))
+    np.testing.assert_array_equal(x.mean("K").numpy(), np.full(3, 298 / 300, np.float32))
+    with ax.set_options(tiered=False):
+        np.testing.assert_array_equal(x.sum("K").numpy(), np.full(3, 298, np.float32))
+    yn = np.random.default_rng(53).standard_normal((5, 4, 6))
+    y = ax.tensor(yn, "A B C")
+    assert_close(y.sum(("B", "C")).numpy(), yn.sum((1, 2)))  # float64, two dims

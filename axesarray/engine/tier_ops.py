@@ -204,8 +204,9 @@ def compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np
 
 
 def _rows(node: Node, x: np.ndarray) -> np.ndarray | None:
-    """A max or min over ``x``'s last dims by the math library's row loop (``tier_math``),
-    or None (numpy's way: another reduction, other dims, another dtype, no loop yet)."""
+    """A max, min or sum over ``x``'s last dims by the math library's row loop
+    (``tier_math``), or None (numpy's way: another reduction, other dims, another dtype,
+    no loop yet)."""
     if node.op not in tier_math.ROW_OPS:
         return None
     axes, nd = node.axes, x.ndim

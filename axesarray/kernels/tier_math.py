@@ -12,9 +12,10 @@ after numba's start-up; compiled once per machine into numba's disk cache, as ``
 is), and ``WANTED`` collects the ops the tier met meanwhile. This module imports numba only
 inside ``load``.
 
-The max and min of each row of a float32 or float64 array (``ROW_OPS``) are loops too,
-loaded the same way: numpy's reduction along a row pays ~100 ns a row (its max over rows
-of 128 float32 runs at 0.8 ns an element, the loop at 0.18). They fold as the kernels do.
+The max, min and sum of each row of a float32 or float64 array (``ROW_OPS``) are loops
+too, loaded the same way: numpy's reduction along a row pays ~100 ns a row (its max over
+rows of 128 float32 runs at 0.8 ns an element, the loop at 0.18). They fold as the kernels
+do: a float32 sum in a float64 accumulator (numpy's adds pairwise in float32).
 
 A loop is called only with the argument types it was compiled for (a read-only input
 too, compiled at load; an unaligned one is copied first): a new type would compile on
@@ -30,11 +31,11 @@ import numpy as np
 __all__ = ["LOOPS", "ROW_LOOPS", "WANTED", "LOOP_OPS", "ROW_OPS", "load", "run_loop", "run_rows"]
 
 LOOP_OPS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid")
-ROW_OPS = ("max", "min")
+ROW_OPS = ("max", "min", "sum")
 # op -> (loop(x, out), loop(x) in place) over 1-D contiguous float32 arrays, filled by
 # ``load`` (keys are only ever added, so a reader that found one may use it)
 LOOPS: dict = {}
-# (op, dtype) -> loop(x, out): the max or min of each row of a 2-D C-ordered float array
+# (op, dtype) -> loop(x, out): the max, min or sum of each row of a 2-D C-ordered float array
 # ``x`` into the 1-D ``out``, filled by ``load`` (keys only ever added)
 ROW_LOOPS: dict = {}
 # ops the tier computed without a loop (``tier_eval``): ``load``'s work
@@ -97,7 +98,7 @@ def run_loop(op: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
 
 
 def run_rows(op: str, x: np.ndarray, k: int) -> np.ndarray | None:
-    """``op`` ("max" or "min") over the last ``k`` dims of the float array ``x`` by its loop
+    """``op`` ("max", "min" or "sum") over the last ``k`` dims of the float array ``x`` by its loop
     (None: no loop loaded for this dtype, or ``x`` is not C-ordered and aligned, or a row
     is empty: numpy's way)."""
     loop = ROW_LOOPS.get((op, x.dtype))
