@@ -1129,3 +1129,29 @@ def test_the_tier_sums_float32_rows_in_float64_as_the_kernels_do(tiered, monkeyp
     yn = np.random.default_rng(53).standard_normal((5, 4, 6))
     y = ax.tensor(yn, "A B C")
     assert_close(y.sum(("B", "C")).numpy(), yn.sum((1, 2)))  # float64, two dims
+
+
+def test_the_loops_load_one_compile_a_job(monkeypatch):
+    """The compile thread loads the tier's loops one signature a job (a read-only input is
+    another signature), the last job publishing them, so an exit waits for one compile at
+    most (a row op's four took 0.4-0.9 s without numba's cache)."""
+    from axesarray.kernels import tier_math
+
+    monkeypatch.setattr(tier_math, "LOOPS", {})
+    monkeypatch.setattr(tier_math, "ROW_LOOPS", {})
+    monkeypatch.setattr(tier_math, "WANTED", {"exp", "min", "cos"})
+    monkeypatch.setattr(tiers, "_loops_queued", set())
+    jobs = []
+    monkeypatch.setattr(tiers, "in_background", lambda fn, *args: jobs.append((fn, args)))
+    tiers.load_tier_loops()
+    assert len(jobs) == (3 + 1) + (4 + 1)  # exp: two-array (+ read-only) and in place; min
+    for fn, args in jobs[:-1]:
+        fn(*args)
+        assert "min" not in {op for op, _ in tier_math.ROW_LOOPS}  # published last
+    jobs[-1][0](*jobs[-1][1])
+    assert set(tier_math.LOOPS) == {"exp"}
+    assert set(tier_math.ROW_LOOPS) == {("min", np.dtype("float32")), ("min", np.dtype("float64"))}
+    assert tier_math.load_steps("exp") == tier_math.load_steps("min") == []
+    jobs.clear()
+    tiers.load_tier_loops()  # queued once
+    assert jobs == []

@@ -161,7 +161,8 @@ def _after_fork_in_child() -> None:
     _compiler = _Compiler()
     _pool_lock = threading.RLock()
     worker.forget_process()
-    _loops_queued.intersection_update(tier_math.LOOPS)  # a load queued in the parent: again
+    # a load queued in the parent and not published: again
+    _loops_queued.intersection_update({*tier_math.LOOPS, *(op for op, _ in tier_math.ROW_LOOPS)})
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -295,15 +296,17 @@ def load_tier_loops() -> None:
     """Queue the load of the math library's loops the tier has wanted (``tier_math``), once
     per op, after the schedule's compile: numba is loaded by then (a script ending during
     numba's start-up on this thread waits for it), and later answers of the tier use them.
-    One job per loop, so an exit waits for one loop's load at most. Under ``ANSWER_ALL``
-    too: they are the tier's own, not a hand-over to the kernels."""
+    One job per compile (``tier_math.load_steps``), so an exit waits for one compile at
+    most. Under ``ANSWER_ALL`` too: they are the tier's own, not a hand-over to the
+    kernels."""
     if not tier_math.WANTED - _loops_queued:
         return
     with _pool_lock:
         wanted = sorted(tier_math.WANTED - _loops_queued)
         _loops_queued.update(wanted)
     for op in wanted:
-        in_background(tier_math.load, (op,))
+        for step in tier_math.load_steps(op):
+            in_background(step)
 
 
 def _compiling(plan: Schedule) -> Future | None:

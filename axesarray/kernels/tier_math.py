@@ -24,11 +24,22 @@ the calling thread, which the tier never waits for.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-__all__ = ["LOOPS", "ROW_LOOPS", "WANTED", "LOOP_OPS", "ROW_OPS", "load", "run_loop", "run_rows"]
+__all__ = [
+    "LOOPS",
+    "ROW_LOOPS",
+    "WANTED",
+    "LOOP_OPS",
+    "ROW_OPS",
+    "load",
+    "load_steps",
+    "run_loop",
+    "run_rows",
+]
 
 LOOP_OPS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid")
 ROW_OPS = ("max", "min", "sum")
@@ -49,31 +60,53 @@ def load(ops=None) -> None:
     """Compile (or load from numba's disk cache) the loops of ``ops`` (default: ``WANTED``)
     and publish them in ``LOOPS`` / ``ROW_LOOPS``. Imports numba: run it where a compile
     may run (the compile thread)."""
+    for op in list(WANTED if ops is None else ops):
+        for step in load_steps(op):
+            step()
+
+
+def load_steps(op: str) -> list:
+    """The load of ``op``'s loops as steps, each one compile of one signature (~0.1-0.3 s
+    on a machine without numba's cache, a few ms with it), the last one publishing them:
+    the compile thread runs each as its own job, so an exit waits for one compile at
+    most. Empty when they are loaded, or ``op`` has none."""
+    if op in ROW_OPS and (op, _F32) not in ROW_LOOPS:
+        steps = [
+            functools.partial(_compile, f"{op}_rows_f{dtype.itemsize * 8}", ro, (1, 1), dtype, 1)
+            for dtype in _ROW_DTYPES
+            for ro in (False, True)
+        ]
+        return [*steps, functools.partial(_publish_rows, op)]
+    if op in LOOP_OPS and op not in LOOPS:
+        steps = [
+            functools.partial(_compile, f"{op}_f32_loop", ro, (1,), _F32, 1) for ro in (False, True)
+        ]
+        steps.append(functools.partial(_compile, f"{op}_f32_inplace", False, (1,), _F32, 0))
+        return [*steps, functools.partial(_publish_map, op)]
+    return []
+
+
+def _compile(name: str, read_only: bool, shape: tuple, dtype: np.dtype, outs: int) -> None:
+    """Compile (or load) the loop ``name`` of ``tier_loops`` for one signature: its input
+    of ``dtype`` and ``len(shape)`` dims (read-only or not), then ``outs`` 1-D output."""
     from . import tier_loops  # numba, and the math library's compiled functions
 
-    for op in list(WANTED if ops is None else ops):
-        if op in ROW_OPS and (op, _F32) not in ROW_LOOPS:
-            for dtype in _ROW_DTYPES:
-                loop = getattr(tier_loops, f"{op}_rows_f{dtype.itemsize * 8}")
-                for x in _both(np.zeros((1, 1), dtype)):
-                    loop(x, np.empty(1, dtype))
-                ROW_LOOPS[(op, dtype)] = loop
-        if op in LOOPS or op not in LOOP_OPS:
-            continue
-        loop = getattr(tier_loops, f"{op}_f32_loop")
-        inplace = getattr(tier_loops, f"{op}_f32_inplace")
-        x = np.zeros(1, _F32)
-        for xx in _both(x):
-            loop(xx, np.empty_like(x))  # compiles the signatures the tier calls
-        inplace(x)
-        LOOPS[op] = (loop, inplace)
+    x = np.zeros(shape, dtype)
+    x.flags.writeable = not read_only
+    getattr(tier_loops, name)(x, *(np.empty(1, dtype) for _ in range(outs)))
 
 
-def _both(x: np.ndarray) -> tuple:
-    """``x`` and a read-only view of it: numba types the two apart."""
-    ro = x.view()
-    ro.flags.writeable = False
-    return x, ro
+def _publish_rows(op: str) -> None:
+    from . import tier_loops
+
+    for dtype in _ROW_DTYPES:
+        ROW_LOOPS[(op, dtype)] = getattr(tier_loops, f"{op}_rows_f{dtype.itemsize * 8}")
+
+
+def _publish_map(op: str) -> None:
+    from . import tier_loops
+
+    LOOPS[op] = (getattr(tier_loops, f"{op}_f32_loop"), getattr(tier_loops, f"{op}_f32_inplace"))
 
 
 def run_loop(op: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
