@@ -3,6 +3,7 @@ numpy users write it (and torch when installed), measured in the same run.
 
     python benchmarks/bench_workloads.py            # full sizes
     python benchmarks/bench_workloads.py --quick    # tiny sizes, a smoke run
+    python benchmarks/bench_workloads.py --mid      # ~1e5 elements, the target's smallest
     python benchmarks/bench_workloads.py --only softmax,quantize
 
 Per program: the steady state (``tiered=False``, kernels compiled; median of interleaved
@@ -646,7 +647,31 @@ class LogSoftmaxByName(SoftmaxByName):
         return d - np.log(np.exp(d).sum(axis=1, keepdims=True))
 
 
-def workloads(quick: bool) -> list[Workload]:
+def workloads(quick: bool, mid: bool = False) -> list[Workload]:
+    """The suite: full sizes (1e6-4e6 elements, most rows), ``quick`` (tiny: a smoke run)
+    or ``mid`` (the same programs at ~1e5 elements, the smallest size the target covers:
+    where per-call costs and cache-resident kernels show)."""
+    if mid:
+        return [
+            SoftmaxByHand((2, 16, 64, 64)),
+            SoftmaxByHand((128, 1024), rows=True),
+            Quantize((2, 16, 56, 56), "clip"),
+            Quantize((2, 16, 56, 56), "minmax"),
+            Attention(2, 4, 128, 128, 32),
+            LayerNorm(256, 512),
+            GeluByHand(1 << 17),
+            MaskedMean(8, 128, 128),
+            Cosine(256, 512, 64),
+            AdamStep(1 << 17),
+            MlpStep(128, 256, 1024, 128),
+            MlpStep(128, 256, 1024, 128, "sum"),
+            LogSumExpByHand(128, 1024),
+            ExpSum(128, 1024),
+            ImagePipeline(2, 128, 128),
+            SoftmaxByName(128, 1024),
+            LogSoftmaxByName(128, 1024),
+            MaxOverK(128, 1024),
+        ]
     if quick:
         return [
             SoftmaxByHand((2, 8, 4, 4)),
@@ -767,13 +792,13 @@ def measure(w: Workload, repeat: int) -> dict:
     )
 
 
-def run(quick: bool, repeat: int, only: str = "") -> list[dict]:
+def run(quick: bool, repeat: int, only: str = "", mid: bool = False) -> list[dict]:
     """Measure the workloads (names containing one of the comma-separated ``only``)."""
     keys = [k.strip().lower() for k in only.split(",") if k.strip()]
     tiered = ax.get_option("tiered")
     rows = []
     try:
-        for w in workloads(quick):
+        for w in workloads(quick, mid):
             if not keys or any(k in w.name.lower() for k in keys):
                 rows.append(measure(w, repeat))
     finally:
@@ -844,6 +869,7 @@ def report(rows: list[dict], bandwidth: float | None = None) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--mid", action="store_true", help="the programs at ~1e5 elements")
     p.add_argument("--warm-cache", action="store_true", help="keep the usual kernel cache")
     p.add_argument("--only", default="", help="comma-separated name fragments")
     p.add_argument("--repeat", type=int, default=0)
@@ -853,7 +879,7 @@ def main(argv=None) -> None:
         # at the first compile).
         os.environ["AXESARRAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="axesarray-workloads-")
     repeat = args.repeat or (3 if args.quick else 9)
-    rows = run(args.quick, repeat, args.only)
+    rows = run(args.quick, repeat, args.only, args.mid)
     report(rows, copy_bandwidth(repeat))
 
 

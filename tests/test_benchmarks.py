@@ -69,3 +69,16 @@ def test_workload_suite_runs_at_tiny_sizes(capsys):
         assert w.name in out
     for r in rows:
         assert r["kernels"] >= 1 and r["times"]["axesarray"] > 0
+
+
+def test_the_workload_suite_has_a_mid_size_of_the_same_programs():
+    """``bench_workloads.py --mid``: the suite's programs at ~1e5 elements, the smallest size
+    the target covers."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_workloads
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    full, mid = bench_workloads.workloads(False), bench_workloads.workloads(False, mid=True)
+    assert [w.name for w in mid] == [w.name for w in full]
+    assert all(5e4 <= w.elements() <= 3e5 for w in mid)
