@@ -220,9 +220,9 @@ class Program:
             if recipe is None:
                 given[sid] = view(p, [], p.shape)
                 continue
-            shape, strides, offset, writeable = recipe
+            shape, strides, offset = recipe
             value = np.ndarray(shape, p.dtype, p.data, offset, strides)
-            if not writeable:
+            if not p.writeable:
                 value.flags.writeable = False
             given[sid] = value
         return given
@@ -231,8 +231,8 @@ class Program:
 def _bind_recipe(p: Node) -> tuple | None:
     """How a kept program makes a param's value each call: a plain host leaf's compact
     view (``tier_ops.view``: its broadcast dims of length 1) as ``(shape, byte strides,
-    byte offset, writeable)`` over its storage (the plan key fixes the view, the dtype and
-    the storage kind), so a call makes one ``np.ndarray``; None for the others (constants,
+    byte offset)`` over its storage (the plan key fixes the view, the dtype and the
+    storage kind), so a call makes one ``np.ndarray``; None for the others (constants,
     blocked or device storage: ``view``)."""
     if type(p) is not Leaf or type(p.data) is not np.ndarray or p.view.blocks is not None:
         return None
@@ -241,7 +241,7 @@ def _bind_recipe(p: Node) -> tuple | None:
         return None
     item = p.data.itemsize
     shape = tuple(1 if st == 0 else n for n, st in zip(v.shape, v.strides, strict=True))
-    return shape, tuple(st * item for st in v.strides), v.offset * item, p.writeable
+    return shape, tuple(st * item for st in v.strides), v.offset * item
 
 
 def _write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
