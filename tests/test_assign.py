@@ -320,3 +320,78 @@ def test_failed_assignment_random_axes(a):
     ):
         out[...] = ax.ones((ax.Axis("foreign", 1),))
     assert out.numpy().tobytes() == before
+
+
+def _in_place_variants():
+    """The in-place variants the plans' straight runners made: {alias: ready}."""
+    from axesarray.engine import executor
+
+    found = {}
+    for plan in executor._PLANS.values():
+        if callable(plan.fast) and hasattr(plan.fast, "__globals__"):
+            inplace = plan.fast.__globals__.get("inplace")
+            for alias, (kernel, _) in getattr(inplace, "variants", {}).items():
+                found[alias] = kernel.ready
+    return found
+
+
+@pytest.mark.parametrize("n", [1000, 300_000])  # the serial and the parallel variant
+def test_an_assignment_into_its_own_operand_runs_the_in_place_variant(n):
+    """``m[...] = b * m + g`` (and ``+=``): the kernel reads ``m`` through the destination
+    (one argument: two over the same memory fail LLVM's run-time overlap check and run the
+    scalar loop, 4x slower), a variant compiled once per set of aliased operands; values
+    as numpy's, call after call, and an assignment into another array runs the general
+    kernel as before."""
+    from axesarray.engine import executor
+    from axesarray.engine.binder import lowered
+
+    rng = np.random.default_rng(61)
+    mn, gn = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    want = mn.copy()
+    m, g = ax.tensor(mn.copy(), "I"), ax.tensor(gn, "I")
+    other = ax.zeros(m.axes, "float32")
+    with ax.set_options(tiered=False):
+        for _ in range(4):  # the general path, then the straight runner
+            m[...] = 0.9 * m + 0.1 * g
+            want = np.float32(0.9) * want + np.float32(0.1) * gn
+            assert_close(m.numpy(), want)
+        plan = executor.schedule_for((0.9 * m + 0.1 * g).node, m.node)[0]
+        inplace = plan.fast.__globals__["inplace"]
+        ((alias, (kernel, _)),) = inplace.variants.items()
+        assert kernel.ready and len(alias) == 1
+        (step,) = plan.steps
+        # the variant reads m through the destination: one array argument fewer
+        assert len(lowered(step, alias).operands) == len(lowered(step).operands) - 1
+        other[...] = 0.9 * m + 0.1 * g  # another destination: the general kernel
+        assert_close(other.numpy(), np.float32(0.9) * want + np.float32(0.1) * gn)
+        assert list(inplace.variants) == [alias]
+        m += 1
+        assert_close(m.numpy(), want + 1)
+
+
+def test_the_in_place_variant_compiles_behind_the_tier(monkeypatch):
+    """With ``tiered`` (the default) the in-place variant compiles on the compile thread
+    while the general kernel answers; once compiled, it runs."""
+    from axesarray.engine import tiers
+
+    rng = np.random.default_rng(62)
+    xn = rng.standard_normal(777).astype(np.float32)
+    want = xn.copy()
+    x = ax.tensor(xn.copy(), "I")
+    with ax.set_options(tiered=False):
+        (x * 3 - 1).eval()  # the kernels compiled first (another destination)
+    y = ax.zeros(x.axes, "float32")
+    with ax.set_options(tiered=False):
+        y[...] = x * 3 - 1
+        y[...] = x * 3 - 1
+    for _ in range(3):
+        x[...] = x * 3 - 1
+        want = want * np.float32(3) - np.float32(1)
+        assert_close(x.numpy(), want)
+    done = tiers.background_done()
+    if done is not None:
+        done.result()
+    x[...] = x * 3 - 1
+    want = want * np.float32(3) - np.float32(1)
+    assert_close(x.numpy(), want)
+    assert True in _in_place_variants().values()

@@ -19,9 +19,18 @@ _F16 = np.dtype(np.float16)
 _U16 = np.dtype(np.uint16)
 
 
-def lowered(step: KernelStep) -> Lowered:
-    """The step's argument layout and address terms (computed once per step)."""
+def lowered(step: KernelStep, alias: tuple = ()) -> Lowered:
+    """The step's argument layout and address terms (computed once per step); ``alias``:
+    the parameters read in place through the destination (an in-place variant)."""
     c = step.compiled
+    if alias:
+        key = ("lowered", alias)
+        low = c.aliased.get(key)
+        if low is None:
+            low = c.aliased[key] = Lowered(
+                step.out, step.tree, step.nest, step.extra, frozenset(alias)
+            )
+        return low
     if c.lowered is None:
         c.lowered = Lowered(step.out, step.tree, step.nest, step.extra)
     return c.lowered
@@ -48,9 +57,10 @@ def _source_expr(src: tuple, temp0: str | None) -> str:
     return f"temps[{src[1]!r}]" if kind == "temp" else "temps['alias']"
 
 
-def _arguments(step: KernelStep, temp0: str | None = None) -> str:
-    """The source of the kernel's argument list (``temp0``: the name temp 0 goes by)."""
-    low = lowered(step)
+def _arguments(step: KernelStep, temp0: str | None = None, alias: tuple = ()) -> str:
+    """The source of the kernel's argument list (``temp0``: the name temp 0 goes by;
+    ``alias``: an in-place variant's, ``lowered``)."""
+    low = lowered(step, alias)
     parts = []
     for source in low.recipe:
         if source[0] == "int":
@@ -74,9 +84,16 @@ def _exec(code: str, name: str, where: str, **namespace):
     return namespace[name]
 
 
-def binder(step: KernelStep):
-    """The generated ``bind(params, temps, dst)`` of a step (compiled once)."""
+def binder(step: KernelStep, alias: tuple = ()):
+    """The generated ``bind(params, temps, dst)`` of a step (compiled once; ``alias``: of
+    its in-place variant, ``lowered``)."""
     c = step.compiled
+    if alias:
+        bind = c.aliased.get(("binder", alias))
+        if bind is None:
+            code = f"def bind(params, temps, dst):\n    return ({_arguments(step, None, alias)},)\n"
+            bind = c.aliased[("binder", alias)] = _exec(code, "bind", f"<binder of {step.why}>")
+        return bind
     if c.binder is None:
         code = f"def bind(params, temps, dst):\n    return ({_arguments(step)},)\n"
         c.binder = _exec(code, "bind", f"<binder of {step.why}>")
@@ -102,15 +119,21 @@ def fresh_runner(step: KernelStep, call, alloc, n: int, dtype, fresh, view, key:
     return _exec(code, "run", where, new=object.__new__, shape=view.shape, **namespace)
 
 
-def into_runner(step: KernelStep, call, overlaps, general):
+def into_runner(step: KernelStep, call, overlaps, general, inplace=None, candidates=()):
     """Generated ``run(params, dst)``: ``general(params, dst)`` when ``overlaps(params,
-    dst)`` (the kernel would read what it writes), else ``call`` with the step's arguments
-    (``executor``'s straight path for an assignment)."""
-    code = (
-        "def run(params, dst):\n"
-        "    if overlaps(params, dst):\n"
-        "        return general(params, dst)\n"
-        f"    call({_arguments(step)})\n"
-    )
+    dst)`` (the kernel would read what it writes), ``inplace(params, dst)`` when one of the
+    ``candidates`` (parameters read at the output's own view and index) is the
+    destination's storage, else ``call`` with the step's arguments (``executor``'s
+    straight path for an assignment)."""
+    lines = [
+        "def run(params, dst):",
+        "    if overlaps(params, dst):",
+        "        return general(params, dst)",
+    ]
+    if inplace is not None and candidates:
+        test = " or ".join(f"params[{i}].data is o" for i in candidates)
+        lines += ["    o = dst.data", f"    if {test}:", "        return inplace(params, dst)"]
+    lines.append(f"    call({_arguments(step)})")
     where = f"<runner of {step.why}>"
-    return _exec(code, "run", where, call=call, overlaps=overlaps, general=general)
+    namespace = dict(call=call, overlaps=overlaps, general=general, inplace=inplace)
+    return _exec("\n".join(lines) + "\n", "run", where, **namespace)

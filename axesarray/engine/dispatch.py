@@ -108,26 +108,31 @@ def variant(step: KernelStep, device: Device, out=None) -> str:
     return "parallel"
 
 
-def source_for(step: KernelStep, device: Device, variant_name: str) -> tuple[str, str]:
-    """Generated module source and its entry point for a step's variant."""
+def source_for(
+    step: KernelStep, device: Device, variant_name: str, alias: tuple = ()
+) -> tuple[str, str]:
+    """Generated module source and its entry point for a step's variant (``alias``: the
+    parameters it reads in place through the destination, CPU only)."""
     if device.is_cpu:
-        return cpu_source(lowered(step), variant_name, __version__, _MATHLIB), "kernel"
+        return cpu_source(lowered(step, alias), variant_name, __version__, _MATHLIB), "kernel"
     simulated = device.backend == "simulator"
     return cuda_source(lowered(step), __version__, _MATHLIB, simulated), "launch"
 
 
-def kernel_for(step: KernelStep, device: Device, variant_name: str):
-    """The compiled kernel of a step's variant (from the kernel cache)."""
+def kernel_for(step: KernelStep, device: Device, variant_name: str, alias: tuple = ()):
+    """The compiled kernel of a step's variant (from the kernel cache); ``alias``: its
+    in-place variant reading those parameters through the destination."""
     kernels = step.compiled.kernels
-    fn = kernels.get((device.type, variant_name))
+    key = (device.type, variant_name, alias) if alias else (device.type, variant_name)
+    fn = kernels.get(key)
     if fn is None:
-        source, entry = source_for(step, device, variant_name)
+        source, entry = source_for(step, device, variant_name, alias)
         if debug_level() >= 3:
             print(f"[axesarray] generated source:\n{source}", file=sys.stderr)
         with interrupts_held():  # imports numba: the first compile pays it
             from ..kernels.cache import get_kernel
 
-        fn = kernels[(device.type, variant_name)] = get_kernel(source, entry)
+        fn = kernels[key] = get_kernel(source, entry)
     return fn
 
 

@@ -20,9 +20,10 @@ import numpy as np
 
 from ..core.strided import span
 from ..dag.nodes import Leaf
+from ..kernels.threads import interrupts_held
 from ..options import OPTIONS
 from ..storage.memory import SMALL, allocate
-from .alias import overlap_test, overlaps, shares_storage, via_temp
+from .alias import _reads, overlap_test, overlaps, shares_storage, via_temp
 from .binder import binder
 from .binder import fresh_runner as _fresh
 from .binder import into_runner as _into
@@ -30,7 +31,7 @@ from .binder import lowered as binder_lowered
 from .dispatch import kernel_for, run_kernel, variant
 from .routes import ROUTES, dot_runner, host_dot
 from .schedule import DotStep, KernelStep, Schedule
-from .tiers import compile_first
+from .tiers import compile_first, in_background
 
 __all__ = [
     "run_schedule",
@@ -208,7 +209,9 @@ def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
         found = _single_kernel(plan, params, NO_TEMPS, dst)
         if found is not None:
             step, call = found
-            run = _into(step, call, overlap_test(step), general)
+            candidates = tuple(i for i, same_place, _ in _reads(step) if same_place)
+            inplace = _InPlace(plan, step, call, candidates) if plan.device.is_cpu else None
+            run = _into(step, call, overlap_test(step), general, inplace, candidates)
             run.threshold = OPTIONS["serial_threshold"]
             return run
     if not (many and plan.ready and plan.device.is_cpu):
@@ -224,6 +227,49 @@ def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
         return None
     gen.ns.update(overlaps=overlap_test(steps[-1]), general=general)
     return gen.build("params, dst", setup, "None", EAGER_POOL_MAX_BYTES)
+
+
+class _InPlace:
+    """``run(params, dst)`` of a one-kernel assignment whose destination is the storage of
+    some of its operands, read at the destination's own view and index (``m[...] = b * m +
+    g``, ``x += 1``). The kernel's two arguments over the same memory fail LLVM's run-time
+    overlap check and run its scalar loop (Adam's update over 131072 float32: 398 us
+    against 92 us vectorized). So such an assignment runs the step's in-place variant,
+    which reads those operands through the destination (``lowered(step, alias)``): one
+    kernel per set of aliased parameters, compiled once (the general kernel answers while
+    it compiles in the background under ``tiered``; with ``tiered=False`` it compiles
+    first, as every kernel does)."""
+
+    __slots__ = ("plan", "step", "call", "candidates", "kind", "variants")
+
+    def __init__(self, plan: Schedule, step: KernelStep, call, candidates: tuple) -> None:
+        self.plan, self.step, self.call, self.candidates = plan, step, call, candidates
+        self.kind = variant(step, plan.device)
+        self.variants: dict = {}  # alias -> (Kernel, bind)
+
+    def __call__(self, params, dst) -> None:
+        o = dst.data
+        alias = tuple(i for i in self.candidates if params[i].data is o)
+        got = self.variants.get(alias)
+        if got is None:
+            got = self.variants[alias] = self._start(alias, params, dst)
+        kernel, bind = got
+        if kernel.ready:
+            kernel.fn(*bind(params, NO_TEMPS, dst))
+        else:
+            self.call(*binder(self.step)(params, NO_TEMPS, dst))
+
+    def _start(self, alias: tuple, params, dst) -> tuple:
+        kernel = kernel_for(self.step, self.plan.device, self.kind, alias)
+        bind = binder(self.step, alias)
+        if not kernel.ready:
+            args = bind(params, NO_TEMPS, dst)
+            if OPTIONS["tiered"]:
+                in_background(kernel.warm, args)
+            else:
+                with interrupts_held():
+                    kernel.warm(args)
+        return kernel, bind
 
 
 def _second(plan: Schedule) -> bool:

@@ -30,6 +30,9 @@ class Compiled:
     reads: tuple | None = None  # alias analysis: (param, same place as output, view)
     via_temp: tuple | None = None  # (step into an alias temp, copy step) when aliased
     kernels: dict = attrs.field(factory=dict)  # (device kind, variant) -> compiled kernel
+    # per ``alias`` (parameters that are the destination's storage, read in place): the
+    # Lowered, the binder, and (in ``kernels``) the kernel of that in-place variant
+    aliased: dict = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)

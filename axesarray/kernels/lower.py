@@ -27,7 +27,7 @@ class Lowered:
     node)`` for a run-time scalar, or ``("int", value)`` for a plan-time integer.
     """
 
-    def __init__(self, out: KLeaf, tree, nest: LoopNest, extra: tuple = ()):
+    def __init__(self, out: KLeaf, tree, nest: LoopNest, extra: tuple = (), alias=frozenset()):
         self.out = out
         self.tree = tree
         self.nest = nest
@@ -39,9 +39,15 @@ class Lowered:
         outs = [out] + [o for o, _ in extra]
         leaves = [n for n in nodes if n.kind == "leaf"]
         # A leaf reading the output in place (its storage and view: a BLAS result the kernel
-        # rewrites) is the output operand itself. Two arguments over the same memory would
-        # fail LLVM's runtime overlap check and run the scalar loop.
-        inplace = {id(n) for n in leaves if n.src == out.src and n.view == out.view}
+        # rewrites; ``alias``: the parameters that are the destination's storage in this
+        # variant, ``m[...] = b * m + g``) is the output operand itself. Two arguments over
+        # the same memory would fail LLVM's runtime overlap check and run the scalar loop.
+        inplace = {
+            id(n)
+            for n in leaves
+            if n.view == out.view
+            and (n.src == out.src or (n.src[0] == "param" and n.src[1] in alias))
+        }
         self.operands: list[KLeaf] = outs + [n for n in leaves if id(n) not in inplace]
         self.index_of = {id(op): k for k, op in enumerate(self.operands)}
         self.index_of.update((i, 0) for i in inplace)
