@@ -416,3 +416,32 @@ def test_rows_first_reductions(op, dtype):
 
         plan, _ = executor.schedule_for(x.sum(("R", "S"))._node, None)
         assert _rows_first(lowered(plan.steps[0]))
+
+
+def test_a_masked_reduction_over_an_outer_axis_runs_rows_first():
+    """A masked mean over ``T`` of ``x`` over ``B T D`` (the mask ``pos < lens`` over ``B T``
+    reads ``T`` contiguously but one value per row of ``D``) runs rows-first: the inner
+    loop along ``D``, in memory order (the mask made ``T`` the inner loop, one cache line
+    per element of ``x``: 3.5x slower at 1.3e5 elements); an operand varying along both,
+    ``T`` contiguous, keeps ``T`` inner. Values as numpy's."""
+    from axesarray.engine import executor
+    from axesarray.engine.binder import lowered
+    from axesarray.kernels.cpu import _rows_first
+
+    rng = np.random.default_rng(63)
+    b, t, d = 3, 37, 70
+    xn = rng.standard_normal((b, t, d))
+    lens_n = np.array([37, 5, 0])
+    x = ax.tensor(xn, "B T D")
+    pos = ax.tensor(np.arange(t), "T")
+    lens = ax.tensor(lens_n, "B")
+    e = ax.where(pos < lens, x, 0.0).sum("T")
+    want = np.where(np.arange(t)[None, :, None] < lens_n[:, None, None], xn, 0.0).sum(1)
+    assert_close(e, want)
+    plan, _ = executor.schedule_for(e._node, None)
+    assert _rows_first(lowered(plan.steps[0]))
+    tn = ax.tensor(np.ascontiguousarray(xn.transpose(0, 2, 1)), "B D T")  # T contiguous
+    e2 = ax.where(pos < lens, tn, 0.0).sum("T")
+    assert_close(e2, want)
+    plan2, _ = executor.schedule_for(e2._node, None)
+    assert not _rows_first(lowered(plan2.steps[0]))

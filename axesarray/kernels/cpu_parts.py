@@ -104,7 +104,10 @@ def _rows_first(low: Lowered) -> bool:
     """Whether to reduce rows-first: inputs read the innermost output dim contiguously and
     the innermost reduce dim with a stride (``x.sum("N")`` of a row-major ``N F``). Then a
     block of outputs accumulates together, the inner loop running along memory; the usual
-    template would walk a column per output element, one cache line per value."""
+    template would walk a column per output element, one cache line per value. An input
+    that does not vary along the innermost output dim reads one value per row either way
+    (a masked mean's ``pos < lens`` over ``B T`` beside ``x`` over ``B T D``): it does not
+    make the reduce dim the inner loop."""
     nest, red = low.nest, low.reduce
     n_out, rank = nest.n_out, nest.rank
     if n_out == 0 or rank == n_out or REDUCTIONS[red.op].index:
@@ -112,7 +115,9 @@ def _rows_first(low: Lowered) -> bool:
     last, inner = n_out - 1, rank - 1
     inputs = range(1, len(low.operands))
     along_out = any(low.terms[k][last] == f"i{last}" for k in inputs)
-    along_red = any(low.terms[k][inner] == f"i{inner}" for k in inputs)
+    along_red = any(
+        low.terms[k][inner] == f"i{inner}" and low.terms[k][last] is not None for k in inputs
+    )
     return along_out and not along_red
 
 
