@@ -7,11 +7,13 @@
 Rows:
 - launch: ``run_parts`` with a part that does nothing, against a direct call and against
   a ``ThreadPoolExecutor`` hand-off (the previous implementation, kept here as the
-  reference). ``run_parts`` less the direct call is the launch overhead that
-  ``dispatch.LAUNCH_SECONDS`` stands for.
+  reference). ``run_parts`` less the direct call: the hand-over alone (a part that does
+  nothing is done by the caller before a helper wakes).
 - kernels: one kernel per row, its serial and parallel variants timed interleaved, next
   to the one-core time the cost model estimates (``cost.serial_seconds``) and the variant
-  ``dispatch.variant`` picks. "best" is the faster measured variant.
+  ``dispatch.variant`` picks. "best" is the faster measured variant. The fit below it
+  (``parallel = a * serial + b``) gives the one-core time from which threads pay, the
+  measure ``dispatch.LAUNCH_SECONDS`` stands for.
 - BLAS spin: the CPU time numpy's BLAS threads (every thread but this one) use in each
   25 ms after a threaded ``np.matmul`` returns, from /proc (Linux): the window
   ``threads.BLAS_SPIN_SECONDS`` stands for.
@@ -39,7 +41,7 @@ import axesarray as ax
 from axesarray.engine import executor
 from axesarray.engine.binder import binder
 from axesarray.engine.cost import serial_seconds
-from axesarray.engine.dispatch import kernel_for, variant
+from axesarray.engine.dispatch import LAUNCH_SECONDS, kernel_for, variant
 from axesarray.kernels.threads import RANGES_PER_THREAD, num_threads, run_parts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -116,12 +118,40 @@ def _cases():
 def bench_kernels(repeat: int) -> None:
     print(f"\nkernels, serial vs parallel variant ({num_threads()} threads, median us):")
     print(f"  {'kernel':<28} {'est 1 core':>10} {'serial':>8} {'parallel':>8}  chosen   best")
+    pairs = []
     for name, e, out in _cases():
         est, ser, par, chosen = _kernel_times(e, out, repeat)
         best = "serial" if ser <= par else "parallel"
+        pairs.append((ser, par))
         print(
             f"  {name:<28} {est * 1e6:10.1f} {ser * 1e6:8.1f} {par * 1e6:8.1f}  {chosen:<8} {best}"
         )
+    _launch_fit(pairs)
+
+
+def _launch_fit(pairs: list) -> None:
+    """The line ``parallel = a * serial + b`` through the rows whose serial time is under
+    2 ms (least squares): ``b`` is what a parallel run costs beyond its share (waking the
+    helpers, handing ranges over), ``a`` the share; threads pay from ``b / (1 - a)`` of
+    one-core time, which ``dispatch.parallel_pays`` reads as ``LAUNCH_SECONDS`` (its
+    test: ``serial * (1 - 1 / threads) > LAUNCH_SECONDS``)."""
+    pts = [(s, p) for s, p in pairs if s < 2e-3]
+    if len(pts) < 3:
+        return
+    ms, mp = statistics.fmean(s for s, _ in pts), statistics.fmean(p for _, p in pts)
+    a = sum((s - ms) * (p - mp) for s, p in pts) / sum((s - ms) ** 2 for s, _ in pts)
+    b = mp - a * ms
+    if not 0 < a < 1:
+        print(f"  fit: parallel = {a:.2f} x serial + {b * 1e6:.0f} us (threads never pay)")
+        return
+    even = b / (1 - a)
+    threads = num_threads()
+    print(
+        f"  fit: parallel = {a:.2f} x serial + {b * 1e6:.0f} us: threads pay from "
+        f"{even * 1e6:.0f} us of one-core time, LAUNCH_SECONDS = "
+        f"{even * (1 - 1 / threads) * 1e6:.0f} us (dispatch.LAUNCH_SECONDS: "
+        f"{LAUNCH_SECONDS * 1e6:.0f} us)"
+    )
 
 
 def _thread_cpu() -> dict:

@@ -74,11 +74,15 @@ def _streamable(step: KernelStep) -> bool:
 
 
 # What running a kernel's ranges on threads costs beyond the ranges themselves: handing
-# them to the helpers and waiting for them (kernels/threads.py). Measured as the median
-# time of ``run_parts`` with a part that does nothing, less a direct call: 11-25 us on
-# the 2-core reference machine (benchmarks/bench_threads.py, "launch"; medians of 1010
-# calls in three runs at load 2-6).
-LAUNCH_SECONDS = 25e-6
+# them to the helpers, waking them and waiting for them (kernels/threads.py), measured
+# with work to do (a part that does nothing is done by the caller before a helper wakes:
+# 11-25 us, which this constant was until issue 18). ``benchmarks/bench_threads.py``
+# ("kernels") times each kernel's serial and parallel variants and fits ``parallel = a *
+# serial + b``: a = 0.59-0.60, b = 47-54 us on the 2-core reference machine (two runs), so
+# threads pay from 116-135 us of one-core time, which is this constant over
+# ``1 - 1 / threads``: 58-68 us. At 25 us a kernel of 50-130 us ran on threads, slower
+# (relu(h + b) 256x1024: 102-108 us serial, 140-143 us parallel).
+LAUNCH_SECONDS = 60e-6
 
 
 def parallel_pays(step: KernelStep) -> bool:
