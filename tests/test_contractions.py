@@ -143,6 +143,38 @@ def test_attention_by_names_writes_its_second_product_in_place(dtype, shape):
     assert_close(out, want, scale=shape[3])
 
 
+def test_attention_stores_its_softmax_once_between_the_products():
+    """The softmax between attention's products is stored for the second product anyway:
+    the normalize kernel computes ``e`` once and stores it there (one exp an element),
+    not the logsumexp rewrite (a reduction then an elementwise kernel, two exps an
+    element): 2 BLAS calls and 1 fused kernel. Later calls run a straight runner whose
+    last step writes the destination by BLAS (no general path per call); an operand
+    sharing the destination's storage takes the general path."""
+    from axesarray.engine import executor
+
+    out, e, want = _attention(2, 3, 16, 24, 8)
+    assert _kinds(ax.explain(e, out)) == ["blas", "reduction", "blas"]
+    with ax.set_options(tiered=False):
+        for _ in range(3):
+            ax.assign(out, e)
+            assert_close(out, want, scale=24)
+        plan = executor.schedule_for(e.node, out.node)[0]
+        assert callable(plan.fast) and plan.fast.__name__ == "run"
+        qn = _arr((2, 3, 16, 8))
+        buf = ax.tensor(qn.copy(), "B H T D")  # the destination is also the query
+        k = ax.tensor(_arr((2, 3, 24, 8)), "B H S D")
+        v = ax.tensor(_arr((2, 3, 24, 8)), "B H S D")
+        scale = 1 / math.sqrt(8)
+        e2 = ax.dot(ax.softmax(ax.dot(buf, k, over="D") * scale, "S"), v, over="S")
+        sn = qn @ k.numpy().transpose(0, 1, 3, 2) * scale
+        en = np.exp(sn - sn.max(-1, keepdims=True))
+        want2 = (en / en.sum(-1, keepdims=True)) @ v.numpy()
+        for _ in range(3):
+            buf[...] = ax.tensor(qn, "B H T D")
+            ax.assign(buf, e2)
+            assert_close(buf, want2, scale=24)
+
+
 def test_cosine_similarity_by_names_divides_the_blas_result_in_place():
     an, bn = _arr((64, 16)), _arr((48, 16))
     a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")

@@ -443,11 +443,24 @@ def _stored_softmax(root: Node, dst) -> set[int]:
     return {id(n) for n in order if n.kind == "map" and any(c is back for c in n.children)}
 
 
+def _stored_softmaxes(root: Node, dst) -> set[int]:
+    """``_stored_softmax`` of the root and of each elementwise operand of a dot, which the
+    planner stores in a temporary for BLAS (attention's softmax between its products)."""
+    kept = _stored_softmax(root, dst)
+    for node in walk(root):
+        if node.kind == "dot":
+            for c in node.children:
+                if c.kind in ("map", "cast"):
+                    kept |= _stored_softmax(c, None)
+    return kept
+
+
 def rewrite(root: Node, rules: tuple = REWRITES, dst=None) -> Node:
     """``root`` with every rule applied bottom-up (shared subtrees stay shared). ``dst``:
     the destination's ``(view, dtype)`` (None: a fresh result), for the ``softmax`` rule
-    (see ``_stored_softmax``)."""
-    kept = _stored_softmax(root, dst) if softmax in rules or softmax_guarded in rules else set()
+    (see ``_stored_softmaxes``)."""
+    use = softmax in rules or softmax_guarded in rules
+    kept = _stored_softmaxes(root, dst) if use else set()
 
     def apply(node: Node, kids: tuple) -> Node | None:
         if node.kind != "map" and node.kind != "reduce":

@@ -202,10 +202,10 @@ def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
     and calls the kernels (several only with ``many``, as ``fast_runner``). None for other
     schedules."""
     steps = plan.steps
-    if not steps or type(steps[-1]) is not KernelStep:
+    if not steps or type(steps[-1]) not in (KernelStep, DotStep):
         return None
     general = partial(run_schedule, plan)
-    if not plan.temps:
+    if not plan.temps and type(steps[-1]) is KernelStep:
         found = _single_kernel(plan, params, NO_TEMPS, dst)
         if found is not None:
             step, call = found
@@ -220,12 +220,19 @@ def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
         return NoRunner(later=True)
     gen = Straight(_what(plan))
     # Earlier steps write temporaries; only the last one writes ``dst`` (the general path
-    # goes through a temporary when it would read what it writes).
-    setup = ["if overlaps(params, dst):", "    return general(params, dst)", "out = dst.data"]
+    # goes through a temporary when it would read what it writes). A last BLAS step (the
+    # second product of attention) goes the general way whenever an operand's storage
+    # overlaps the destination's (conservative: storage bounds).
+    last_dot = type(steps[-1]) is DotStep
+    test = "shares" if last_dot else "overlaps"
+    setup = [f"if {test}(params, dst):", "    return general(params, dst)", "out = dst.data"]
     gen.sample["out"] = dst.data
     if gen.schedule(plan, _loader(gen, params, setup), "out", False) is None:
         return None
-    gen.ns.update(overlaps=overlap_test(steps[-1]), general=general)
+    if last_dot:
+        gen.ns.update(shares=shares_storage, general=general)
+    else:
+        gen.ns.update(overlaps=overlap_test(steps[-1]), general=general)
     return gen.build("params, dst", setup, "None", EAGER_POOL_MAX_BYTES)
 
 
@@ -543,7 +550,9 @@ class Straight:
                         names.append(operand(src[1], "data"))
                     elif src[0] == "temp":
                         names.append(temps[src[1]])
-                    else:  # the destination: the general path's care (no early writes)
+                    elif src[0] == "dst" and dst is not None and step is steps[-1]:
+                        names.append(dst)  # the last step writes it (the caller checked)
+                    else:  # the destination earlier: the general path's care
                         self.rollback(mark)
                         return None
                 samples = [self.sample.get(name) for name in names]
