@@ -17,7 +17,7 @@ from ..storage.devices import device_of
 from .planner import fresh_view, make_step
 from .schedule import KernelStep
 
-__all__ = ["overlaps", "overlap_test", "via_temp", "shares_storage"]
+__all__ = ["overlaps", "overlap_test", "via_temp", "shares_storage", "reads"]
 
 _BOUNDS: dict = {}  # id(storage) -> (weakref, first byte, end byte)
 
@@ -51,7 +51,7 @@ def _address_range(data, view: View) -> tuple[int, int] | None:
     return base + s[0] * size, base + s[1] * size
 
 
-def _reads(step: KernelStep) -> tuple:
+def reads(step: KernelStep) -> tuple:
     """Per input leaf: its param index, whether it reads the output's own elements (same
     view, at the same index), and its view. The destination view is part of the plan key."""
     c = step.compiled
@@ -70,7 +70,7 @@ def overlaps(step: KernelStep, params, dst: Leaf) -> bool:
     out = dst.data
     o0, o1 = _bounds(out)
     out_range = None
-    for index, same_place, view in _reads(step):
+    for index, same_place, view in reads(step):
         data = params[index].data
         if data is out:
             if same_place:
@@ -115,10 +115,10 @@ def _bounds_source(name: str, into: str, indent: str) -> list[str]:
 
 def overlap_test(step: KernelStep):
     """``overlaps(step, params, dst)`` specialised to ``step`` (generated once per step):
-    inputs on other storage or read in place answer without the loop over ``_reads``;
+    inputs on other storage or read in place answer without the loop over ``reads``;
     any other case asks ``overlaps`` itself, so both always agree."""
     lines = ["def test(params, dst):", "    o = dst.data", *_bounds_source("o", "o", "    ")]
-    for index, same_place, _ in _reads(step):
+    for index, same_place, _ in reads(step):
         lines.append(f"    d = params[{index}].data")
         if same_place:  # in place is safe: the same array, or another over the same start
             lines += ["    if d is not o:", *_bounds_source("d", "d", "        ")]

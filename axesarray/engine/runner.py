@@ -23,7 +23,7 @@ from ..dag.nodes import Leaf
 from ..kernels.threads import interrupts_held
 from ..options import OPTIONS
 from ..storage.memory import SMALL, allocate
-from .alias import _reads, overlap_test, overlaps, shares_storage, via_temp
+from .alias import overlap_test, overlaps, reads, shares_storage, via_temp
 from .binder import binder
 from .binder import fresh_runner as _fresh
 from .binder import into_runner as _into
@@ -209,7 +209,7 @@ def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
         found = _single_kernel(plan, params, NO_TEMPS, dst)
         if found is not None:
             step, call = found
-            candidates = tuple(i for i, same_place, _ in _reads(step) if same_place)
+            candidates = tuple(i for i, same_place, _ in reads(step) if same_place)
             inplace = _InPlace(plan, step, call, candidates) if plan.device.is_cpu else None
             run = _into(step, call, overlap_test(step), general, inplace, candidates)
             run.threshold = OPTIONS["serial_threshold"]
