@@ -42,6 +42,8 @@ class Lowered:
         # rewrites; ``alias``: the parameters that are the destination's storage in this
         # variant, ``m[...] = b * m + g``) is the output operand itself. Two arguments over
         # the same memory would fail LLVM's runtime overlap check and run the scalar loop.
+        # (The runner takes an in-place variant only when every leaf of those parameters
+        # reads the output's own elements: ``engine.alias.overlaps`` is false.)
         inplace = {
             id(n)
             for n in leaves
