@@ -1,6 +1,7 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
 programs (a recurrent loop and its gradients),
-xarray on lazy arrays, the workload suite and the numpy tier's mechanisms.
+xarray on lazy arrays, the workload suite, the numpy tier's mechanisms and the expensive ops'
+costs.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -17,6 +18,7 @@ import bench_autograd  # noqa: E402
 import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
+import bench_op_work  # noqa: E402
 import bench_programs  # noqa: E402
 import bench_tier  # noqa: E402
 import bench_workloads  # noqa: E402
@@ -49,6 +51,8 @@ def main(argv=None) -> None:
     bench_workloads.main(quick + ["--warm-cache"])
     print()
     bench_tier.main(quick)
+    print()
+    bench_op_work.main(quick)
 
 
 if __name__ == "__main__":

@@ -82,3 +82,53 @@ def test_the_workload_suite_has_a_mid_size_of_the_same_programs():
     full, mid = bench_workloads.workloads(False), bench_workloads.workloads(False, mid=True)
     assert [w.name for w in mid] == [w.name for w in full]
     assert all(5e4 <= w.elements() <= 3e5 for w in mid)
+
+
+def test_the_expensive_ops_costs_are_measured_beside_the_table():
+    """``bench_op_work.py`` times every op it lists (each an expensive row of the op table)
+    and prints the table's weight beside the measure."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_op_work
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from axesarray.core.ops import OPS
+
+    rows = bench_op_work.measure(repeat=1)
+    assert set(rows) == set(bench_op_work.CASES)
+    assert all(OPS[op].expensive for op in rows)
+    for op, (ns, flops, weight) in rows.items():
+        assert ns >= 0 and flops >= 0 and weight == (OPS[op].work or 4)
+
+
+def test_the_measured_op_weights_leave_the_suites_plans_as_they_were(monkeypatch):
+    """The op table's measured weights (``Op.work``: tanh 24, pow 100...) move the one-core
+    estimate a kernel goes on threads by; the workload suite's programs (``--mid``
+    sizes) plan the same kernels with every expensive op weighed 4."""
+    import attrs
+
+    import axesarray as ax
+    from axesarray.core import ops
+    from axesarray.engine import executor
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_workloads
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def plans():
+        executor._PLANS.clear()
+        found = []
+        for w in bench_workloads.workloads(False, mid=True):
+            for out, e in w.ax_program():
+                plan = ax.explain(e, out)
+                found.append((w.name, [(k.kind, k.writes) for k in plan.kernels]))
+        return found
+
+    weighed = plans()
+    for name, row in list(ops.OPS.items()):
+        if row.work:
+            monkeypatch.setitem(ops.OPS, name, attrs.evolve(row, work=0))
+    assert plans() == weighed
+    executor._PLANS.clear()

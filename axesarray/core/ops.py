@@ -80,6 +80,9 @@ class Op:
     symbol: str | None = None  # Python operator, for printing
     dunder: str | None = None  # Tensor operator stem: "add" gives __add__, __radd__, __iadd__
     expensive: bool = False  # worth materializing rather than recomputing when shared
+    # flop-equivalents an element costs one core when ``expensive`` (0: the cost model's
+    # ``TRANSCENDENTAL``), measured per op by ``benchmarks/bench_op_work.py``
+    work: int = 0
     public: str | None = None  # name of the generated ``ax.<name>`` function
     doc: str = ""  # its docstring (first line, then a runnable example)
     grad: Callable | None = None  # (F, args, out, g) -> gradient per argument
@@ -155,18 +158,18 @@ _ROWS = [
             # a // -1 is -a: avoids the INT_MIN // -1 trap; x // 0 is 0 (error_model numpy)
             i="(({0} // {1}) if {1} != -1 else -{0})",
         ),
-        ufunc="floor_divide", symbol="//", dunder="floordiv", expensive=True,
+        ufunc="floor_divide", symbol="//", dunder="floordiv", expensive=True, work=170,
         grad=lambda F, a, out, g: (None, None),
     ),
     _op(
         "mod", 2, "remainder",
         Code("{0} % {1}", f="mod_float({0}, {1})", i="(({0} % {1}) if {1} != -1 else 0)"),
-        ufunc="remainder", symbol="%", dunder="mod", expensive=True,
+        ufunc="remainder", symbol="%", dunder="mod", expensive=True, work=170,
         grad=lambda F, a, out, g: (g, -g * F.floor(a[0] / a[1])),
     ),
     _op(
         "pow", 2, "power", "{0} ** {1}", ufunc="power", symbol="**", dunder="pow",
-        expensive=True,
+        expensive=True, work=100,
         grad=lambda F, a, out, g: (
             g * a[1] * a[0] ** (a[1] - 1),
             g * out * F.log(F.where(a[0] > 0, a[0], 1.0)),
@@ -219,7 +222,7 @@ _ROWS = [
         grad=_min_grad,
     ),
     _op(
-        "hypot", 2, "hypot", "math.hypot({0}, {1})", ufunc="hypot", expensive=True,
+        "hypot", 2, "hypot", "math.hypot({0}, {1})", ufunc="hypot", expensive=True, work=30,
         public="hypot",
         doc="""Elementwise sqrt(a**2 + b**2) without overflow, broadcasting by name.
 
@@ -281,19 +284,21 @@ _ROWS = [
         grad=lambda F, a, out, g: (g * out,),
     ),
     _op(
-        "expm1", 1, "expm1", _math("expm1"), ufunc="expm1", expensive=True, public="expm1",
+        "expm1", 1, "expm1", _math("expm1"), ufunc="expm1", expensive=True, work=24,
+        public="expm1",
         doc=_doc("Elementwise exp(x) - 1, accurate near 0.", "expm1", "[0.0, 1e-10]",
                  "array([0.e+00, 1.e-10])"),
         grad=lambda F, a, out, g: (g * (out + 1),),
     ),
     _op(
-        "log", 1, "log", _math("log"), ufunc="log", expensive=True, public="log",
+        "log", 1, "log", _math("log"), ufunc="log", expensive=True, work=24, public="log",
         doc=_doc("Elementwise natural logarithm.", "log", "[1.0, 100.0]",
                  "array([0.        , 4.60517019])"),
         grad=lambda F, a, out, g: (g / a[0],),
     ),
     _op(
-        "log1p", 1, "log1p", _math("log1p"), ufunc="log1p", expensive=True, public="log1p",
+        "log1p", 1, "log1p", _math("log1p"), ufunc="log1p", expensive=True, work=24,
+        public="log1p",
         doc=_doc("Elementwise log(1 + x), accurate near 0.", "log1p", "[0.0, 1e-10]",
                  "array([0.e+00, 1.e-10])"),
         grad=lambda F, a, out, g: (g / (a[0] + 1),),
@@ -305,17 +310,18 @@ _ROWS = [
         grad=lambda F, a, out, g: (g * 0.5 / out,),
     ),
     _op(
-        "sin", 1, "sin", "np.sin({0})", ufunc="sin", expensive=True, public="sin",
+        "sin", 1, "sin", "np.sin({0})", ufunc="sin", expensive=True, work=100, public="sin",
         doc=_doc("Elementwise sine.", "sin", "[0.0, 1.0]", "array([0.        , 0.84147098])"),
         grad=lambda F, a, out, g: (g * F.cos(a[0]),),
     ),
     _op(
-        "cos", 1, "cos", "np.cos({0})", ufunc="cos", expensive=True, public="cos",
+        "cos", 1, "cos", "np.cos({0})", ufunc="cos", expensive=True, work=100, public="cos",
         doc=_doc("Elementwise cosine.", "cos", "[0.0, 1.0]", "array([1.        , 0.54030231])"),
         grad=lambda F, a, out, g: (-g * F.sin(a[0]),),
     ),
     _op(
-        "tanh", 1, "tanh", _math("tanh", inline=16), ufunc="tanh", expensive=True, public="tanh",
+        "tanh", 1, "tanh", _math("tanh", inline=16), ufunc="tanh", expensive=True, work=24,
+        public="tanh",
         doc=_doc("Elementwise hyperbolic tangent.", "tanh", "[0.0, 1.0]",
                  "array([0.        , 0.76159416])"),
         grad=lambda F, a, out, g: (g * (1 - out * out),),

@@ -4,7 +4,8 @@ Owns every number the planner compares when it decides to materialize or recompu
 and to fuse or split a kernel (DESIGN §13), and the estimate ``explain`` shows per kernel
 (``KernelInfo.est_bytes``, ``est_flops``). Work is in flop-equivalents: an arithmetic op,
 a comparison or a cast is 1, an op marked ``expensive`` in the op table (exp, log, tanh,
-division...) is ``TRANSCENDENTAL``; a leaf read is ``LOAD``. Over a DAG every node counts
+division...) is its ``work`` there (measured: log and tanh 24, sin and pow 100) or else
+``TRANSCENDENTAL``; a leaf read is ``LOAD``. Over a DAG every node counts
 once however many parents read it (a ``where`` chain that repeats its argument costs its
 argument once: it is one local in the generated body).
 
@@ -95,7 +96,8 @@ def op_work(node) -> int:
     """Work of one DAG or kernel-IR node (not its children)."""
     kind = node.kind
     if kind == "map":
-        return TRANSCENDENTAL if OPS[node.op].expensive else 1
+        row = OPS[node.op]
+        return (row.work or TRANSCENDENTAL) if row.expensive else 1
     if kind in ("cast", "pad", "concat"):
         return 1
     if kind in BOUNDARY:
