@@ -189,6 +189,40 @@ def test_cosine_similarity_by_names_divides_the_blas_result_in_place():
     assert_close(out, (an @ bn.T) / np.outer(na, nb), scale=16)
 
 
+def test_a_plan_writing_its_destination_by_blas_first_runs_straight():
+    """Cosine writes its product into the destination first, then divides it in place:
+    later calls run a straight runner (not the general path each call). A destination
+    that shares storage with an operand still goes through a scratch copy: numpy's
+    values, as if the right side were computed before the write."""
+    from axesarray.engine import executor
+
+    an, bn = _arr((64, 16)), _arr((48, 16))
+    a, b = ax.tensor(an, "N D"), ax.tensor(bn, "M D")
+    out = ax.tensor(np.empty((64, 48), np.float32), "N M")
+
+    def cosine(x, y):
+        return (x * y).sum("D") / ax.sqrt((x * x).sum("D") * (y * y).sum("D"))
+
+    def want(xn, yn):
+        nx, ny = np.linalg.norm(xn, axis=1), np.linalg.norm(yn, axis=1)
+        return (xn @ yn.T) / np.outer(nx, ny)
+
+    with ax.set_options(tiered=False):
+        for _ in range(3):
+            out[...] = cosine(a, b)
+            assert_close(out, want(an, bn), scale=16)
+        plan = executor.schedule_for(cosine(a, b).node, out.node)[0]
+        assert plan.dst_early and callable(plan.fast) and plan.fast.__name__ == "run"
+        storage = np.zeros(64 * 48, np.float32)  # the destination; b's values live in it
+        storage[: 48 * 16] = bn.reshape(-1)
+        shared = ax.tensor(storage.reshape(64, 48), "N M")
+        b2 = ax.tensor(storage[: 48 * 16].reshape(48, 16), "M D")
+        for _ in range(3):
+            storage[: 48 * 16] = bn.reshape(-1)
+            shared[...] = cosine(a, b2)
+            assert_close(shared, want(an, bn), scale=16)
+
+
 def test_the_kernel_rewriting_a_blas_result_in_place_binds_one_array():
     # two arguments over the same memory fail LLVM's overlap check: the scalar loop runs
     from axesarray.engine.binder import lowered

@@ -223,7 +223,9 @@ def into_runner(plan: Schedule, params, dst: Leaf, many: bool = False):
     # goes through a temporary when it would read what it writes). A last BLAS step (the
     # second product of attention) goes the general way whenever an operand's storage
     # overlaps the destination's (conservative: storage bounds).
-    last_dot = type(steps[-1]) is DotStep
+    # A plan whose BLAS step writes the destination early (cosine: the product, then the
+    # division in place) goes the general way, through a scratch copy, in the same case.
+    last_dot = type(steps[-1]) is DotStep or plan.dst_early
     test = "shares" if last_dot else "overlaps"
     setup = [f"if {test}(params, dst):", "    return general(params, dst)", "out = dst.data"]
     gen.sample["out"] = dst.data
@@ -550,8 +552,12 @@ class Straight:
                         names.append(operand(src[1], "data"))
                     elif src[0] == "temp":
                         names.append(temps[src[1]])
-                    elif src[0] == "dst" and dst is not None and step is steps[-1]:
-                        names.append(dst)  # the last step writes it (the caller checked)
+                    elif (
+                        src[0] == "dst"
+                        and dst is not None
+                        and (step is steps[-1] or plan.dst_early)
+                    ):
+                        names.append(dst)  # the caller checked: no operand shares its storage
                     else:  # the destination earlier: the general path's care
                         self.rollback(mark)
                         return None
