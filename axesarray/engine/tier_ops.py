@@ -209,10 +209,8 @@ def _rows(node: Node, x: np.ndarray) -> np.ndarray | None:
     no loop yet)."""
     if node.op not in tier_math.ROW_OPS:
         return None
-    axes, nd = node.axes, x.ndim
-    if not axes or tuple(axes) != tuple(range(nd - len(axes), nd)):
-        return None
-    return tier_math.run_rows(node.op, x, len(axes))
+    k = tier_math.trailing(node.axes, x.ndim)
+    return tier_math.run_rows(node.op, x, k) if k else None
 
 
 def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -289,9 +287,8 @@ def _logsumexp(x: np.ndarray, axes: tuple, dtype: np.dtype) -> np.ndarray:
     """The reference's logsumexp (``reductions_table``: float64 from the max on) with two
     full-size passes fewer: the max in ``x``'s own dtype (exact), the shifted values
     written once in float64 and exponentiated in place."""
-    m = None
-    if tuple(axes) == tuple(range(x.ndim - len(axes), x.ndim)):  # a row loop's (when loaded)
-        m = tier_math.run_rows("max", x, len(axes))
+    k = tier_math.trailing(axes, x.ndim)
+    m = tier_math.run_rows("max", x, k) if k else None  # a row loop's, when loaded
     if m is not None:
         m = m.reshape(m.shape + (1,) * len(axes))
     else:

@@ -39,6 +39,7 @@ __all__ = [
     "load_steps",
     "run_loop",
     "run_rows",
+    "trailing",
 ]
 
 LOOP_OPS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid")
@@ -128,6 +129,13 @@ def run_loop(op: str, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         out = np.empty(x.shape, _F32)
     loop(x.reshape(-1), out.reshape(-1))
     return out
+
+
+def trailing(axes: tuple, ndim: int) -> int:
+    """How many dims ``axes`` are when they are the last of ``ndim`` in order (0 when not,
+    or none): the rows ``run_rows`` reduces."""
+    k = len(axes)
+    return k if k and tuple(axes) == tuple(range(ndim - k, ndim)) else 0
 
 
 def run_rows(op: str, x: np.ndarray, k: int) -> np.ndarray | None:
