@@ -37,9 +37,16 @@ _KEEP = "_axesarray_kept_"  # prefix of placeholder axes (renamed back at once)
 
 # ``_reduce``'s checked names per (id of the Axes object, names, op), the entry keeping the
 # Axes alive and checked by identity: (axes, dims, result axes, the axes' names). Only
-# names given as None or one string (hashable, and what a program rebuilt each call
-# passes); the first build raised any error. Bounded.
+# names given as None, one string or a tuple of strings (hashable, and what a program
+# rebuilt each call passes: ``ax.softmax`` passes a tuple); the first build raised any
+# error. Bounded.
 _REDUCED_AXES: dict = {}
+
+
+def _plain(names) -> bool:
+    """Whether ``names`` can key the memos: None, a string or a tuple of strings."""
+    t = type(names)
+    return names is None or t is str or (t is tuple and all(type(n) is str for n in names))
 
 
 # ``_mean``'s checked dims and count per (id of the Axes object, names), as above:
@@ -55,7 +62,7 @@ class ReductionMethods:
 
     def _reduce(self, op: str, names, keepdims: bool = False) -> Self:
         axes_in, memo, hit = self.axes, None, None
-        if not keepdims and (names is None or type(names) is str):
+        if not keepdims and _plain(names):
             memo = (id(axes_in), names, op)
             hit = _REDUCED_AXES.get(memo)
             if hit is not None and hit[0] is not axes_in:
@@ -119,7 +126,7 @@ class ReductionMethods:
             # numpy sums float16 in float32 for a mean (a float16 sum overflows at 65504).
             return self.astype("float32").mean(names, keepdims).astype("float16")
         axes_in, memo, hit = self.axes, None, None
-        if names is None or type(names) is str:  # as ``_REDUCED_AXES``
+        if _plain(names):  # as ``_REDUCED_AXES``
             memo = (id(axes_in), names)
             hit = _MEAN_COUNTS.get(memo)
         if hit is None or hit[0] is not axes_in:
