@@ -376,3 +376,118 @@ def test_rebuilt_maps_under_a_view_keep_interned_keys():
                 if type(n) is Map:
                     assert n.key == n.rebuild(n.children).key
             assert_close(t, want)
+
+
+# --- formulas replayed from a recipe (dag.replay, nn.functional) -----------------------------
+
+
+def _numpy_softmax(a, axis):
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _fresh(build):
+    """``build()`` with no recipe remembered: the formula built by the operators."""
+    from axesarray.nn import functional
+
+    saved = dict(functional._RECIPES)
+    functional._RECIPES.clear()
+    try:
+        return build()
+    finally:
+        functional._RECIPES.clear()
+        functional._RECIPES.update(saved)
+
+
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax", "logsumexp"])
+def test_a_replayed_formula_is_the_built_one_over_the_new_input(fn, monkeypatch):
+    """The second call with an input of the same structure replays the recipe (the formula
+    is not built: ``_parts`` is not called) over the new input's storage: numpy's values
+    for the new data, the keys and params a fresh build has, and its gradient."""
+    from axesarray.nn import functional
+
+    f = getattr(ax, fn)
+    an, a = _t((B, AI), seed=1)
+    bn, b = _t((B, AI), seed=2)
+    first = f(a, "I")
+    built = _fresh(lambda: f(b, "I"))
+    calls = []
+    monkeypatch.setattr(functional, "_parts", lambda *args: calls.append(args))
+    again = f(b, "I")
+    assert calls == []
+    assert again.node.key == built.node.key and again.node.key == first.node.key
+    assert again.node.params == built.node.params and again.node.params[0] is b.node
+    want = {
+        "softmax": _numpy_softmax(bn, 1),
+        "log_softmax": np.log(_numpy_softmax(bn.astype("float64"), 1)),
+        "logsumexp": np.log(np.exp(bn.astype("float64")).sum(axis=1)),
+    }[fn]
+    assert_close(again, want.astype("float32"))
+    monkeypatch.undo()
+    assert_close(first, _fresh(lambda: f(a, "I")).numpy())
+    (gb,) = ax.grad((f(b, "I") * f(b, "I")).sum(), [b])
+    (want_grad,) = _fresh(lambda: ax.grad((f(b, "I") * f(b, "I")).sum(), [b]))
+    assert_close(gb, want_grad.numpy())
+    assert "I" in str(ax.explain(again.sum())) and "r0" not in str(ax.explain(again.sum()))
+
+
+def test_a_replayed_formula_over_views_and_computed_inputs():
+    """Inputs of other structures get recipes of their own: a transposed view, a computed
+    value (a formula over two leaves), float64; each matches numpy on new data."""
+    for seed in (3, 4):
+        an, a = _t((B, AI), seed=seed)
+        cn, c = _t((B, AI), seed=seed + 10)
+        got_t = ax.softmax(a.transpose("I", "B"), "I")
+        assert_close(got_t, _numpy_softmax(an.T, 0))
+        got_sum = ax.softmax(a + c * 2, "B")
+        assert_close(got_sum, _numpy_softmax(an + cn * 2, 0))
+        dn, d = _t((B, AI), "float64", seed=seed)
+        assert_close(ax.log_softmax(d, ("B", "I")), np.log(_numpy_softmax(dn, (0, 1))))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: ax.softmax(x, "I"),
+        lambda x: ax.log_softmax(x, "I"),
+        lambda x: ax.logsumexp(x, "I"),
+        lambda x: ax.softmax_cross_entropy(x, ax.softmax(x, "I"), "I"),
+    ],
+    ids=["softmax", "log_softmax", "logsumexp", "softmax_cross_entropy"],
+)
+def test_symbolic_operators_and_their_recipes_keep_no_storage_alive(fn):
+    """Neither the recipe nor the gradient's registration keeps an input alive: a backward
+    that closed over its own result held its weak key through the value, so every call's
+    graph and input storage stayed for ever."""
+    import gc
+    import weakref
+
+    refs = []
+    for seed in range(3):
+        values = np.random.default_rng(seed).standard_normal((3, 4)).astype("float32")
+        refs.append(weakref.ref(values))
+        x = ax.tensor(values, (B, AI))
+        fn(x)
+        del x, values
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
+def test_a_recipe_is_not_replayed_over_inputs_that_share_its_constants():
+    """An input whose params hold one of the recipe's shared constants (the guard's 0.0
+    at the input's shape) is built anew: the key records that sharing."""
+    from axesarray.dag import replay
+
+    _, y = _t((B, AI), seed=5)
+    x = ax.where(y > 0, y, 0.0)
+    for _ in range(2):
+        got = ax.softmax(x, "I")
+        assert_close(got, _numpy_softmax(np.where(y.numpy() > 0, y.numpy(), 0), 1))
+    inner = ax.softmax(y, "I")  # the guard's 0.0 broadcast to (B, I): a param of the recipe
+    recipe = replay.record((y.node,), (inner.node,))
+    consts = [p for p in inner.node.params if p.kind == "const"]
+    assert recipe is not None and consts
+    assert replay.replay(recipe, (y.node,)) is not None
+    assert replay.replay(recipe, (x.node,)) is None  # another key
+    assert any(c in x.node.params for c in consts)  # the same shared Const object
+    assert replay.record((x.node,), (ax.softmax(x, "I").node,)) is None

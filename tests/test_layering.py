@@ -30,6 +30,7 @@ ORDER = [
     "storage",
     "dag.nodes",
     "dag.resize",
+    "dag.replay",
     "dag.build",
     "dag.chunked_leaf",
     "dag.views",

@@ -510,15 +510,18 @@ GRADIENTS = {
 
 # --- symbolic operators and names ---------------------------------------------------------
 
-# node -> (inputs, backward(g) -> one gradient node or None per input)
+# node -> (inputs, backward(g, node) -> one gradient node or None per input). The walk
+# passes the node: a backward that closed over its own result would keep the weak key
+# alive through the value (and with it the inputs' storage), one entry per call forever.
 SYMBOLIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # gradient node -> "grad_<name>", for explain
 GRAD_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def register_symbolic(node: ex.Node, inputs: tuple, backward) -> ex.Node:
-    """Declare ``node`` an operator of ``inputs`` whose gradient is ``backward(g)``; the
-    walk will not look inside it. Returns ``node``."""
+    """Declare ``node`` an operator of ``inputs`` whose gradient is ``backward(g, node)``;
+    the walk will not look inside it. ``backward`` must not hold ``node`` (nor a tensor of
+    it): the walk passes it. Returns ``node``."""
     SYMBOLIC[node] = (tuple(inputs), backward)
     return node
 
@@ -575,7 +578,7 @@ def gradients(root: ex.Node, seed: ex.Node, wrt: list, op: str = "grad") -> list
         sym = SYMBOLIC.get(node)
         try:
             if sym is not None:
-                grads = sym[1](g)
+                grads = sym[1](g, node)
             else:
                 rule = GRADIENTS.get(node.kind)
                 if rule is None:
