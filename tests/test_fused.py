@@ -445,3 +445,49 @@ def test_a_masked_reduction_over_an_outer_axis_runs_rows_first():
     assert_close(e2, want)
     plan2, _ = executor.schedule_for(e2._node, None)
     assert not _rows_first(lowered(plan2.steps[0]))
+
+
+@pytest.mark.parametrize("threads", [False, True])
+@pytest.mark.parametrize("w", [5, 2100, 4300])  # rows shorter than a stage, and crossing it
+def test_a_strided_output_is_computed_in_stages_then_stored(w, threads, request):
+    """A map kernel writing its inner loop with a stride (int8 ``NCHW4``: every 4th byte;
+    a strided destination view, one merged loop) computes each row into a buffer first, a
+    contiguous loop that vectorizes, then stores it (``cpu._staged``): values as numpy's,
+    serial and on threads; a plain strided copy and a contiguous output are not staged."""
+    from axesarray.engine import executor
+    from axesarray.engine.binder import lowered
+    from axesarray.kernels.cpu import _staged
+
+    if threads:
+        request.getfixturevalue("parallel_kernels")
+    rng = np.random.default_rng(64)
+    n, c, h = 2, 8, 3
+    xn = (rng.standard_normal((n, c, h, w)) * 60).astype("float32")
+    x = ax.tensor(xn, "N C H W")
+    axes = ax.Axes([ax.Axis("N", n), ax.Axis("C", c), ax.Axis("H", h), ax.Axis("W", w)])
+    want = np.clip(np.round(xn / 0.5), -128, 127).astype(np.int8)
+    with ax.set_options(serial_threshold=0 if threads else 1 << 30):
+        out = ax.empty_like_layout(axes, "int8", ax.Layout.parse("NCHW4"))
+        e = ax.clip(ax.round(x / 0.5), -128, 127).astype("int8")
+        out[...] = e
+        np.testing.assert_array_equal(out.numpy(), want)
+        plan, _ = executor.schedule_for(e._node, out._node)
+        assert _staged(lowered(plan.steps[0]))
+        dst_n = np.zeros((n, c, h, 2 * w), "float32")
+        dst = ax.tensor(dst_n, "N C H W2")[{"W2": slice(None, None, 2)}]
+        e2 = ax.exp(x * 0.01).rename(W="W2")  # one loop of stride 2 (dims merged)
+        dst[...] = e2
+        assert_close(dst_n[..., ::2], np.exp(xn * np.float32(0.01)))
+        assert not dst_n[..., 1::2].any()
+        plan2, _ = executor.schedule_for(e2._node, dst._node)
+        assert plan2.steps[0].nest.rank == 1 and _staged(lowered(plan2.steps[0]))
+        for p in (plan, plan2):  # the variant that ran was compiled (plans are shared)
+            assert ("cpu", "parallel" if threads else "serial") in p.steps[0].compiled.kernels
+    copy = ax.empty_like_layout(axes, "float32", ax.Layout.parse("NCHW4"))
+    copy[...] = x
+    np.testing.assert_array_equal(copy.numpy(), xn)
+    plan3, _ = executor.schedule_for(x._node, copy._node)
+    assert not _staged(lowered(plan3.steps[0]))
+    plain = ax.tensor(np.zeros((n, c, h, w), "float32"), "N C H W")
+    plan4, _ = executor.schedule_for((x * 2)._node, plain._node)
+    assert not _staged(lowered(plan4.steps[0]))

@@ -116,18 +116,67 @@ def _stream_kernel(low: Lowered, src: _Src) -> None:
     _streamed_rows(low, src, 2, base, "lo", "hi")
 
 
+def _staged(low: Lowered) -> bool:
+    """Whether a map kernel computes its rows into an L1 buffer first: its output is
+    written with a stride along the inner loop (a blocked layout's ``NCHW4``, a transposed
+    destination) while some input is read contiguously there, and the value is computed
+    (not a plain copy). With the strided store in the loop LLVM does not vectorize it, and
+    the math (``round``, ``clip``, casts) runs one element at a time: quantizing float32
+    into ``NCHW4`` int8 took 1.4 ns an element against 0.3 contiguous plus 0.17 for the
+    strided copy alone."""
+    rank = low.nest.rank
+    if low.reduce is not None or low.extra or rank == 0:
+        return False
+    last = rank - 1
+    if low.terms[0][last] in (f"i{last}", None) or low.is_f16(0) or low.is_bf16(0):
+        return False
+    computed = any(n.kind in ("map", "cast") for n in kernel_nodes(low.tree))
+    unit = any(low.terms[k][last] == f"i{last}" for k in range(1, len(low.operands)))
+    return computed and unit
+
+
+def _staged_rows(low: Lowered, src: _Src, indent: int, base: dict, start: str, stop: str):
+    """The inner loop from ``start`` to ``stop`` computed STAGE elements at a time into a
+    buffer (a contiguous loop LLVM vectorizes), then stored from it with the output's
+    stride. The buffer is made once per call (per part on threads), not per row."""
+    last = low.nest.rank - 1
+    buf_t = type_name(low.tree.dtype)
+    src.lines.insert(0, f"    buf = np.empty(max(min(n{last}, {STAGE}), 1), {buf_t})")
+    src.add(indent, f"j = {start}")
+    src.add(indent, f"while j < {stop}:")
+    src.add(indent + 1, f"m = min({STAGE}, {stop} - j)")
+    src.add(indent + 1, "for k in range(m):")
+    src.add(indent + 2, f"i{last} = j + k")
+    inner = range(last, last + 1)
+    body = _emit_body(low, base, inner)
+    value = body.emit(low.tree, indent + 2, {})
+    src.lines.extend(body.lines)
+    src.add(indent + 2, f"buf[k] = {value}")
+    src.add(indent + 1, "for k in range(m):")
+    src.add(indent + 2, f"i{last} = j + k")
+    src.add(indent + 2, _store(low, "buf[k]", low.tree.dtype, base[0], inner))
+    src.add(indent + 1, "j += m")
+
+
 def _map_kernel(low: Lowered, src: _Src, loop: str) -> None:
     rank = low.nest.rank
     base = {k: f"o{k}" for k in range(len(low.operands))}
     indent = 1
+    staged = _staged(low)
     if rank >= 2:
         outer = list(range(rank - 1))
         src.par_loop(indent, "jo", " * ".join(f"n{d}" for d in outer), loop)
         indent += 1
         _decompose(src, indent, "jo", outer)
         base = _bases(src, low, indent, range(rank - 1), base, "o")
+        if staged:
+            return _staged_rows(low, src, indent, base, "0", f"n{rank - 1}")
         src.add(indent, f"for i{rank - 1} in range(n{rank - 1}):")
         indent += 1
+    elif staged:  # one loop: stages of it are the parallel loop's tasks
+        src.par_loop(indent, "jo", f"(n0 + {STAGE - 1}) // {STAGE}", loop)
+        src.add(indent + 1, f"lo = jo * {STAGE}")
+        return _staged_rows(low, src, indent + 1, base, "lo", f"min(lo + {STAGE}, n0)")
     elif rank == 1:
         src.par_loop(indent, "i0", "n0", loop)
         indent += 1
