@@ -491,3 +491,38 @@ def test_a_recipe_is_not_replayed_over_inputs_that_share_its_constants():
     assert replay.replay(recipe, (x.node,)) is None  # another key
     assert any(c in x.node.params for c in consts)  # the same shared Const object
     assert replay.record((x.node,), (ax.softmax(x, "I").node,)) is None
+
+
+def test_a_replayed_cross_entropy_over_new_logits_and_labels(monkeypatch):
+    """``softmax_cross_entropy`` replays its recipe over two inputs (the logits, and the
+    labels laid out like them: here a transposed view each call): numpy's values for new
+    data, a fresh build's keys and gradients; labels that are the logits themselves share
+    params, so that call is built anew (still right)."""
+    from axesarray.nn import functional
+
+    def numpy_ce(z, y):
+        m = z.max(axis=1, keepdims=True)
+        lse = (m + np.log(np.exp(z - m).sum(axis=1, keepdims=True)))[:, 0]
+        return lse - (y * z).sum(axis=1)
+
+    def labels(seed):
+        values = np.random.default_rng(seed).random((4, 3)).astype("float32")  # I B
+        return values, ax.tensor(values, (AI, B))
+
+    zn, z = _t((B, AI), seed=6)
+    yn, y = labels(7)
+    ax.softmax_cross_entropy(z, y, "I")
+    zn2, z2 = _t((B, AI), seed=8)
+    yn2, y2 = labels(9)
+    built = _fresh(lambda: ax.softmax_cross_entropy(z2, y2, "I"))
+    monkeypatch.setattr(functional, "_parts", lambda *a: pytest.fail("built, not replayed"))
+    again = ax.softmax_cross_entropy(z2, y2, "I")
+    monkeypatch.undo()
+    assert again.node.key == built.node.key
+    assert_close(again, numpy_ce(zn2.astype("float64"), yn2.T).astype("float32"))
+    grads = ax.grad(ax.softmax_cross_entropy(z2, y2, "I").sum(), [z2, y2])
+    want = _fresh(lambda: ax.grad(ax.softmax_cross_entropy(z2, y2, "I").sum(), [z2, y2]))
+    for g, w in zip(grads, want, strict=True):
+        assert_close(g, w.numpy())
+    same = ax.softmax_cross_entropy(z2, z2, "I")
+    assert_close(same, numpy_ce(zn2.astype("float64"), zn2).astype("float32"))

@@ -64,39 +64,42 @@ def _parts(x: Tensor, names: tuple) -> tuple:
     return shift, e, e.sum(names)
 
 
-# Each formula's recipe (``dag.replay``) per (formula, names, input axes, input key, the
-# broadcast option): a formula rebuilt each call with an input of the same structure (a
-# training loop's logits) is replayed, ~10 us, instead of built again through the
+# Each formula's recipe (``dag.replay``) per (formula, names, the inputs' axes and keys, the
+# broadcast option): a formula rebuilt each call over inputs of the same structure (a
+# training loop's logits) is replayed, ~12 us, instead of built again through the
 # operators' checks, ~70 us. Bounded.
 _RECIPES: dict = {}
 
 
-def _built(op: str, x: Tensor, names: tuple, build) -> tuple:
-    """``build(x, names)``'s tensors, replayed from the recipe of an earlier build over an
-    input of the same structure when there is one (a plain tensor without a layout)."""
-    node = x.node
+def _built(op: str, inputs: tuple, names: tuple, build) -> tuple:
+    """``build(*inputs, names)``'s tensors, replayed from the recipe of an earlier build
+    over inputs of the same structure when there is one (plain tensors without layouts)."""
+    nodes = tuple(t.node for t in inputs)
     try:
-        memo = (op, names, x.axes, node.known_key, OPTIONS["broadcast"])
+        keys = tuple(n.known_key for n in nodes)
     except AttributeError:  # a lazy input (a long program): built anew
-        return build(x, names)
-    if type(x) is not Tensor or x.layout is not None:
-        return build(x, names)
+        return build(*inputs, names)
+    if any(type(t) is not Tensor or t.layout is not None for t in inputs):
+        return build(*inputs, names)
+    memo = (op, names, tuple(t.axes for t in inputs), keys, OPTIONS["broadcast"])
     hit = _RECIPES.get(memo)
     if hit is not None:
         recipe, axes, input_names = hit
-        nodes = replay(recipe, (node,))
-        if nodes is not None:
-            if input_names is not None:  # what the build's reductions named
-                name_dims(node, input_names)
-            return tuple(map(Tensor, axes, nodes))
-    before = known_names(node)
-    outs = build(x, names)
-    after = known_names(node)
-    recipe = record((node,), tuple(t.node for t in outs))
-    if recipe is not None and (before is None or before == after):
+        made = replay(recipe, nodes)
+        if made is not None:
+            for node, dim_names in zip(nodes, input_names, strict=True):
+                if dim_names is not None:  # what the build's reductions named
+                    name_dims(node, dim_names)
+            return tuple(map(Tensor, axes, made))
+    before = [known_names(n) for n in nodes]
+    outs = build(*inputs, names)
+    after = [known_names(n) for n in nodes]
+    recipe = record(nodes, tuple(t.node for t in outs))
+    if recipe is not None and all(b is None or b == a for b, a in zip(before, after, strict=True)):
         if len(_RECIPES) >= 1024:
             _RECIPES.clear()
-        _RECIPES[memo] = (recipe, tuple(t.axes for t in outs), after if before is None else None)
+        named = tuple(a if b is None else None for b, a in zip(before, after, strict=True))
+        _RECIPES[memo] = (recipe, tuple(t.axes for t in outs), named)
     return outs
 
 
@@ -115,6 +118,11 @@ def _logsumexp(x: Tensor, names: tuple) -> tuple:
     return shift + log(s), e, s
 
 
+def _cross_entropy(logits: Tensor, y: Tensor, names: tuple) -> tuple:
+    shift, e, s = _parts(logits, names)
+    return shift + log(s) - (y * logits).sum(names), e, s
+
+
 def _node_of(t: Tensor, like: Tensor):
     """``t``'s node laid out in ``like``'s axes (``t`` has a subset of them)."""
     return align(t, like.axes)
@@ -130,7 +138,7 @@ def softmax(x: Tensor, axis) -> Tensor:
            [0. , 1. ]])
     """
     names = _check(x, axis, "softmax")
-    (p,) = _built("softmax", x, names, _softmax)
+    (p,) = _built("softmax", (x,), names, _softmax)
     axes = p.axes
 
     def backward(g, node):  # ``node`` is p's (a closure over p would keep it alive)
@@ -149,7 +157,7 @@ def log_softmax(x: Tensor, axis) -> Tensor:
     array([-0.69314718, -0.69314718])
     """
     names = _check(x, axis, "log_softmax")
-    out, e, s = _built("log_softmax", x, names, _log_softmax)
+    out, e, s = _built("log_softmax", (x,), names, _log_softmax)
     axes = out.axes
 
     def backward(g, node):
@@ -168,7 +176,7 @@ def logsumexp(x: Tensor, axis) -> Tensor:
     1000.6931471805599
     """
     names = _check(x, axis, "logsumexp")
-    out, e, s = _built("logsumexp", x, names, _logsumexp)
+    out, e, s = _built("logsumexp", (x,), names, _logsumexp)
     axes = out.axes
 
     def backward(g, node):
@@ -201,8 +209,7 @@ def softmax_cross_entropy(logits: Tensor, labels: Tensor, axis) -> Tensor:
             )
         )
     y = Tensor(logits.axes, _node_of(labels, logits))  # labels in the logits' order (a view)
-    shift, e, s = _parts(logits, names)
-    loss = shift + log(s) - (y * logits).sum(names)
+    loss, e, s = _built("softmax_cross_entropy", (logits, y), names, _cross_entropy)
 
     axes = loss.axes
 
