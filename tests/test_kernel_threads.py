@@ -431,3 +431,23 @@ def test_a_helper_leaves_the_callers_cpu():
             threads.run_parts(part, 8, (), 2)
     assert seen, "no helper took a range"
     assert all(caller not in mask and mask for caller, mask in seen)
+
+
+def test_the_tier_reads_a_default_thread_count_while_numba_is_being_imported(monkeypatch):
+    """``num_threads(load=False)`` (the numpy tier's slab planning) never imports numba:
+    while the compile thread is importing it (its spec marked ``_initializing``), importing
+    it here waited on the import lock for the rest of numba's start-up (a script's third
+    statement took 140-180 ms instead of ~2). It reads ``NUMBA_NUM_THREADS`` (or the
+    cores) until numba is loaded, then numba's own count."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    monkeypatch.setattr(threads, "_COUNT", [])
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
+    for module in (numba, parallel):
+        monkeypatch.setattr(module.__spec__, "_initializing", True, raising=False)
+        assert threads.num_threads(load=False) == 3
+        assert threads._COUNT == []
+        monkeypatch.setattr(module.__spec__, "_initializing", False)
+    assert threads.num_threads(load=False) == numba.get_num_threads()
+    assert threads._COUNT != []
