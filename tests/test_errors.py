@@ -412,6 +412,36 @@ def test_reduction_errors(x):
         ax.zeros((ax.Axis("E", 0),)).max()
 
 
+def test_normalizing_function_errors(x):
+    """softmax and its friends: the operand, its dtype, the axis (unknown, or empty) and the
+    labels' axes; each raised again on a second call, after a call that succeeded (the
+    checked names are remembered only for a success)."""
+    ax.softmax(x, "C")
+    empty = ax.tensor(np.zeros((2, 0)), (N, ax.Axis("E", 0)))
+    for _ in range(2):
+        with raises(TypeError, "softmax: expected a Tensor (ndarray)."):
+            ax.softmax(np.zeros(3), "C")
+        with raises(
+            TypeError,
+            "log_softmax: expects a float tensor, not int32. Convert it: x.astype('float32').",
+        ):
+            ax.log_softmax(x.astype("int32"), "C")
+        with raises(
+            ax.AxesError,
+            "logsumexp: cannot normalize over an empty axis (E=0). Normalize over axes with "
+            "at least one element.",
+        ):
+            ax.logsumexp(empty, "E")
+        with raises(ax.AxesError, "softmax: unknown axis 'K' (axes: N=2, C=3)."):
+            ax.softmax(x, "K")
+        with raises(
+            ax.AxesError,
+            "softmax_cross_entropy: the labels must have the logits' axes (logits: N=2, C=3; "
+            "labels: C=3). One-hot encode class indices over the class axis.",
+        ):
+            ax.softmax_cross_entropy(x, ax.tensor(np.zeros(3), (C,)), "C")
+
+
 def test_function_argument_errors(x):
     """pad widths, concat axes, clip bounds and scalar conversions are checked."""
     with raises(

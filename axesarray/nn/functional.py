@@ -44,16 +44,40 @@ def _check(x, axis, op: str) -> tuple:
         raise TypeError(message(op, "expected a Tensor", type(x).__name__))
     if x.dtype.kind != "f":
         raise TypeError(
-            message(op, f"expects a float tensor, not {x.dtype}", None, "x.astype('float32')")
+            message(
+                op,
+                f"expects a float tensor, not {x.dtype}",
+                None,
+                "Convert it: x.astype('float32')",
+            )
         )
-    dims = resolve_names(x.axes, axis, op)
-    names = tuple(x.axes[d].name for d in dims)
-    empty = [x.axes[d] for d in dims if x.axes[d].length == 0]
+    axes = x.axes
+    memo = (axes, axis) if type(axis) is str else None
+    names = _NAMES.get(memo) if memo is not None else None
+    if names is not None:
+        return names
+    dims = resolve_names(axes, axis, op)
+    names = tuple(axes[d].name for d in dims)
+    empty = [axes[d] for d in dims if axes[d].length == 0]
     if empty:
         raise AxesError(
-            message(op, "cannot normalize over an empty axis", fmt_axes(empty), "Check the axis")
+            message(
+                op,
+                "cannot normalize over an empty axis",
+                fmt_axes(empty),
+                "Normalize over axes with at least one element",
+            )
         )
+    if memo is not None:
+        if len(_NAMES) >= 1024:
+            _NAMES.clear()
+        _NAMES[memo] = names
     return names
+
+
+# ``_check``'s names per (axes, axis given as a string): checked once (the errors are
+# raised by the first call, which stores nothing). Bounded.
+_NAMES: dict = {}
 
 
 def _parts(x: Tensor, names: tuple) -> tuple:
