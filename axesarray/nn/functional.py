@@ -234,7 +234,6 @@ def softmax_cross_entropy(logits: Tensor, labels: Tensor, axis) -> Tensor:
         )
     y = Tensor(logits.axes, _node_of(labels, logits))  # labels in the logits' order (a view)
     loss, e, s = _built("softmax_cross_entropy", (logits, y), names, _cross_entropy)
-
     axes = loss.axes
 
     def backward(g, node):
