@@ -166,6 +166,50 @@ def test_a_remembered_broadcast_follows_the_broadcast_option():
             x + wrong
 
 
+def _no_check(*args, **kwargs):
+    pytest.fail("the broadcast was checked again")
+
+
+def test_a_remembered_three_operand_structure_is_the_general_paths(monkeypatch):
+    """``where`` (three operands: tensors and a Python scalar) remembers its broadcast
+    structure per ``Axes`` objects and scalar types (a second call checks no names):
+    numpy's values on every call, the key the general path builds, the broadcast option
+    and errors as on a first build."""
+    from axesarray.tensors import tensor as tensor_module
+
+    mn, m = _t((AI, B), seed=4)  # another order than x's: a transposed read
+    xn, x = _t((B, AI, H), seed=5)
+    want = np.where((mn > 0).T[:, :, None], xn, np.float32(0.5))
+    keys = set()
+    for _ in range(3):
+        got = ax.where(m > 0, x, 0.5)
+        assert got.axes == ax.Axes([B, AI, H])  # x's axes contain m's: x's order
+        assert_close(got, want)
+        keys.add(got.node.key)
+        monkeypatch.setattr(tensor_module, "broadcast_axes", _no_check)
+        assert_close(ax.where(m > 0, x, 0.5), want)  # remembered: no broadcast check
+        monkeypatch.undo()
+    saved = dict(tensor_module._STRUCTURES)
+    tensor_module._STRUCTURES.clear()
+    try:
+        keys.add(ax.where(m > 0, x, 0.5).node.key)
+    finally:
+        tensor_module._STRUCTURES.update(saved)
+    assert len(keys) == 1
+    assert_close(ax.where(m > 0, 1, x), np.where((mn > 0).T[:, :, None], 1, xn))
+    _, other = _t((ax.Axis("K", 2),), seed=6)
+    ax.where(m > 0, x, 0.5)
+    with (
+        ax.set_options(broadcast="subset"),
+        pytest.raises(AxesError, match="neither operand's axes contain the other's"),
+    ):
+        ax.where(m > 0, other, 0.5)
+    _, wrong = _t((ax.Axis("I", 9),))
+    for _ in range(2):
+        with pytest.raises(AxesError, match="axis 'I' has length"):
+            ax.where(m > 0, x, wrong)
+
+
 # --- x op x -----------------------------------------------------------------------------
 
 

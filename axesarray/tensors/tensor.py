@@ -123,6 +123,61 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
     return None
 
 
+# Three or more operands (``where``, ``clip``'s bounds): the broadcast structure per the
+# operands' ``Axes`` objects (by id, each entry keeping them alive and checked by identity;
+# a scalar by its type) and the ``broadcast`` option: ``(axes objects, result axes, shape,
+# each operand's remap maps or None)``. A program rebuilt each call passes the same
+# tensors; a miss runs the checks, so errors are raised as before. Bounded.
+_STRUCTURES: dict = {}
+
+
+def _remembered(op: str, operands: tuple, name: str) -> Tensor | None:
+    """``elementwise``'s result for plain tensors (no layout) and Python scalars, from the
+    remembered broadcast structure (made and stored on a miss); None: the general path
+    (a layout, another operand type)."""
+    memo = [OPTIONS["broadcast"]]
+    for v in operands:
+        t = type(v)
+        if t is Tensor:
+            if v._layout is not None:
+                return None
+            memo.append(id(v._axes))
+        elif t in _WEAK_TYPES:
+            memo.append(t)
+        else:
+            return None
+    memo = tuple(memo)
+    hit = _STRUCTURES.get(memo)
+    if hit is None or any(
+        a is not v._axes for a, v in zip(hit[0], operands, strict=True) if a is not None
+    ):
+        axes = None
+        for v in operands:
+            if type(v) is Tensor:
+                axes = v._axes if axes is None else broadcast_axes(axes, v._axes, op=name)
+        if axes is None:  # scalars only
+            return None
+        objects = tuple(v._axes if type(v) is Tensor else None for v in operands)
+        maps = tuple(
+            None
+            if type(v) is not Tensor or v._axes == axes
+            else tuple((axes.index(a.name, name), 0, 1) for a in v._axes)
+            for v in operands
+        )
+        hit = (objects, axes, axes.shape, maps)
+        if len(_STRUCTURES) >= 1024:
+            _STRUCTURES.clear()
+        _STRUCTURES[memo] = hit
+    _, axes, shape, maps = hit
+    nodes = []
+    for v, m in zip(operands, maps, strict=True):
+        if type(v) is not Tensor:
+            nodes.append(v)  # a weak scalar, as ``operand_node`` passes it
+        else:
+            nodes.append(v._node if m is None else expr_views.remap(v._node, shape, m))
+    return Tensor(axes, expr_ops.map_op(op, tuple(nodes), shape, name))
+
+
 def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     """Apply an ``ops.OPS`` op to tensors and scalars, broadcasting by name.
 
@@ -134,6 +189,10 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
         fast = _elementwise_fast(op, operands, name)
         if fast is not None:
             return fast
+    else:
+        known = _remembered(op, operands, name)
+        if known is not None:
+            return known
     axes = None
     shape = None
     laid_out = False
