@@ -175,7 +175,7 @@ def test_a_remembered_three_operand_structure_is_the_general_paths(monkeypatch):
     structure per ``Axes`` objects and scalar types (a second call checks no names):
     numpy's values on every call, the key the general path builds, the broadcast option
     and errors as on a first build."""
-    from axesarray.tensors import tensor as tensor_module
+    from axesarray.tensors import structures as structures_module
 
     mn, m = _t((AI, B), seed=4)  # another order than x's: a transposed read
     xn, x = _t((B, AI, H), seed=5)
@@ -186,15 +186,15 @@ def test_a_remembered_three_operand_structure_is_the_general_paths(monkeypatch):
         assert got.axes == ax.Axes([B, AI, H])  # x's axes contain m's: x's order
         assert_close(got, want)
         keys.add(got.node.key)
-        monkeypatch.setattr(tensor_module, "broadcast_axes", _no_check)
+        monkeypatch.setattr(structures_module, "broadcast_axes", _no_check)
         assert_close(ax.where(m > 0, x, 0.5), want)  # remembered: no broadcast check
         monkeypatch.undo()
-    saved = dict(tensor_module._STRUCTURES)
-    tensor_module._STRUCTURES.clear()
+    saved = dict(structures_module.MANY)
+    structures_module.MANY.clear()
     try:
         keys.add(ax.where(m > 0, x, 0.5).node.key)
     finally:
-        tensor_module._STRUCTURES.update(saved)
+        structures_module.MANY.update(saved)
     assert len(keys) == 1
     assert_close(ax.where(m > 0, 1, x), np.where((mn > 0).T[:, :, None], 1, xn))
     _, other = _t((ax.Axis("K", 2),), seed=6)
@@ -222,6 +222,44 @@ def test_x_op_x_is_remembered_with_its_shared_param():
     assert (x + x).node.key != (x + ax.tensor(xn.copy(), (B, AI))).node.key
     assert_close(x * x, xn * xn)
     assert_close(x + x, xn + xn)
+
+
+def test_operands_sharing_params_are_remembered_with_where_they_share(monkeypatch):
+    """``x - x.max(K)``, ``e / e.sum(K)``, and operands sharing one of several params:
+    remembered per structure and per where the params coincide, each node's key and
+    params are ``Map(...)``'s (``_combine``'s), values numpy's; a second build makes no
+    ``Map``. Another sharing of the same structures gets its own key."""
+    xn, x = _t((B, AI), seed=11)
+    yn, y = _t((B, AI), seed=12)
+
+    def cases():
+        m = x.max("I")
+        e = ax.exp(x - m)
+        return [x - m, e / e.sum("I"), (x * y) - y.sum("I"), (y * x) - y.sum("I")]
+
+    def want():
+        e = np.exp(xn - xn.max(1, keepdims=True))
+        return [
+            xn - xn.max(1, keepdims=True),
+            e / e.sum(1, keepdims=True),
+            xn * yn - yn.sum(1, keepdims=True),
+            yn * xn - yn.sum(1, keepdims=True),
+        ]
+
+    first = cases()
+    monkeypatch.setattr(Map, "__init__", _no_map)
+    again = cases()  # remembered: no Map built by its constructor
+    monkeypatch.undo()
+    for a, b, w in zip(first, again, want(), strict=True):
+        rebuilt = Map(b.node.op, b.node.children, b.node.dtype)
+        assert a.node.key == b.node.key == rebuilt.key
+        assert b.node.params == rebuilt.params
+        assert_close(b, w)
+    assert first[2].node.key != first[3].node.key  # y shared at another position
+
+
+def _no_map(*args, **kwargs):
+    pytest.fail("a Map was built, not remembered")
 
 
 # --- the direct path's quiet context --------------------------------------------------------

@@ -130,6 +130,33 @@ def _own_param(node: Node) -> bool:
     return len(p) == 1 and p[0] is node
 
 
+def _where_shared(pa: tuple, pb: tuple) -> tuple | None:
+    """For each of ``pb``'s params, its position among ``pa``'s or -1: how two operands
+    share params (``x - x.max(K)``: the leaf ``x`` is a param of both), which their key
+    records (``nodes._combine``); None for params too many to scan per build."""
+    if len(pa) + len(pb) > 8:
+        return None
+    return tuple(pa.index(p) if p in pa else -1 for p in pb)
+
+
+def _shared(memo: tuple, a: Node, b: Node) -> Node | None:
+    """``map2``'s node for operands sharing params, from the key and dtype remembered for
+    that structure and that sharing (``_where_shared``), or None. The params are
+    ``_combine``'s: ``a``'s, then those of ``b`` that ``a`` lacks, in order."""
+    pa, pb = a.params, b.params
+    where = _where_shared(pa, pb)
+    if not where or max(where) < 0:  # disjoint: ``map2``'s own memo
+        return None
+    hit = _BUILT.get(memo + (where,))
+    if hit is None:
+        return None
+    node = _new(Map)
+    node.op, node.children, node.shape, node.dtype = memo[0], (a, b), a.shape, hit[0]
+    node.key = hit[1]
+    node.params = pa + tuple(p for p, w in zip(pb, where, strict=True) if w < 0)
+    return node
+
+
 def map2(op: str, a: Node, b: Node) -> Node:
     """``op(a, b)`` for two nodes of the same shape: ``map_op``'s straight line for the
     operator users write most (a tensor op a tensor with the same axes)."""
@@ -159,6 +186,10 @@ def map2(op: str, a: Node, b: Node) -> Node:
                 node.op, node.children, node.shape, node.dtype = op, (a, b), a.shape, hit[0]
                 node.key, node.params = hit[1], pa + pb
                 return node
+    if memo is not None:
+        shared = _shared(memo, a, b)
+        if shared is not None:
+            return shared
     if a.dtype.kind == "V" or b.dtype.kind == "V":  # bfloat16: computed in float32
         return _bf16(op, (a, b), a.shape, op)
     hit = _LOOPS2.get((op, a.dtype, b.dtype))
@@ -173,6 +204,10 @@ def map2(op: str, a: Node, b: Node) -> Node:
                 _remember(memo, (out, node.key, _own_param(a) and _own_param(b)))
             elif a is b and _own_param(a):  # ``x op x``: found by map2's hit for two leaves
                 _remember(memo + (None,), (out, node.key))
+            else:
+                where = _where_shared(a.params, b.params)
+                if where is not None:
+                    _remember(memo + (where,), (out, node.key))
         return node
     if a.dtype is not la:
         a = cast(a, la)

@@ -17,7 +17,7 @@ from ..core.axes import Axes, broadcast_axes
 from ..core.dtypes import ufunc_dtypes
 from ..options import OPTIONS
 
-__all__ = ["PAIRS", "pair", "contraction"]
+__all__ = ["PAIRS", "pair", "MANY", "many", "contraction"]
 
 _MAX = 1024
 
@@ -39,6 +39,39 @@ def pair(a_axes: Axes, b_axes: Axes, name: str) -> tuple:
         PAIRS.clear()
     PAIRS[(id(a_axes), id(b_axes), OPTIONS["broadcast"])] = hit
     return hit
+
+
+# Any number of operands (``elementwise``'s general path: ``where``, layouts): (broadcast
+# option, id of each operand's Axes or None for a scalar) -> (the Axes objects, result
+# axes, result shape, each operand's remap maps or None).
+MANY: dict = {}
+_EMPTY = Axes()
+
+
+def many(operand_axes: tuple, name: str) -> tuple:
+    """``(axes, shape, maps)`` of operands with these ``Axes`` (None: a scalar): the
+    result axes by ``broadcast_axes`` left to right, and per operand the remap maps to
+    them (None: its axes are the result's, or a scalar); remembered in ``MANY``."""
+    memo = (OPTIONS["broadcast"],) + tuple(None if a is None else id(a) for a in operand_axes)
+    hit = MANY.get(memo)
+    if hit is None or any(h is not a for h, a in zip(hit[0], operand_axes, strict=True)):
+        axes = None
+        for a in operand_axes:
+            if a is not None:
+                if axes is None:
+                    axes = a
+                elif a is not axes and a != axes:
+                    axes = broadcast_axes(axes, a, op=name)
+        axes = _EMPTY if axes is None else axes
+        maps = tuple(
+            None if a is None or a == axes else tuple((axes.index(x.name, name), 0, 1) for x in a)
+            for a in operand_axes
+        )
+        hit = (operand_axes, axes, axes.shape, maps)
+        if len(MANY) >= _MAX:
+            MANY.clear()
+        MANY[memo] = hit
+    return hit[1], hit[2], hit[3]
 
 
 # (id(a), id(b), contracted names, dtypes) -> ``_contraction``'s tuple.

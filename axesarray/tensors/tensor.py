@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 
 from .. import engine
-from ..core.axes import Axes, broadcast_axes
+from ..core.axes import Axes
 from ..core.dtypes import as_dtype, can_assign, check_weak_scalar, is_weak
 from ..core.ops import OPS
 from ..core.strided import contiguous
@@ -38,7 +38,7 @@ from .layout_methods import LayoutMethods, allocate_leaf, layout_for_axes
 from .metadata import DescribeMethods, TensorDescription
 from .numbers import ScalarMethods
 from .reducing import ReductionMethods
-from .structures import PAIRS, contraction, pair
+from .structures import PAIRS, contraction, many, pair
 
 __all__ = ["Tensor", "TensorDescription", "assign", "operand_node", "align", "unary_function"]
 
@@ -64,7 +64,6 @@ def operand_node(value, axes: Axes, op: str):
     raise TypeError(message(op, "unsupported operand type", type(value).__name__))
 
 
-_NO_AXES = Axes()
 _DIRECT_GET = engine.DIRECT.get  # engine.evaluate's direct runners (see engine.direct)
 
 
@@ -123,61 +122,6 @@ def _elementwise_fast(op: str, operands: tuple, name: str) -> Tensor | None:
     return None
 
 
-# Three or more operands (``where``, ``clip``'s bounds): the broadcast structure per the
-# operands' ``Axes`` objects (by id, each entry keeping them alive and checked by identity;
-# a scalar by its type) and the ``broadcast`` option: ``(axes objects, result axes, shape,
-# each operand's remap maps or None)``. A program rebuilt each call passes the same
-# tensors; a miss runs the checks, so errors are raised as before. Bounded.
-_STRUCTURES: dict = {}
-
-
-def _remembered(op: str, operands: tuple, name: str) -> Tensor | None:
-    """``elementwise``'s result for plain tensors (no layout) and Python scalars, from the
-    remembered broadcast structure (made and stored on a miss); None: the general path
-    (a layout, another operand type)."""
-    memo = [OPTIONS["broadcast"]]
-    for v in operands:
-        t = type(v)
-        if t is Tensor:
-            if v._layout is not None:
-                return None
-            memo.append(id(v._axes))
-        elif t in _WEAK_TYPES:
-            memo.append(t)
-        else:
-            return None
-    memo = tuple(memo)
-    hit = _STRUCTURES.get(memo)
-    if hit is None or any(
-        a is not v._axes for a, v in zip(hit[0], operands, strict=True) if a is not None
-    ):
-        axes = None
-        for v in operands:
-            if type(v) is Tensor:
-                axes = v._axes if axes is None else broadcast_axes(axes, v._axes, op=name)
-        if axes is None:  # scalars only
-            return None
-        objects = tuple(v._axes if type(v) is Tensor else None for v in operands)
-        maps = tuple(
-            None
-            if type(v) is not Tensor or v._axes == axes
-            else tuple((axes.index(a.name, name), 0, 1) for a in v._axes)
-            for v in operands
-        )
-        hit = (objects, axes, axes.shape, maps)
-        if len(_STRUCTURES) >= 1024:
-            _STRUCTURES.clear()
-        _STRUCTURES[memo] = hit
-    _, axes, shape, maps = hit
-    nodes = []
-    for v, m in zip(operands, maps, strict=True):
-        if type(v) is not Tensor:
-            nodes.append(v)  # a weak scalar, as ``operand_node`` passes it
-        else:
-            nodes.append(v._node if m is None else expr_views.remap(v._node, shape, m))
-    return Tensor(axes, expr_ops.map_op(op, tuple(nodes), shape, name))
-
-
 def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
     """Apply an ``ops.OPS`` op to tensors and scalars, broadcasting by name.
 
@@ -189,32 +133,19 @@ def elementwise(op: str, *operands, name: str | None = None) -> Tensor:
         fast = _elementwise_fast(op, operands, name)
         if fast is not None:
             return fast
-    else:
-        known = _remembered(op, operands, name)
-        if known is not None:
-            return known
-    axes = None
-    shape = None
-    laid_out = False
-    for v in operands:  # the broadcast axes, left to right (fast when they are all equal)
-        if isinstance(v, Tensor):
-            laid_out = laid_out or v._layout is not None
-            if axes is None:
-                axes, shape = v._axes, v._node.shape
-            elif v._axes is not axes and v._axes != axes:
-                axes, shape = broadcast_axes(axes, v._axes, op=name), None
-    if axes is None:
-        axes = _NO_AXES
-    if shape is None:
-        shape = axes.shape
-    nodes = tuple(
-        (v._node if v._axes is axes else align(v, axes, name))
-        if isinstance(v, Tensor)
-        else operand_node(v, axes, name)
-        for v in operands
+    # the broadcast axes, left to right, and each operand's view (``structures.many``)
+    axes, shape, maps = many(
+        tuple(v._axes if isinstance(v, Tensor) else None for v in operands), name
     )
+    nodes, laid_out = [], False
+    for v, m in zip(operands, maps, strict=True):
+        if not isinstance(v, Tensor):
+            nodes.append(operand_node(v, axes, name))  # a scalar
+            continue
+        nodes.append(v._node if m is None else expr_views.remap(v._node, shape, m))
+        laid_out = laid_out or v._layout is not None
     layout = _preferred_layout(operands) if laid_out else None
-    return Tensor(axes, expr_ops.map_op(op, nodes, shape, name), layout)
+    return Tensor(axes, expr_ops.map_op(op, tuple(nodes), shape, name), layout)
 
 
 class Tensor(
