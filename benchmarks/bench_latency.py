@@ -284,6 +284,47 @@ def bench_build(table: Rows, batches: int) -> None:
         table.add("building MLP ops (no evaluation), per call", k, t)
 
 
+def bench_build_formulas(table: Rows, batches: int) -> None:
+    """Building (not evaluating) the formulas of the normalizing workloads at 128x1024
+    (``bench_workloads.py --mid``): ``ax.softmax`` and friends replayed from their recipe
+    (``dag.replay``) and built anew (the recipes cleared before each call), a softmax
+    written by hand (operands sharing their leaf), and a masked ``where`` of three
+    operands (the masked mean's, ``B T D``)."""
+    from axesarray.nn import functional
+
+    rng = np.random.default_rng(9)
+    x = ax.tensor(rng.standard_normal((128, 1024)).astype(np.float32), "N K")
+    y = ax.tensor(np.eye(1024, dtype=np.float32)[:128], "N K")
+    m = x.max("K")
+    v = ax.tensor(rng.standard_normal((8, 128, 128)).astype(np.float32), "B T D")
+    pos = ax.tensor(np.arange(128), "T")
+    lens = ax.tensor(rng.integers(1, 128, 8), "B")
+
+    def anew():
+        functional._RECIPES.clear()
+        return ax.softmax(x, "K")
+
+    def by_hand():
+        e = ax.exp(x - x.max("K"))
+        return e / e.sum("K")
+
+    times = per_call(
+        {
+            'ax.softmax(x, "K"), replayed': lambda: ax.softmax(x, "K"),
+            'ax.softmax(x, "K"), built anew': anew,
+            'ax.log_softmax(x, "K"), replayed': lambda: ax.log_softmax(x, "K"),
+            'ax.softmax_cross_entropy(x, y, "K")': lambda: ax.softmax_cross_entropy(x, y, "K"),
+            "softmax by hand, all its ops": by_hand,
+            'x - m (m = x.max("K"): x under both)': lambda: x - m,
+            "ax.where(pos < lens, v, 0.0)": lambda: ax.where(pos < lens, v, 0.0),
+        },
+        batches,
+        size=10,
+    )
+    for k, t in times.items():
+        table.add("building normalizing formulas (no evaluation), per call", k, t)
+
+
 _CHAIN = textwrap.dedent(
     """
     import os, sys, time, random
@@ -520,6 +561,7 @@ def main(argv=None) -> None:
     bench_small(table, 5 if args.quick else 200)
     bench_object_model(table, 5 if args.quick else 200)
     bench_build(table, 5 if args.quick else 100)
+    bench_build_formulas(table, 5 if args.quick else 100)
     if args.small:
         table.show()
         return

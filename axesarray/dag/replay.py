@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import attrs
 
-from .nodes import Cast, Const, Map, Reduce, Remap, lazy
+from .nodes import Cast, Const, Map, Reduce, Remap, lazy, walk
 from .resize import COUNTS
 
 __all__ = ["Recipe", "record", "replay"]
@@ -66,20 +66,14 @@ def record(inputs: tuple, roots: tuple) -> Recipe | None:
     consts: list = []
     steps: list = []
     count = len(inputs)
-    order: list = []
-    seen: set = set(slot)
-    stack = [(r, False) for r in roots]
-    while stack:  # children before parents, stopping at the inputs
-        node, done = stack.pop()
-        if done:
-            order.append(node)
+    top = object()  # above the roots: one walk, children before parents, down to the inputs
+
+    def edges(n):
+        return roots if n is top else () if id(n) in slot else n.children
+
+    for node in walk(top, edges)[:-1]:
+        if id(node) in slot:  # an input
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in reversed(node.children) if id(c) not in seen)
-    for node in order:
         cls = type(node)
         if cls is Const:
             if node in COUNTS or id(node) in param_slot:
