@@ -1,12 +1,13 @@
-"""Checked structures of ops on named axes, remembered per pair of ``Axes`` objects.
+"""Checked structures of ops on named axes, remembered per their operands' ``Axes`` objects.
 
 A program rebuilt each call passes the same tensors, so the same ``Axes`` objects: what
 an op derives from its operands' axes (result axes, positions, labels, views, dtypes) is
 remembered by the objects' ids, each entry keeping its ``Axes`` alive and checked by
 identity (an id is not reused while the entry holds its object). A miss runs the checks,
 so a wrong name or length raises at build with its usual message; a hit was checked when
-it was made. Both tables are bounded. Used by ``tensors.tensor`` (broadcasting operators,
-``ax.dot``); they read positions only, never a node.
+it was made. The tables are bounded. Used by ``tensors.tensor`` (broadcasting operators:
+``PAIRS`` for two operands, ``MANY`` for the general path; ``ax.dot``); they read
+positions only, never a node.
 """
 
 from __future__ import annotations
