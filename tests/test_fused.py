@@ -11,6 +11,9 @@ import threading
 import numpy as np
 import pytest
 from conftest import assert_close
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import axes, make_array, random_values, sources
 
 import axesarray as ax
 from axesarray.kernels import cache as kcache
@@ -491,3 +494,24 @@ def test_a_strided_output_is_computed_in_stages_then_stored(w, threads, request)
     plain = ax.tensor(np.zeros((n, c, h, w), "float32"), "N C H W")
     plan4, _ = executor.schedule_for((x * 2)._node, plain._node)
     assert not _staged(lowered(plan4.steps[0]))
+
+
+@given(st.data())
+def test_computed_values_into_drawn_destinations(data):
+    """A computed value assigned into drawn destinations (strided, flipped, transposed
+    views of a padded parent: the staged kernels where the inner stride is not 1) gives
+    numpy's values and leaves the rest of the parent alone."""
+    a = data.draw(axes(min_rank=1, max_rank=3, max_len=6))
+    dtype = data.draw(st.sampled_from(["float32", "int8", "float64", "uint16"]))
+    src = data.draw(sources(a.shape))
+    dst, parent = make_array(src, lambda n: np.zeros(n, dtype))
+    where, _ = make_array(src, lambda n: np.arange(n))  # the parent's elements in view
+    values, _ = make_array(src, random_values("float32", 3, False))
+    x = ax.tensor(np.ascontiguousarray(values), a)
+    out = ax.tensor(dst, a)
+    out[...] = (ax.round(x * 8) + 1).astype(dtype)
+    want = (np.round(values * np.float32(8)) + 1).astype(dtype)
+    np.testing.assert_array_equal(dst, want)
+    outside = np.ones(parent.size, bool)
+    outside[where.reshape(-1)] = False
+    assert not parent.reshape(-1)[outside].any()
