@@ -1,7 +1,7 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
 programs (a recurrent loop and its gradients),
-xarray on lazy arrays, the workload suite, the numpy tier's mechanisms and the expensive ops'
-costs.
+xarray on lazy arrays, the workload suite, the numpy tier's mechanisms, the expensive ops'
+costs and the sums of transcendental values.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -20,6 +20,7 @@ import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
 import bench_op_work  # noqa: E402
 import bench_programs  # noqa: E402
+import bench_reductions  # noqa: E402
 import bench_tier  # noqa: E402
 import bench_workloads  # noqa: E402
 import bench_xarray_lazy  # noqa: E402
@@ -53,6 +54,8 @@ def main(argv=None) -> None:
     bench_tier.main(quick)
     print()
     bench_op_work.main(quick)
+    print()
+    bench_reductions.main(quick)
 
 
 if __name__ == "__main__":

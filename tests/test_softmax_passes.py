@@ -123,12 +123,32 @@ def test_softmax_over_an_outer_axis_rows_first(engine, data, width):
 
 @pytest.mark.parametrize("k", [0, 1, 4095, 4097, 9000])
 def test_sums_of_transcendental_values_in_buffered_blocks(engine, k):
-    """``exp(x).sum(K)`` computes its values into a 4096-value buffer, block by block."""
+    """``exp(x).sum(K)`` of float32 computes its values into a 4096-value buffer, block by
+    block, then adds them in float64; float64 values, and logsumexp's float64 terms, are
+    added in the loop that computes them (``kernels.cpu._buffer_pays``)."""
     rng = np.random.default_rng(k)
     a = rng.standard_normal((3, k)).astype(np.float32)
     x = ax.tensor(a, "R K")
     assert_close(ax.exp(x).sum("K"), np.exp(a.astype(np.float64)).sum(1).astype(np.float32))
     assert_close(ax.log1p(x * x).sum(), np.float32(np.log1p(a.astype(np.float64) ** 2).sum()))
+    x64 = ax.tensor(a.astype(np.float64), "R K")
+    assert_close(ax.exp(x64).sum("K"), np.exp(a.astype(np.float64)).sum(1))
+    if k:  # (a max over no values is an error)
+        m = a.max(1, keepdims=True)
+        assert_close(_logsumexp(x, "K"), (m + np.log(np.exp(a - m).sum(1, keepdims=True)))[:, 0])
+    if engine == "numba" and k == 4097:
+        assert "rowbuf" in _serial_source(ax.exp(x).sum("K"))
+        assert "rowbuf" not in _serial_source(ax.exp(x64).sum("K"))
+        assert "rowbuf" not in _serial_source(_logsumexp(x, "K"))
+
+
+def _serial_source(e):
+    from axesarray.engine import executor
+    from axesarray.engine.dispatch import source_for
+
+    plan, _ = executor.schedule_for(e.node, None)
+    (step,) = plan.steps
+    return source_for(step, plan.device, "serial")[0]
 
 
 # --- ax.softmax, ax.log_softmax, ax.logsumexp: the guarded shift in one reduction ----------

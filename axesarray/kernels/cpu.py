@@ -279,7 +279,7 @@ def _reduce_pass(
 
     if not red_dims:
         accumulate(indent, acc, "v")
-    elif reassoc and op == "sum" and (value is not None or _expensive(red.child)):
+    elif reassoc and op == "sum" and _buffer_pays(red.child, acc_t, value):
         _buffered_sum(src, low, indent, red_dims[-1], ranges, rbase, inner, acc, acc_t, value)
     elif not row.unroll or reassoc:
         d = red_dims[-1]
@@ -297,17 +297,30 @@ def _expensive(tree) -> bool:
     return any(n.kind == "map" and OPS[n.op].expensive for n in kernel_nodes(tree))
 
 
+def _buffer_pays(child, acc_t: str, value) -> bool:
+    """Whether a float sum computes its values into a buffer first (``_buffered_sum``):
+    transcendental values narrower than the sum (float32 ``exp(x).sum(K)``, added in
+    float64), which in one loop run 1.6x slower (two vector widths in one loop). Values of
+    the sum's own type (logsumexp's float64 terms, float64 data) vectorize in one loop
+    with the reassociable add, where the buffer's store and load cost more than they save
+    (``benchmarks/bench_reductions.py``: logsumexp 128x1024 float32 102 -> 91 us, float64
+    ``exp(x).sum`` 140 -> 124 us)."""
+    if value is not None:  # a transform of the value: computed in the sum's type
+        return False
+    return _expensive(child) and type_name(child.dtype) != acc_t
+
+
 def _buffered_sum(src, low, indent, d, ranges, rbase, inner, acc, acc_t, value) -> None:
     """A float sum of transcendental values (``exp(x).sum(K)``, logsumexp's second sweep)
     in two loops per block of the innermost reduce dim: one computes the values into a
     buffer (an elementwise loop: the math library's exp vectorizes there), one adds the
-    buffer up with the reassociable add. In one loop the exp stays scalar (the loop
-    carries the sum), about 2x slower (benchmarks/bench_workloads.py)."""
+    buffer up with the reassociable add (``_buffer_pays``: float32 values of a float64
+    sum)."""
     red = low.reduce
     lo, hi = ranges[d]
     body = _emit_body(low, rbase, inner, prefix="v")
     v = body.emit(red.child, indent + 2, {})
-    if value is not None:
+    if value is not None:  # (only the previous rule's, kept by benchmarks/bench_reductions.py)
         buf_t, v = acc_t, value(f"{acc_t}({v})")
     else:  # the values as computed (float32: half the buffer traffic; measured 1.5x)
         buf_t = type_name(red.child.dtype)
