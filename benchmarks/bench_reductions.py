@@ -1,10 +1,16 @@
-"""Sums of transcendental values: the sum's loop computing each value (one loop) against
-the values computed into a buffer first, then added up (``kernels.cpu._buffer_pays``).
+"""Reductions: how two of the planner's and templates' choices pay.
 
-Per case, the serial kernel the planner makes for it, generated both ways from the same
-plan and timed round-robin (median us), next to numpy's whole expression. "chosen" is the
-way ``_buffer_pays`` generates it. The buffered way is kept here as the reference: it was
-the rule for every transcendental sum until issue 18.
+- Sums of transcendental values: the sum's loop computing each value (one loop) against
+  the values computed into a buffer first, then added up (``kernels.cpu._buffer_pays``).
+  Per case, the serial kernel the planner makes for it, generated both ways from the same
+  plan and timed round-robin (median us), next to numpy's whole expression. "chosen" is
+  the way ``_buffer_pays`` generates it. The buffered way is kept here as the reference:
+  it was the rule for every transcendental sum until issue 18.
+- An input and its reduction (``x - x.max(K)``, ``x / x.sum(K)``): the normalize kernel
+  storing ``x`` in the result while reducing it (one kernel, ``x`` from memory once)
+  against the plan without it (``cost.STORE_CACHE_BYTES`` 0 while planning: the reduction's
+  kernel into a temporary, then the root's reading ``x`` again), each plan run by
+  ``run_schedule`` into the same destination, round-robin, next to numpy.
 
 python benchmarks/bench_reductions.py
 python benchmarks/bench_reductions.py --quick    # small sizes: checks that it runs
@@ -22,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import round_robin  # noqa: E402
 
 import axesarray as ax  # noqa: E402
-from axesarray.engine import executor  # noqa: E402
+from axesarray.engine import cost, executor  # noqa: E402
 from axesarray.engine.binder import binder  # noqa: E402
 from axesarray.engine.dispatch import source_for  # noqa: E402
+from axesarray.engine.runner import run_schedule  # noqa: E402
 from axesarray.kernels import cpu  # noqa: E402
 from axesarray.kernels.cache import get_kernel  # noqa: E402
 
@@ -71,6 +78,43 @@ def _variants(e, out):
     return fns, args, "buffered" if "rowbuf" in source else "one loop"
 
 
+def _plan(e, out, store_bytes: int):
+    """A fresh plan of ``out[...] = e`` made with ``cost.STORE_CACHE_BYTES`` at
+    ``store_bytes`` (0: no input is stored in the result)."""
+    kept = cost.STORE_CACHE_BYTES
+    cost.STORE_CACHE_BYTES = store_bytes
+    try:
+        return executor._new_plan(e.node, out.node, ("bench_reductions", store_bytes, e.node.key))
+    finally:
+        cost.STORE_CACHE_BYTES = kept
+
+
+def bench_stored_inputs(sizes, repeat: int) -> None:
+    print("\nan input and its reduction, one kernel vs two (run_schedule, median us):")
+    print(f"  {'case':<34} {'size':>10} {'1 kernel':>9} {'2 kernels':>9} {'numpy':>9}")
+    rng = np.random.default_rng(1)
+    for rows, k in sizes:
+        xn = np.abs(rng.standard_normal((rows, k))).astype(np.float32) + 1
+        x = ax.tensor(xn, "N K")
+        out = ax.zeros(x.axes, "float32")
+        for name, e, np_fn in (
+            ("x - x.max('K') float32", x - x.max("K"), lambda a=xn: a - a.max(1, keepdims=True)),
+            ("x / x.sum('K') float32", x / x.sum("K"), lambda a=xn: a / a.sum(1, keepdims=True)),
+        ):
+            plans = {"1": _plan(e, out, cost.STORE_CACHE_BYTES), "2": _plan(e, out, 0)}
+            assert [len(p.steps) for p in plans.values()] == [1, 2]
+            fns = {}
+            for way, plan in plans.items():
+                run_schedule(plan, e.node.params, out.node)
+                np.testing.assert_allclose(out.numpy(), np_fn(), rtol=1e-5)
+                fns[way] = lambda p=plan, e=e, o=out: run_schedule(p, e.node.params, o.node)
+            m = round_robin(dict(fns, numpy=np_fn), repeat)
+            print(
+                f"  {name:<34} {f'{rows}x{k}':>10} {m['1'] * 1e6:9.1f} {m['2'] * 1e6:9.1f}"
+                f" {m['numpy'] * 1e6:9.1f}"
+            )
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
@@ -96,6 +140,8 @@ def main(argv=None) -> None:
                 f"  {name:<34} {f'{rows}x{k}':>10} {m['one loop'] * 1e6:9.1f}"
                 f" {m['buffered'] * 1e6:9.1f} {m['numpy'] * 1e6:9.1f}  {chosen}"
             )
+
+    bench_stored_inputs(sizes, repeat)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,46 @@ def test_softmax_by_hand_matches_numpy(case):
         assert_close(a, expected)
 
 
+# ``f(x, reduce(x))`` with ``x`` an input: E is the input itself, stored in the result
+_LEAF_ROOTS = {
+    "x - x.max": (lambda x, n: x - x.max(n), lambda a, k: a - a.max(k, keepdims=True)),
+    "x / x.sum": (
+        lambda x, n: x / x.sum(n),
+        lambda a, k: (a / a.astype(np.float64).sum(k, keepdims=True)).astype(a.dtype),
+    ),
+    "x * x.min + x": (
+        lambda x, n: x * x.min(n) + x,
+        lambda a, k: a * a.min(k, keepdims=True) + a,
+    ),
+}
+
+
+@given(case=cases(), root=st.sampled_from(sorted(_LEAF_ROOTS)))
+def test_an_input_and_its_reduction_in_one_kernel(case, root):
+    """``x - x.max(K)``, ``x / x.sum(K)``: a normalize kernel whose E is the input itself
+    (stored in the result while reduced, read back for the root): x comes from memory
+    once. numpy's values over drawn shapes, views and destinations, in place included."""
+    shape, axis, dtype, view, dst, seed = case
+    a = _input(shape, dtype, view, seed)
+    if root == "x / x.sum":  # rows far from a zero sum (a ratio to a sum near 0 is noise)
+        a = np.abs(a) + 1
+    names = tuple(NAMES[: len(shape)])
+    build, np_fn = _LEAF_ROOTS[root]
+    expected = np_fn(a, axis)
+    x = ax.tensor(a, names)
+    name = names[axis]
+    if dst == "fresh":
+        assert_close(build(x, name).eval(), expected)
+        assert [r.op for r in _stored(_plan(build(x, name)))] == [root.split(".")[1][:3]]
+    elif dst == "assign":
+        out = ax.tensor(np.full(shape, 7, dtype), names)
+        out[...] = build(x, name)
+        assert_close(out, expected)
+    else:  # x[...] = x - x.max(K): each element of x is read (E) before it is written
+        x[...] = build(x, name)
+        assert_close(a, expected)
+
+
 @pytest.mark.parametrize(
     "shape, names, over",
     [((2, 6, 3, 70), "N C H W", "C"), ((3, 5, 700), "N C K", "K"), ((40,), "K", "K")],
@@ -261,11 +301,15 @@ def test_cost_model_decides():
     assert not cost.worth_storing(0.5, 0, 4, 32)
     small, big = 4, cost.STORE_CACHE_BYTES  # elements of the reduced extent
     assert cost.worth_storing(3, 0, 4, small) and not cost.worth_storing(3, 0, 4, big)
-    # a leaf E (the x of x - x.max) is never a candidate: only computed values are stored
-    a = np.ones((3, 4), np.float32)
+    # a leaf E (the x of x / x.sum(K)): no work saved, but x read from memory once, not
+    # twice (the reduction's kernel and the root's), while a row fits in cache
+    assert cost.worth_storing(0, 4, 4, small) and not cost.worth_storing(0, 4, 4, big)
+    a = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
     x = ax.tensor(a, "N K")
-    assert not _stored(_plan(x / x.sum("K")))
+    assert [r.op for r in _stored(_plan(x / x.sum("K")))] == ["sum"]
     assert_close((x / x.sum("K")).eval(), a / a.sum(1, keepdims=True))
+    long = ax.tensor(np.ones((2, big), np.float32), "N K")  # rows past the cache: 2 kernels
+    assert not _stored(_plan(long - long.max("K")))
 
 
 def test_cost_model_sweeps_a_reduction_whose_inputs_stay_in_cache():

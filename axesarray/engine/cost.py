@@ -393,7 +393,11 @@ def stored_reduction(root, result, key, cost_of, stop=None):
         spine.append(node)
         if node.kind in ("map", "cast") and (stop is None or not stop(node)):
             stack.extend(node.children)
-    on_spine = {key(n) for n in spine if n.kind in ("map", "cast") and n is not root}
+    # E: a computed value f reads at its index, or an input it reads there as it is (a leaf
+    # of the result's view: ``x - x.max(K)``, whose x then comes from memory once)
+    on_spine = {
+        key(n) for n in spine if (n.kind in ("map", "cast") and n is not root) or n.kind == "leaf"
+    }
     best, best_saving = None, 0.0
     for back in spine:
         if back.kind != "remap" or back.arg.kind != "reduce":
@@ -408,8 +412,8 @@ def stored_reduction(root, result, key, cost_of, stop=None):
         kept = [d for d in range(value.ndim) if d not in red.axes]
         if back.shape != value.shape or back.maps != tuple((d, 0, 1) for d in kept):
             continue
-        work, input_bytes = cost_of(value)
         size = value.dtype.itemsize
+        work, input_bytes = (0, size) if value.kind == "leaf" else cost_of(value)
         extent = math.prod(value.shape[d] for d in red.axes)
         if not worth_storing(work, input_bytes, size, extent):
             continue
