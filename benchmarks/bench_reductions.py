@@ -6,11 +6,12 @@
   plan and timed round-robin (median us), next to numpy's whole expression. "chosen" is
   the way ``_buffer_pays`` generates it. The buffered way is kept here as the reference:
   it was the rule for every transcendental sum until issue 18.
-- An input and its reduction (``x - x.max(K)``, ``x / x.sum(K)``): the normalize kernel
-  storing ``x`` in the result while reducing it (one kernel, ``x`` from memory once)
-  against the plan without it (``cost.STORE_CACHE_BYTES`` 0 while planning: the reduction's
-  kernel into a temporary, then the root's reading ``x`` again), each plan run by
-  ``run_schedule`` into the same destination, round-robin, next to numpy.
+- An input and its reduction (``x - x.max(K)``, ``x / x.sum(K)``, a log-softmax ``x -
+  logsumexp(x)``): the normalize kernel storing ``x`` in the result while reducing it
+  (one kernel, ``x`` from memory once) against the plan without it
+  (``cost.STORE_CACHE_BYTES`` 0 while planning: the reduction's kernel into a temporary,
+  then the root's reading ``x`` again), each plan run by ``run_schedule`` into the same
+  destination, round-robin, next to numpy.
 
 python benchmarks/bench_reductions.py
 python benchmarks/bench_reductions.py --quick    # small sizes: checks that it runs
@@ -78,6 +79,11 @@ def _variants(e, out):
     return fns, args, "buffered" if "rowbuf" in source else "one loop"
 
 
+def _log_sm(a):
+    m = a.max(1, keepdims=True)
+    return a - (m + np.log(np.exp(a - m).sum(1, keepdims=True)))
+
+
 def _plan(e, out, store_bytes: int):
     """A fresh plan of ``out[...] = e`` made with ``cost.STORE_CACHE_BYTES`` at
     ``store_bytes`` (0: no input is stored in the result)."""
@@ -100,6 +106,7 @@ def bench_stored_inputs(sizes, repeat: int) -> None:
         for name, e, np_fn in (
             ("x - x.max('K') float32", x - x.max("K"), lambda a=xn: a - a.max(1, keepdims=True)),
             ("x / x.sum('K') float32", x / x.sum("K"), lambda a=xn: a / a.sum(1, keepdims=True)),
+            ("ax.log_softmax(x, 'K') float32", ax.log_softmax(x, "K"), lambda a=xn: _log_sm(a)),
         ):
             plans = {"1": _plan(e, out, cost.STORE_CACHE_BYTES), "2": _plan(e, out, 0)}
             assert [len(p.steps) for p in plans.values()] == [1, 2]

@@ -405,7 +405,9 @@ def stored_reduction(root, result, key, cost_of, stop=None):
         red = back.arg
         value = red.arg
         row = REDUCTIONS[red.op]
-        if row.index or row.kernel == "logsumexp" or key(value) not in on_spine:
+        if row.index or key(value) not in on_spine:
+            continue
+        if row.kernel == "logsumexp" and value.dtype.kind != "f":  # (the template's E: float)
             continue
         if (stop is not None and stop(value)) or not can_hold(*result, value):
             continue

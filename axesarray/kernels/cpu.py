@@ -21,11 +21,13 @@ from .cpu_parts import (
     _combine,
     _decompose,
     _emit_body,
+    _lse_value,
     _row_blocks,
     _rows_first,
     _Src,
     _store,
     _stored,
+    _sum_exp,
 )
 from .ir import kernel_nodes
 from .lower import Lowered
@@ -432,21 +434,6 @@ def _rows_kernel(low: Lowered, src: _Src, loop: str) -> None:
     value = body.emit(low.tree, 3, {})
     src.lines.extend(body.lines)
     src.add(3, _store(low, value, low.tree.dtype, base[0], range(last, last + 1)))
-
-
-def _sum_exp(result) -> str:
-    """The exp for logsumexp's sum: ``exp_sum_f64`` (3e-13 relative) when the result is
-    float32 or narrower, where that error vanishes in the last rounding; else ``exp_f64``."""
-    return "exp_sum_f64" if np.dtype(result).itemsize <= 4 else "exp_f64"
-
-
-def _lse_value(op: str, am: str, acc: str) -> str:
-    """logsumexp from the max and the sum of ``exp(x - max)``. The guarded form (the
-    shift is 0 where the max is not finite) is the max itself there: ``log(sum(exp(x)))``
-    is +inf when some x is +inf, -inf when all are -inf, NaN with a NaN."""
-    if op == "logsumexp_guarded":
-        return f"({am} + log_f64({acc}) if abs({am}) < np.inf else {am})"
-    return f"{am} + log_f64({acc})"
 
 
 def _logsumexp_rows_kernel(low: Lowered, src: _Src, loop: str) -> None:

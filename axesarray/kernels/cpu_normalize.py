@@ -5,17 +5,21 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.reductions_table import REDUCTIONS
 from .cpu_parts import (
     _bases,
     _combine,
     _decompose,
     _emit_body,
+    _lse_value,
     _read_out,
     _row_blocks,
     _rows_first,
     _Src,
     _store,
+    _sum_exp,
 )
 from .ir import kernel_nodes
 from .lower import Lowered
@@ -44,11 +48,16 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     folds it back with the reassociable combine."""
     red, nest = low.reduce, low.nest
     n_out, rank = nest.n_out, nest.rank
-    acc_dt = acc_dtype(red.op, red.dtype, red.child.dtype)
-    acc_t = type_name(acc_dt)
-    init = REDUCE_INIT(red.op, acc_dt)
-    fl = red.child.dtype.kind == "f"
     row = REDUCTIONS[red.op]
+    # logsumexp of E (``x - logsumexp(x)``, log-softmax): E stored while its max is found,
+    # then read back for the sum of ``exp(E - max)`` (``_lse_value``: its special values)
+    lse = row.kernel == "logsumexp"
+    e_t = type_name(red.child.dtype)  # E in a register (float16: float32)
+    acc_dt = np.dtype(np.float64) if lse else acc_dtype(red.op, red.dtype, red.child.dtype)
+    acc_t = type_name(acc_dt)
+    init = "np.float64(0)" if lse else REDUCE_INIT(red.op, acc_dt)
+    fl = red.child.dtype.kind == "f"
+    ex = _sum_exp(red.dtype) if lse else None
     convert = (lambda v: f"{acc_t}({v})") if row.convert else (lambda v: v)
     finish = (lambda a: a) if red.dtype.kind == "b" else (lambda a: f"{type_name(red.dtype)}({a})")
     rows_first = _rows_first(low)
@@ -146,10 +155,27 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
             for line in _combine(red.op, "acc[k]", convert(_read_out(low, b, inner)), "0", fl):
                 src.add(indent, line)
 
+        def fold_stored_max(indent: int, b: dict) -> None:
+            compute(outputs(indent), b, inner, "s", "pres[k]")
+            indent = outputs(indent)
+            src.add(indent, f"amx[k] = rmax(amx[k], {e_t}({_read_out(low, b, inner)}))")
+
+        def fold_exp(indent: int, b: dict) -> None:
+            indent = outputs(indent)
+            e = f"np.float64({_read_out(low, b, inner)})"
+            src.add(indent, f"acc[k] = radd(acc[k], {ex}({e} - am[k]))")
+
         if swept is not None:  # the first sweep: the block's rows, read from memory
             block_sweep("px", "pacc", p_t, p_init, fold_swept, "pres", p_res_t, p_finish)
         res_t = "np.bool_" if red.dtype.kind == "b" else type_name(red.dtype)
-        block_sweep("sx", "acc", acc_t, init, fold_stored, "res", res_t, finish)
+        if lse:  # E stored and its max, then the sum of exp(E - max), E from cache
+            to_f64 = lambda a: f"np.float64({a})"  # noqa: E731
+            block_sweep("sx", "amx", e_t, f"{e_t}(-np.inf)", fold_stored_max, "am",
+                        "np.float64", to_f64)  # fmt: skip
+            lse_of = lambda a: finish(_lse_value(red.op, "am[k]", a))  # noqa: E731
+            block_sweep("ex", "acc", acc_t, init, fold_exp, "res", res_t, lse_of)
+        else:
+            block_sweep("sx", "acc", acc_t, init, fold_stored, "res", res_t, finish)
         indent, b = reduce_loops(2, base, range(n_out, rank), "nx")
         indent = outputs(indent)
         src.add(indent, "r = res[k]")
@@ -179,11 +205,18 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
                 src.add(2, line)
         src.add(2, f"pres = {p_finish('pacc')}")
     src.add(2, f"acc = {init}")
+    if lse:
+        src.add(2, f"am_ = {e_t}(-np.inf)")
     if not red_dims:  # every reduced dim has length 1
         v = compute(2, base, range(0), "s", "pres")
-        for line in _combine(red.op, "acc", convert(v), "0", fl):
-            src.add(2, line)
-        src.add(2, f"r = {finish('acc')}")
+        if lse:
+            src.add(2, f"am = np.float64({v})")
+            src.add(2, f"acc = {ex}(np.float64({v}) - am)")
+            src.add(2, f"r = {finish(_lse_value(red.op, 'am', 'acc'))}")
+        else:
+            for line in _combine(red.op, "acc", convert(v), "0", fl):
+                src.add(2, line)
+            src.add(2, f"r = {finish('acc')}")
         finish_value(2, base, range(0), "n", "pres")
         return
     d = red_dims[-1]
@@ -192,7 +225,16 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     indent, b = reduce_loops(2, base, red_dims[:-1], "sx")
     src.add(indent, f"for i{d} in range(n{d}):")
     v = compute(indent + 1, b, inner, "s", "pres")
-    if reassoc:  # fold the row back in a loop of its own (this one then vectorizes)
+    if lse:  # each row of E folded into the max in a loop of its own, then the exp sum
+        src.add(indent, f"for i{d} in range(n{d}):")
+        src.add(indent + 1, f"am_ = rmax(am_, {e_t}({_read_out(low, b, inner)}))")
+        src.add(2, "am = np.float64(am_)")
+        indent, b = reduce_loops(2, base, red_dims[:-1], "ex")
+        src.add(indent, f"for i{d} in range(n{d}):")
+        e = f"np.float64({_read_out(low, b, inner)})"
+        src.add(indent + 1, f"acc = radd(acc, {ex}({e} - am))")
+        src.add(2, f"r = {finish(_lse_value(red.op, 'am', 'acc'))}")
+    elif reassoc:  # fold the row back in a loop of its own (this one then vectorizes)
         src.add(indent, f"for i{d} in range(n{d}):")
         v = convert(_read_out(low, b, inner))
         for line in _combine(red.op, "acc", v, "0", fl, True):
@@ -200,7 +242,8 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     else:
         for line in _combine(red.op, "acc", convert(v), "0", fl):
             src.add(indent + 1, line)
-    src.add(2, f"r = {finish('acc')}")
+    if not lse:
+        src.add(2, f"r = {finish('acc')}")
     indent, b = reduce_loops(2, base, red_dims[:-1], "nx")
     src.add(indent, f"for i{d} in range(n{d}):")
     finish_value(indent + 1, b, inner, "n", "pres")

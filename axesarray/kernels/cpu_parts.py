@@ -6,6 +6,8 @@ reduction's combine, and the rows-first task loop. Shared by the templates of
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.reductions_table import REDUCTIONS
 from .lower import Lowered
 from .scalar import Body, cast_source
@@ -146,3 +148,18 @@ def _read_out(low: Lowered, base: dict, inner: range) -> str:
     if low.is_bf16(0):
         return f"bf16_to_f32({x})"
     return f"f16_to_f32({x})" if low.is_f16(0) else x
+
+
+def _sum_exp(result) -> str:
+    """The exp for logsumexp's sum: ``exp_sum_f64`` (3e-13 relative) when the result is
+    float32 or narrower, where that error vanishes in the last rounding; else ``exp_f64``."""
+    return "exp_sum_f64" if np.dtype(result).itemsize <= 4 else "exp_f64"
+
+
+def _lse_value(op: str, am: str, acc: str) -> str:
+    """logsumexp from the max and the sum of ``exp(x - max)``. The guarded form (the
+    shift is 0 where the max is not finite) is the max itself there: ``log(sum(exp(x)))``
+    is +inf when some x is +inf, -inf when all are -inf, NaN with a NaN."""
+    if op == "logsumexp_guarded":
+        return f"({am} + log_f64({acc}) if abs({am}) < np.inf else {am})"
+    return f"{am} + log_f64({acc})"
