@@ -113,6 +113,7 @@ _LEAF_ROOTS = {
         lambda a, k: a * a.min(k, keepdims=True) + a,
         "min",
     ),
+    "x - x.mean": (lambda x, n: x - x.mean(n), lambda a, k: a - a.mean(k, keepdims=True), "sum"),
     "log_softmax by hand": (
         lambda x, n: (x - x.max(n)) - ax.log(ax.exp(x - x.max(n)).sum(n)),
         _np_log_softmax,
@@ -152,6 +153,25 @@ def test_an_input_and_its_reduction_in_one_kernel(case, root):
     else:  # x[...] = x - x.max(K): each element of x is read (E) before it is written
         x[...] = build(x, name)
         assert_close(a, expected)
+
+
+def test_a_reduction_another_kernel_stores_anyway_is_not_stored_again():
+    """A layer norm: the mean is stored for the variance's kernel, so a normalize kernel
+    storing x for ``x - mean`` would compute the mean a second time and save nothing
+    (``Normalize.wasted_stores``): the root stays an elementwise kernel reading both
+    temporaries. ``x - x.mean(K)`` alone is one kernel (the mean's division its
+    epilogue)."""
+    a = np.random.default_rng(8).standard_normal((6, 40)).astype(np.float32)
+    x = ax.tensor(a, "N D")
+    mu = x.mean("D")
+    xc = x - mu
+    ln = xc / ax.sqrt((xc * xc).mean("D") + 1e-5)
+    plan = ax.explain(ln)
+    assert [k.kind for k in plan.kernels] == ["reduction", "reduction", "elementwise"]
+    c = a - a.mean(1, keepdims=True)
+    assert_close(ln.eval(), c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5))
+    assert [r.op for r in _stored(_plan(x - x.mean("D")))] == ["sum"]
+    assert len(ax.explain(x - x.mean("D")).kernels) == 1
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,7 @@ __all__ = [
     "parent_edges",
     "blas_host",
     "stored_reduction",
+    "reduced",
     "worth_storing",
     "worth_sweeping",
     "can_hold",
@@ -373,6 +374,17 @@ def can_hold(view, dtype, value) -> bool:
     return dtype == value.dtype
 
 
+def reduced(node):
+    """The reduction under ``node`` through its epilogue (maps and casts whose other
+    operands are constants: a mean's division by the count), or None."""
+    while node.kind in ("map", "cast"):
+        kids = [c for c in node.children if c.kind != "const"]
+        if len(kids) != 1:
+            return None
+        node = kids[0]
+    return node if node.kind == "reduce" else None
+
+
 def stored_reduction(root, result, key, cost_of, stop=None):
     """``(remap, reduce)`` for the best ``E`` to store in ``root``'s result: ``root`` is
     elementwise and reads, at its own index (through maps and casts: its spine), both
@@ -400,16 +412,18 @@ def stored_reduction(root, result, key, cost_of, stop=None):
     }
     best, best_saving = None, 0.0
     for back in spine:
-        if back.kind != "remap" or back.arg.kind != "reduce":
+        red = None if back.kind != "remap" else reduced(back.arg)
+        if red is None:
             continue
-        red = back.arg
         value = red.arg
         row = REDUCTIONS[red.op]
         if row.index or key(value) not in on_spine:
             continue
         if row.kernel == "logsumexp" and value.dtype.kind != "f":  # (the template's E: float)
             continue
-        if (stop is not None and stop(value)) or not can_hold(*result, value):
+        if stop is not None and (stop(value) or stop(back.arg) or stop(red)):
+            continue  # (a reduction a temporary holds anyway: nothing saved, E computed once)
+        if not can_hold(*result, value):
             continue
         kept = [d for d in range(value.ndim) if d not in red.axes]
         if back.shape != value.shape or back.maps != tuple((d, 0, 1) for d in kept):

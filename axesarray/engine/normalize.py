@@ -19,7 +19,16 @@ from __future__ import annotations
 from ..core.reductions_table import REDUCTIONS
 from ..core.strided import remap_view
 from ..dag.nodes import Node
-from ..kernels.ir import KLeaf, KReduce, KSwept, kernel_leaves, reindex, stored_reads
+from ..kernels.ir import (
+    KCast,
+    KLeaf,
+    KMap,
+    KReduce,
+    KSwept,
+    kernel_leaves,
+    reindex,
+    stored_reads,
+)
 from . import cost
 
 __all__ = ["Normalize"]
@@ -28,7 +37,7 @@ __all__ = ["Normalize"]
 class Normalize:
     """The builder's normalize-kernel methods (``_Builder`` has the state: ``canon``,
     ``force``, ``heavy``, ``stores``, ``_store``, ``_swept``, ``realized``, ``fuse``,
-    ``_context``, ``steps``)."""
+    ``_context``, ``steps``, ``unstored``, ``stored_sites``)."""
 
     def _stored_site(self, out: KLeaf, node: Node):
         """``(remap, reduce)`` when the kernel computing ``node`` into ``out`` stores the
@@ -42,8 +51,8 @@ class Normalize:
             work, _, _, inputs = heavy[canon[id(value)]]
             return work, inputs
 
-        def stop(n):
-            return n is not node and canon[id(n)] in force
+        def stop(n):  # stored by a kernel of its own (or found so by an earlier pass)
+            return n is not node and (canon[id(n)] in force or canon[id(n)] in self.unstored)
 
         key = canon.__getitem__
         return cost.stored_reduction(
@@ -65,6 +74,7 @@ class Normalize:
             self._store = (self.canon[id(back)], red, self._sweep_sites(red.arg))
             tree = self.fuse(node, "epi")
             self.step_nodes[len(self.steps)] = (node, red)
+            self.stored_sites.append((self.canon[id(back.arg)], self.canon[id(red)]))
         shape = tuple(node.shape[d] for d in perm)
         maps = tuple((perm.index(d), 0, 1) for d in range(n))
         tree = reindex(tree, shape, maps)
@@ -72,15 +82,36 @@ class Normalize:
         out = KLeaf(view, out.dtype, out.src)
         self.steps.append((out, tree, stored_reads(tree), f"{why} (normalize)", order_from))
 
-    def _stored_reduce(self, node: Node) -> KReduce:
+    def wasted_stores(self) -> set:
+        """Canonical values of the stored reductions (or their epilogues) that another
+        kernel of this pass stored in a temporary anyway (the mean a layer norm's variance
+        reads): their normalize kernels saved nothing, and the next pass plans without them
+        (``unstored``)."""
+        done = {k[0] if type(k) is tuple else k for k in self.realized}
+        return {c for pair in self.stored_sites for c in pair if c in done}
+
+    def _stored_reduce(self, node: Node):
         """The normalize kernel's reduction of ``E`` (fused at the output's index, the
-        subtree ``f`` reads too), in the original dims (``_normalize`` permutes them)."""
+        subtree ``f`` reads too), in the original dims (``_normalize`` permutes them), under
+        its epilogue (``cost.reduced``: a mean's division) when ``node`` has one."""
         _, red, _ = self._store
         self._reduction = red
         child = self.fuse(red.arg, "epi")
         lengths = tuple(red.arg.shape[d] for d in red.axes)
         n_out = red.arg.ndim - len(red.axes)
-        return KReduce(red.op, child, n_out, red.dtype, lengths, stores=True)
+        value = KReduce(red.op, child, n_out, red.dtype, lengths, stores=True)
+
+        red_cid = self.canon[id(red)]
+
+        def epilogue(n: Node):  # (``node`` may be another node computing the same value)
+            if self.canon[id(n)] == red_cid:
+                return value
+            if n.kind == "cast":
+                return KCast(epilogue(n.arg), n.dtype)
+            kids = (self.fuse(c, "epi") if c.kind == "const" else epilogue(c) for c in n.children)
+            return KMap(n.op, tuple(kids), n.dtype)
+
+        return epilogue(node.arg)
 
     def _sweep_sites(self, value: Node) -> frozenset:
         """Canonical values of the remapped reductions ``E`` (``value``) reads through maps

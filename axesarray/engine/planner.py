@@ -177,6 +177,8 @@ class _Builder(Normalize):
     def __init__(self, dag: Node, params: tuple, canon: dict, force: set, blas: bool, heavy: dict):
         self.blas = blas  # False: lower dot to a fused sum of products (CUDA without CuPy)
         self.stores = True  # normalize kernels allowed (the CPU templates have them)
+        self.unstored: set = set()  # reductions no normalize kernel stores (``wasted_stores``)
+        self.stored_sites: list = []  # (epilogue, reduction) canonical values it stored
         self.canon = canon  # id(node) -> canonical value; all memos are keyed by it
         self.param_index = {id(p): i for i, p in enumerate(params)}
         # Inputs are numbered among the leaf parameters (what a user calls input 0, 1...).
@@ -693,11 +695,12 @@ def build_schedule(
             into = (canon[id(found[0])], KLeaf(found[1], dst[1], ("dst",)))
     parents = cost.parent_edges(dag, canon) if blas else {}
     by_structure = False
+    unstored: set = set()  # normalize kernels found to save nothing (``wasted_stores``)
     attempt = 0  # builder passes that stored more values (planning again without in-place
     # BLAS results does not count: it happens at most once)
     while True:
         b = _Builder(dag, params, canon, force, blas, heavy)
-        b.dot_into, b.parents, b.stores = into, parents, stores
+        b.dot_into, b.parents, b.stores, b.unstored = into, parents, stores, unstored
         for node in stored_in_order(nodes, canon, force):
             b.realize(node)
         if dst is None and (dag.kind == "dot" and blas or dag.kind == "call"):
@@ -755,6 +758,10 @@ def build_schedule(
         if more:
             force = force | more
             attempt += 1
+            continue
+        wasted = b.wasted_stores() - unstored
+        if wasted:  # planned again without those normalize kernels (at most once per value)
+            unstored |= wasted
             continue
         steps = b.finished()
         if (into is not None or parents) and (
