@@ -155,6 +155,33 @@ def test_an_input_and_its_reduction_in_one_kernel(case, root):
         assert_close(a, expected)
 
 
+@pytest.mark.parametrize("root", ["x - x.max", "x / x.sum", "ax.log_softmax"])
+@pytest.mark.parametrize("how", ["transposed", "rows shifted", "shifted along K", "reversed"])
+def test_an_input_stored_in_the_result_it_overlaps(root, how):
+    """``x[...] = f(v)`` for a view ``v`` of ``x`` read at other indices than written (E is
+    ``v`` itself): the result is numpy's, as if ``f(v)`` were computed before the write."""
+    build, np_fn, _ = _LEAF_ROOTS[root]
+    rng = np.random.default_rng(len(how))
+    a = (rng.standard_normal((6, 6) if how == "transposed" else (5, 9)) + 3).astype(np.float32)
+    b = a.copy()
+    x = ax.tensor(a, "A K")
+    if how == "transposed":
+        x[...] = build(x.rename(A="K", K="A"), "K")
+        want = np_fn(b.T, 1)
+    elif how == "rows shifted":
+        x.isel(A=slice(1, None))[...] = build(x.isel(A=slice(None, -1)), "K")
+        want = b.copy()
+        want[1:] = np_fn(b[:-1], 1)
+    elif how == "shifted along K":
+        x.isel(K=slice(1, None))[...] = build(x.isel(K=slice(None, -1)), "K")
+        want = b.copy()
+        want[:, 1:] = np_fn(b[:, :-1], 1)
+    else:
+        x[...] = build(x.isel(K=slice(None, None, -1)), "K")
+        want = np_fn(b[:, ::-1], 1)
+    assert_close(a, want)
+
+
 def test_a_reduction_another_kernel_stores_anyway_is_not_stored_again():
     """A layer norm: the mean is stored for the variance's kernel, so a normalize kernel
     storing x for ``x - mean`` would compute the mean a second time and save nothing
