@@ -967,6 +967,40 @@ def test_the_op_after_a_dot_writes_over_the_dots_result(tiered, monkeypatch):
     assert writes[0] == ("mul", False)
 
 
+def test_the_tier_writes_a_row_reduction_into_the_destination(tiered, monkeypatch):
+    """``out[...] = x.max(K)`` on the tier: the row loop writes ``out`` itself (no result
+    array copied in); into a destination that overlaps ``x`` it writes a new array first
+    (numpy's values, as if the max were computed before the write)."""
+    from axesarray.kernels import tier_math
+
+    monkeypatch.setattr(tiers, "ANSWER_ALL", True)
+    tier_math.load(["max"])
+    seen = []
+    run_rows = tier_math.run_rows
+
+    def spied(op, v, k, out=None):
+        value = run_rows(op, v, k, out)
+        seen.append(value is out)
+        return value
+
+    monkeypatch.setattr(tier_math, "run_rows", spied)
+    xn = np.random.default_rng(42).standard_normal((6, 9)).astype(np.float32)
+    x = ax.tensor(xn.copy(), "N K")
+    out = ax.tensor(np.zeros(6, np.float32), "N")
+    for _ in range(2):  # (the second call replays the kept program's steps)
+        out[...] = x.max("K")
+        np.testing.assert_array_equal(out.numpy(), xn.max(1))
+    assert seen[-1] is True
+    for _ in range(2):
+        seen.clear()
+        x = ax.tensor(xn.copy(), "N K")
+        first = x.isel(K=0)  # a view of x: the loop reads what it would write
+        first[...] = x.max("K")
+        np.testing.assert_array_equal(x.numpy()[:, 0], xn.max(1))
+        np.testing.assert_array_equal(x.numpy()[:, 1:], xn[:, 1:])
+        assert seen == [False]
+
+
 def test_the_tier_takes_row_maxima_and_minima_by_the_math_librarys_loops(tiered, monkeypatch):
     """A max or min over an array's last dims is the row loop of ``tier_math`` once loaded
     (numpy's reduction pays ~100 ns a row), for float32 and float64 (a float32 chain the
@@ -986,8 +1020,8 @@ def test_the_tier_takes_row_maxima_and_minima_by_the_math_librarys_loops(tiered,
     calls = []
     run_rows = tier_math.run_rows
 
-    def counted(op, v, k):
-        value = run_rows(op, v, k)
+    def counted(op, v, k, out=None):
+        value = run_rows(op, v, k, out)
         calls.append((op, v.dtype.name, k, value is not None))
         return value
 

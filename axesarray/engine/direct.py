@@ -30,7 +30,7 @@ from ..dag.nodes import Const, Leaf, Map, Node
 from ..options import OPTIONS
 from .order import allocate_for
 
-__all__ = ["runner_for", "disabled", "ENABLED", "STATS", "UFUNCS"]
+__all__ = ["runner_for", "disabled", "ENABLED", "STATS", "UFUNCS", "quiet_fp", "restore_fp"]
 
 try:  # numpy's errstate without its Python frames: its context variable
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
@@ -38,6 +38,22 @@ try:  # numpy's errstate without its Python frames: its context variable
     _IGNORE = _make_extobj(all="ignore")
 except ImportError:  # pragma: no cover - another numpy: the public context manager
     _extobj_contextvar = None
+
+
+def quiet_fp() -> object:
+    """Ignore floating-point errors in this context until ``restore_fp`` of the token it
+    returns: ``np.errstate(all="ignore")`` without its frames (0.18 us, not 0.69)."""
+    if _extobj_contextvar is None:  # pragma: no cover - another numpy
+        return np.seterr(all="ignore")
+    return _extobj_contextvar.set(_IGNORE)
+
+
+def restore_fp(token) -> None:
+    """Undo ``quiet_fp``."""
+    if _extobj_contextvar is None:  # pragma: no cover - another numpy
+        np.seterr(**token)
+    else:
+        _extobj_contextvar.reset(token)
 
 
 def _quiet(ufunc, *args):

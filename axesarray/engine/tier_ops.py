@@ -197,20 +197,20 @@ def compute(node: Node, kids: list, is_wide: bool, wide: dict, out, shape) -> np
             for c, v in zip(node.children, kids, strict=True)
         ]
     if kind == "reduce" and kids[0].dtype == node.dtype:
-        value = _rows(node, kids[0])
+        value = _rows(node, kids[0], out)
         if value is not None:
             return value
     return EVAL[kind](node, *kids)
 
 
-def _rows(node: Node, x: np.ndarray) -> np.ndarray | None:
+def _rows(node: Node, x: np.ndarray, out=None) -> np.ndarray | None:
     """A max, min or sum over ``x``'s last dims by the math library's row loop
-    (``tier_math``), or None (numpy's way: another reduction, other dims, another dtype,
-    no loop yet)."""
+    (``tier_math``; into ``out`` when it fits), or None (numpy's way: another reduction,
+    other dims, another dtype, no loop yet)."""
     if node.op not in tier_math.ROW_OPS:
         return None
     k = tier_math.trailing(node.axes, x.ndim)
-    return tier_math.run_rows(node.op, x, k) if k else None
+    return tier_math.run_rows(node.op, x, k, out) if k else None
 
 
 def _dot(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:

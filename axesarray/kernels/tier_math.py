@@ -138,10 +138,11 @@ def trailing(axes: tuple, ndim: int) -> int:
     return k if k and tuple(axes) == tuple(range(ndim - k, ndim)) else 0
 
 
-def run_rows(op: str, x: np.ndarray, k: int) -> np.ndarray | None:
+def run_rows(op: str, x: np.ndarray, k: int, out: np.ndarray | None = None) -> np.ndarray | None:
     """``op`` ("max", "min" or "sum") over the last ``k`` dims of the float array ``x`` by its loop
     (None: no loop loaded for this dtype, or ``x`` is not C-ordered and aligned, or a row
-    is empty: numpy's way)."""
+    is empty: numpy's way), into ``out`` when it is a C-ordered array of the result's shape
+    and dtype apart from ``x`` (the tier's destination), else into a new array."""
     loop = ROW_LOOPS.get((op, x.dtype))
     if loop is None:
         if x.dtype in _ROW_DTYPES:
@@ -150,6 +151,14 @@ def run_rows(op: str, x: np.ndarray, k: int) -> np.ndarray | None:
     n = math.prod(x.shape[x.ndim - k :])
     if not n or not x.flags.c_contiguous or not x.flags.aligned:
         return None
-    out = np.empty(x.shape[: x.ndim - k], x.dtype)
+    shape = x.shape[: x.ndim - k]
+    if (
+        out is None
+        or out.shape != shape
+        or out.dtype != x.dtype
+        or not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable)
+        or np.may_share_memory(x, out)
+    ):
+        out = np.empty(shape, x.dtype)
     loop(x.reshape(-1, n), out.reshape(-1))
     return out
