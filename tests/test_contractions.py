@@ -330,3 +330,35 @@ def test_an_operand_varying_along_the_other_sides_free_dim_stays_fused():
     assert "blas" not in _kinds(ax.explain(e))
     want = ((an[:, None, :] + cn[None, :, None]) * bn[None]).sum(2)
     assert_close(e.transpose("N", "M"), want, scale=32)
+
+
+@pytest.mark.parametrize("out", ["A X1 X2", "X2 A X1", "X1 X2 A", "X2 X1 A", "A X2 X1"])
+def test_a_product_read_in_any_order_of_its_dims(out):
+    """A product whose result dims are a permutation of the order BLAS writes them in
+    (``(X1 X2 B) . (A B)`` over B is laid out ``X1 X2 A``): read back through the right
+    permutation, not its inverse, which differs for a cycle of three dims (a gradient of
+    a split product built one: ``tests/test_autograd.py::test_random_trees_match_torch``)."""
+    from axesarray.dag.nodes import Dot
+    from axesarray.tensors.tensor import Tensor
+
+    rng = np.random.default_rng(3)
+    bn, an = rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4))
+    b, a = ax.tensor(bn, "X1 X2 B"), ax.tensor(an, "A B")
+    labels = {"X1": 0, "X2": 1, "B": 2, "A": 3}
+    names = out.split()
+    size = {"X1": 2, "X2": 3, "A": 5}
+    node = Dot(
+        b.node,
+        a.node,
+        (0, 1, 2),
+        (3, 2),
+        tuple(labels[n] for n in names),
+        tuple(size[n] for n in names),
+        np.dtype(np.float64),
+    )
+    t = Tensor(ax.Axes([ax.Axis(n, size[n]) for n in names]), node)
+    want = np.einsum(
+        "xyb,ab->" + "".join({"X1": "x", "X2": "y", "A": "a"}[n] for n in names), bn, an
+    )
+    assert_close(t.numpy(), want)
+    assert_close((t * 2).numpy(), want * 2)  # read by a kernel through the temp's view

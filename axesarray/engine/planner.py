@@ -535,7 +535,10 @@ class _Builder(Normalize):
         )
         if into is not None:
             return KLeaf(into.view, node.dtype, ("dst",))
-        maps = tuple((order.index(d), 0, 1) for d in range(len(layout)))
+        # the temp's dim p is the result's dim order[p] (a permutation, not its inverse:
+        # the two differ for a cycle of three dims, a gradient's (A, X1, X2) of a product
+        # laid out (X1, X2, A))
+        maps = tuple((order[p], 0, 1) for p in range(len(layout)))
         return KLeaf(remap_view(out.view, node.shape, maps), out.dtype, out.src)
 
     # --- call (a numpy function) -------------------------------------------------------------
