@@ -182,23 +182,56 @@ def test_an_input_stored_in_the_result_it_overlaps(root, how):
     assert_close(a, want)
 
 
-def test_a_reduction_another_kernel_stores_anyway_is_not_stored_again():
-    """A layer norm: the mean is stored for the variance's kernel, so a normalize kernel
-    storing x for ``x - mean`` would compute the mean a second time and save nothing
-    (``Normalize.wasted_stores``): the root stays an elementwise kernel reading both
-    temporaries. ``x - x.mean(K)`` alone is one kernel (the mean's division its
-    epilogue)."""
+def test_a_layer_norm_is_one_kernel_its_reductions_swept():
+    """A layer norm: the variance's ``xc * xc`` is stored in the result as scratch (the
+    root reads ``xc``, not its square: the sweep saves reading x again), the mean its
+    first sweep (a reduction with an epilogue, the division by the count), then the
+    normalized values: one kernel, x from memory once. ``x - x.mean(K)`` alone is one
+    kernel too (E is x)."""
     a = np.random.default_rng(8).standard_normal((6, 40)).astype(np.float32)
     x = ax.tensor(a, "N D")
     mu = x.mean("D")
     xc = x - mu
     ln = xc / ax.sqrt((xc * xc).mean("D") + 1e-5)
     plan = ax.explain(ln)
-    assert [k.kind for k in plan.kernels] == ["reduction", "reduction", "elementwise"]
+    assert [k.kind for k in plan.kernels] == ["reduction"] and plan.temporary_bytes == 0
+    assert [r.op for r in _stored(_plan(ln))] == ["sum"] and len(_swept(_plan(ln))) == 1
     c = a - a.mean(1, keepdims=True)
     assert_close(ln.eval(), c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5))
     assert [r.op for r in _stored(_plan(x - x.mean("D")))] == ["sum"]
     assert len(ax.explain(x - x.mean("D")).kernels) == 1
+
+
+def test_another_reduction_read_at_the_roots_index_is_a_temporary():
+    """``z.sum(K) + (x - x.max(M))``: the root reads a reduction at its own index beside the
+    one its normalize kernel stores; the kernel has one reduction, so the other is
+    computed into a temporary first (it was fused as a second one, and planning failed)."""
+    rng = np.random.default_rng(10)
+    xn, zn = rng.standard_normal((3, 5)), rng.standard_normal((3, 5, 4))
+    x, z = ax.tensor(xn, "N M"), ax.tensor(zn, "N M K")
+    want = zn.sum(2) + xn - xn.max(1, keepdims=True)
+    for e in (z.sum("K") + (x - x.max("M")), (x - x.max("M")) + z.sum("K")):
+        assert_close(e.eval(), want)
+        assert [r.op for r in _stored(_plan(e))] == ["max"] and len(_plan(e).steps) == 2
+
+
+def test_a_reduction_another_kernel_stores_anyway_is_not_stored_again(monkeypatch):
+    """A mean read by the root and by a full sum (another kernel, which stores it in a
+    temporary): a normalize kernel storing x for ``x - mean`` would compute the mean a
+    second time and save nothing, so the pass that planned one plans again without it
+    (``Normalize.wasted_stores``) and the root reads the temporary."""
+    from axesarray.engine.normalize import Normalize
+
+    found = []
+    wasted = Normalize.wasted_stores
+    monkeypatch.setattr(Normalize, "wasted_stores", lambda b: found.append(wasted(b)) or found[-1])
+    a = np.random.default_rng(9).standard_normal((6, 40)).astype(np.float32)
+    x = ax.tensor(a, "N D")
+    e = x - x.mean("D") + x.mean("D").sum()
+    assert not _stored(_plan(e))
+    assert found[0] and not found[-1]  # one pass found a wasted store, the next none
+    m = a.mean(1, keepdims=True)
+    assert_close(e.eval(), a - m + m.sum())
 
 
 @pytest.mark.parametrize(

@@ -248,13 +248,16 @@ def test_eager_multi_kernel_evaluation_runs_straight(dtype):
         a = rng.standard_normal((4, 6)).astype(dtype)
         x = ax.tensor(a, "B F")
         c = k + 1.25  # a new constant each time (not one of the special values: same plan)
-        # (x / x.sum("F") is one normalize kernel: x stored once in the result)
-        got = (x / (x * x).sum("F") * c).numpy()
-        w = a.astype(np.float64)
-        want = w / (w * w).sum(1, keepdims=True) * c
+        # (x / x.sum("F") is one normalize kernel, so is x / (x * x).sum("F"): the
+        # reduced values come from x, which the root reads; z's do not)
+        zn = a * 2 + 1
+        z = ax.tensor(zn, "B F")
+        got = (x / (z * z).sum("F") * c).numpy()
+        w, wz = a.astype(np.float64), zn.astype(np.float64)
+        want = w / (wz * wz).sum(1, keepdims=True) * c
         np.testing.assert_allclose(got, want, rtol=tol or 1e-6, atol=tol or 1e-6)
         y = ax.tensor(np.zeros((4, 6), dtype), "B F")
-        y[...] = x / (x * x).sum("F") * c
+        y[...] = x / (z * z).sum("F") * c
         np.testing.assert_allclose(y.numpy(), want, rtol=tol or 1e-6, atol=tol or 1e-6)
         # y from itself, transposed: every element reads others of y
         sq = ax.tensor(rng.standard_normal((5, 5)).astype(dtype), "I J")
@@ -262,9 +265,9 @@ def test_eager_multi_kernel_evaluation_runs_straight(dtype):
         sq[...] = sq.transpose("J I").rename(J="I", I="J") / sq.sum("J")
         want_sq = before.T / before.sum(1, keepdims=True)
         np.testing.assert_allclose(sq.numpy(), want_sq, rtol=tol or 1e-6, atol=tol or 1e-6)
-    plan, _ = executor.schedule_for((x / (x * x).sum("F") * 9.25).node, None)
+    plan, _ = executor.schedule_for((x / (z * z).sum("F") * 9.25).node, None)
     assert len(plan.steps) == 2 and "straight runner" in plan.fast.__code__.co_filename
-    plan, _ = executor.schedule_for((x / (x * x).sum("F") * 9.25).node, y.node)
+    plan, _ = executor.schedule_for((x / (z * z).sum("F") * 9.25).node, y.node)
     assert "straight runner" in plan.fast.__code__.co_filename
 
 

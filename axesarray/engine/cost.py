@@ -183,6 +183,11 @@ def step_estimate(step) -> tuple[int, int]:
         moved += _distinct(out.view) * out.dtype.itemsize
         nodes = kernel_nodes(tree)
         under = _under_reduce(tree)
+        # a normalize kernel's output is its whole index space, but what reads only its
+        # reductions and constants (a mean's division, a layer norm's sqrt(var + eps)) is
+        # computed once per row (hoisted out of the row's loop)
+        rows = math.prod(step.nest.lengths[: step.nest.n_out]) if step.nest.lengths else 1
+        fixed = _row_invariant(nodes) if n_out == total and rows < total else set()
         for node in nodes:
             if node.kind == "leaf":
                 key = (node.src, node.view)
@@ -190,8 +195,21 @@ def step_estimate(step) -> tuple[int, int]:
                     seen_leaves.add(key)
                     moved += _distinct(node.view) * node.dtype.itemsize
             per = _reduce_work(node.op) if node.kind == "reduce" else op_work(node)
-            flops += per * (total if id(node) in under else n_out)
+            count = total if id(node) in under else rows if id(node) in fixed else n_out
+            flops += per * count
     return int(moved), int(flops)
+
+
+def _row_invariant(nodes: list) -> set[int]:
+    """Ids of the nodes (``kernel_nodes`` order: children first) that read no input at
+    the kernel's own index: constants, reductions and what is computed from those."""
+    fixed: set[int] = set()
+    for node in nodes:
+        if node.kind in ("const", "reduce", "swept") or (
+            node.kind in ("map", "cast") and all(id(c) in fixed for c in node.children)
+        ):
+            fixed.add(id(node))
+    return fixed
 
 
 def serial_seconds(step) -> float:
@@ -385,6 +403,14 @@ def reduced(node):
     return node if node.kind == "reduce" else None
 
 
+def _from_spine(value, on_spine: set, key) -> bool:
+    """Whether ``value`` is a map or cast whose operands are values of the spine (or
+    constants)."""
+    if value.kind not in ("map", "cast"):
+        return False
+    return all(c.kind == "const" or key(c) in on_spine for c in value.children)
+
+
 def stored_reduction(root, result, key, cost_of, stop=None):
     """``(remap, reduce)`` for the best ``E`` to store in ``root``'s result: ``root`` is
     elementwise and reads, at its own index (through maps and casts: its spine), both
@@ -417,7 +443,11 @@ def stored_reduction(root, result, key, cost_of, stop=None):
             continue
         value = red.arg
         row = REDUCTIONS[red.op]
-        if row.index or key(value) not in on_spine:
+        # E not read by f itself but computed from values f computes (a layer norm's
+        # ``xc * xc`` beside its ``xc``): stored as scratch, it saves no work, but its
+        # inputs come from memory once, for f's sweep too
+        scratch = key(value) not in on_spine and _from_spine(value, on_spine, key)
+        if row.index or (key(value) not in on_spine and not scratch):
             continue
         if row.kernel == "logsumexp" and value.dtype.kind != "f":  # (the template's E: float)
             continue
@@ -430,6 +460,8 @@ def stored_reduction(root, result, key, cost_of, stop=None):
             continue
         size = value.dtype.itemsize
         work, input_bytes = (0, size) if value.kind == "leaf" else cost_of(value)
+        if scratch:
+            work = 0
         extent = math.prod(value.shape[d] for d in red.axes)
         if not worth_storing(work, input_bytes, size, extent):
             continue

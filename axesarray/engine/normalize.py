@@ -72,6 +72,8 @@ class Normalize:
         with self._context(node):
             self._out = out
             self._store = (self.canon[id(back)], red, self._sweep_sites(red.arg))
+            # the kernel's one reduction: another read at the root's index is a temporary
+            self._reduction = red
             tree = self.fuse(node, "epi")
             self.step_nodes[len(self.steps)] = (node, red)
             self.stored_sites.append((self.canon[id(back.arg)], self.canon[id(red)]))
@@ -100,18 +102,22 @@ class Normalize:
         lengths = tuple(red.arg.shape[d] for d in red.axes)
         n_out = red.arg.ndim - len(red.axes)
         value = KReduce(red.op, child, n_out, red.dtype, lengths, stores=True)
+        return self._epilogue(node.arg, red, value)
 
+    def _epilogue(self, top: Node, red: Node, value):
+        """The kernel tree of ``top``, the epilogue of ``red`` (``cost.reduced``: maps and
+        casts over it and constants), with ``red`` computed as ``value``."""
         red_cid = self.canon[id(red)]
 
-        def epilogue(n: Node):  # (``node`` may be another node computing the same value)
+        def tree(n: Node):  # (``top`` may hold another node computing the same value)
             if self.canon[id(n)] == red_cid:
                 return value
             if n.kind == "cast":
-                return KCast(epilogue(n.arg), n.dtype)
-            kids = (self.fuse(c, "epi") if c.kind == "const" else epilogue(c) for c in n.children)
+                return KCast(tree(n.arg), n.dtype)
+            kids = (self.fuse(c, "epi") if c.kind == "const" else tree(c) for c in n.children)
             return KMap(n.op, tuple(kids), n.dtype)
 
-        return epilogue(node.arg)
+        return tree(top)
 
     def _sweep_sites(self, value: Node) -> frozenset:
         """Canonical values of the remapped reductions ``E`` (``value``) reads through maps
@@ -124,7 +130,7 @@ class Normalize:
             if cid in seen:
                 continue
             seen.add(cid)
-            if n.kind == "remap" and n.arg.kind == "reduce":
+            if n.kind == "remap" and cost.reduced(n.arg) is not None:
                 found.add(cid)
             elif n.kind in ("map", "cast") and (n is value or cid not in self.force):
                 stack.extend(n.children)
@@ -137,7 +143,7 @@ class Normalize:
         realized already) and worth a first sweep (``cost.worth_sweeping``); one per
         kernel. None otherwise: it is read from its temporary."""
         _, red, sites = self._store
-        red2 = node.arg
+        red2 = cost.reduced(node.arg)  # (under its epilogue: a mean's division)
         if self._swept is not None or self.canon[id(node)] not in sites or red2 is red:
             return None
         row = REDUCTIONS[red2.op]
@@ -149,9 +155,9 @@ class Normalize:
             return None
         if node.maps != tuple((d, 0, 1) for d in kept):
             return None
-        cid = self.canon[id(red2)]
-        if cid in self.force or cid in self.realized:
-            return None
+        for cid in (self.canon[id(red2)], self.canon[id(node.arg)]):
+            if cid in self.force or cid in self.realized:
+                return None
         child = self.fuse(red2.arg, "red")  # (reductions below it: their temporaries)
         input_bytes = sum(lf.dtype.itemsize for lf in kernel_leaves(child))
         extent = 1
@@ -161,4 +167,4 @@ class Normalize:
             return None
         lengths = tuple(value.shape[d] for d in red.axes)
         self._swept = KSwept(red2.op, child, len(kept), red2.dtype, lengths)
-        return self._swept
+        return self._epilogue(node.arg, red2, self._swept)
