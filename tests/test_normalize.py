@@ -93,6 +93,11 @@ def test_softmax_by_hand_matches_numpy(case):
         assert_close(a, expected)
 
 
+def _np_layer_norm(a, k):
+    c = a - a.mean(k, keepdims=True, dtype=np.float64).astype(a.dtype)
+    return c / np.sqrt((c * c).mean(k, keepdims=True, dtype=np.float64).astype(a.dtype) + 1e-3)
+
+
 def _np_log_softmax(a, k):
     with np.errstate(all="ignore"):
         m = a.max(k, keepdims=True)
@@ -114,6 +119,11 @@ _LEAF_ROOTS = {
         "min",
     ),
     "x - x.mean": (lambda x, n: x - x.mean(n), lambda a, k: a - a.mean(k, keepdims=True), "sum"),
+    "layer norm": (
+        lambda x, n: (x - x.mean(n)) / ax.sqrt(((x - x.mean(n)) * (x - x.mean(n))).mean(n) + 1e-3),
+        lambda a, k: _np_layer_norm(a, k),
+        "sum",
+    ),
     "log_softmax by hand": (
         lambda x, n: (x - x.max(n)) - ax.log(ax.exp(x - x.max(n)).sum(n)),
         _np_log_softmax,
