@@ -414,9 +414,10 @@ def _from_spine(value, on_spine: set, key) -> bool:
 def stored_reduction(root, result, key, cost_of, stop=None):
     """``(remap, reduce)`` for the best ``E`` to store in ``root``'s result: ``root`` is
     elementwise and reads, at its own index (through maps and casts: its spine), both
-    ``E`` (a map or cast) and ``reduce(E)`` broadcast back over the reduced dims, the
-    result (``(view or None for a fresh one, dtype)``) can hold ``E`` and
-    ``worth_storing`` says so (the largest saving when several qualify). None otherwise.
+    ``E`` (a map or cast, an input, or a value computed from the spine's: scratch) and
+    ``reduce(E)`` (through an epilogue of constants: ``reduced``) broadcast back over the
+    reduced dims, the result (``(view or None for a fresh one, dtype)``) can hold ``E``
+    and ``worth_storing`` says so (the largest saving when several qualify). None otherwise.
     ``key(node)``: equal for nodes computing the same value; ``cost_of(E)``: ``(work,
     input bytes)`` per element; ``stop(node)``: a node read as a stored value (the spine
     ends there; it is not stored again). Visits the spine once."""

@@ -12,6 +12,10 @@ When ``E`` reads another reduction over the same dims at the kernel's own index
 (``exp(x - x.max(K))``), that reduction becomes a first sweep of the same kernel
 (``KSwept``, ``cost.worth_sweeping``): its inputs come from memory once, and the sweeps
 after it find them in cache.
+
+``E`` may also be an input (``x - x.max(K)``, a log-softmax ``x - logsumexp(x)``) or
+scratch, computed from values ``f`` computes without ``f`` reading it (a layer norm's
+``(x - mean)**2``); both reductions may carry an epilogue of constants (a mean).
 """
 
 from __future__ import annotations
@@ -86,8 +90,8 @@ class Normalize:
 
     def wasted_stores(self) -> set:
         """Canonical values of the stored reductions (or their epilogues) that another
-        kernel of this pass stored in a temporary anyway (the mean a layer norm's variance
-        reads): their normalize kernels saved nothing, and the next pass plans without them
+        kernel of this pass stored in a temporary anyway (a mean a full sum of it reads
+        too): their normalize kernels saved nothing, and the next pass plans without them
         (``unstored``)."""
         done = {k[0] if type(k) is tuple else k for k in self.realized}
         return {c for pair in self.stored_sites for c in pair if c in done}
