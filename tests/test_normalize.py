@@ -495,3 +495,65 @@ def test_other_swept_reductions_and_dtypes(over, axis):
     assert [n.op for n in _swept(_plan(r))] == ["sum"] and len(_plan(r).steps) == 1
     en = np.exp(a / a.sum(axis, keepdims=True))
     assert_close(r.eval(), en / en.sum(axis, keepdims=True))
+
+
+# ``f(x, g, epilogue(reduce(g)))`` built from parts: the normalize kernel's candidates
+_G = {
+    "x": lambda x: x,
+    "x * x": lambda x: x * x,
+    "exp": lambda x: ax.exp(x * 0.1),
+    "abs": abs,
+    "2x + 1": lambda x: x * 2 + 1,
+}
+_EPILOGUE = {
+    "none": lambda r: r,
+    "/ 3": lambda r: r / 3.0,
+    "sqrt": lambda r: ax.sqrt(abs(r) + 1.0),
+    "+ c": lambda r: r + 0.5,
+}
+_F = {
+    "x - r": lambda x, g, r: x - r,
+    "x / r": lambda x, g, r: x / (abs(r) + 1.0),
+    "g - r": lambda x, g, r: g - r,
+    "(x - r) * g": lambda x, g, r: (x - r) * g,
+    "r * x + x": lambda x, g, r: r * x + x,
+}
+
+
+@given(
+    case=cases(),
+    parts=st.tuples(
+        st.sampled_from(sorted(_G)),
+        st.sampled_from(["sum", "max", "min", "mean", "logsumexp"]),
+        st.sampled_from(sorted(_EPILOGUE)),
+        st.sampled_from(sorted(_F)),
+    ),
+)
+def test_roots_over_a_reduction_of_their_own_values(case, parts):
+    """``f(x, g(x), epilogue(reduce(g(x))))`` from drawn parts (g an input or computed,
+    five reductions, epilogues of constants, roots reading g or not): numpy's engine's
+    values over drawn shapes, views and destinations, in place included, whatever the plan
+    (a normalize kernel storing g, as scratch or read back, or kernels of their own)."""
+    shape, axis, dtype, view, dst, seed = case
+    g_name, op, ep, f_name = parts
+    a = _input(shape, dtype, view, seed)
+    names = tuple(NAMES[: len(shape)])
+    name = names[axis]
+
+    def build(x):
+        g = _G[g_name](x)
+        r = ax.logsumexp(g, name) if op == "logsumexp" else getattr(g, op)(name)
+        return _F[f_name](x, g, _EPILOGUE[ep](r))
+
+    with ax.set_options(engine="numpy"):
+        expected = build(ax.tensor(a.copy(), names)).numpy()
+    x = ax.tensor(a, names)
+    if dst == "fresh":
+        got = build(x).eval()
+    elif dst == "assign":
+        got = ax.tensor(np.full(shape, 7, dtype), names)
+        got[...] = build(x)
+    else:
+        x[...] = build(x)
+        got = a
+    assert_close(got, expected)
