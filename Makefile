@@ -25,7 +25,7 @@ install: $(STAMP)
 # tiered=True and the numpy tier answering every evaluation it takes (no compile starts:
 # tests/conftest.py), so no test passes because of either tier.
 TIERED_FILES := $(addprefix tests/test_,$(addsuffix .py,mathlib special_values expressions \
-	reductions_table ops_table fused everyday idioms frictions softmax_passes assign views \
+	reductions_table ops_table fused everyday idioms frictions softmax_passes normalize assign views \
 	strided sizes layouts creation_layout autograd optim kinds interop bfloat16))
 
 test: $(STAMP)
