@@ -216,6 +216,12 @@ CLAIMS = [  # (page, text on the claim's line, check run after the page's code, 
     ),
     (
         "docs/guide/fusion.md",
+        "# 1 kernel: mean, variance, result",
+        "[k.kind for k in ax.explain(layer_norm).kernels] == ['reduction'] "
+        "and ax.explain(layer_norm).temporaries == ()",
+    ),
+    (
+        "docs/guide/fusion.md",
         "`((a - b) ** 2).sum()` is one kernel",
         K.format("((x - x * 2) ** 2).sum()") + " == 1 == " + K.format("x.mean('C')"),
     ),
