@@ -557,3 +557,22 @@ def test_roots_over_a_reduction_of_their_own_values(case, parts):
         x[...] = build(x)
         got = a
     assert_close(got, expected)
+
+
+def test_rows_first_parts_of_the_root_computed_once_per_output():
+    """A layer norm over C of NCHW (rows-first: the reduced dim strided): the mean's
+    division and ``sqrt(var + eps)`` are computed once per output into arrays, not at
+    every element of the sweeps; numpy's values."""
+    from axesarray.engine.dispatch import source_for
+
+    a = np.random.default_rng(11).standard_normal((2, 6, 3, 40)).astype(np.float32)
+    x = ax.tensor(a, "N C H W")
+    xc = x - x.mean("C")
+    e = xc / ax.sqrt((xc * xc).mean("C") + 1e-5)
+    c = a - a.mean(1, keepdims=True)
+    assert_close(e.eval(), c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5))
+    plan = _plan(e)
+    (step,) = plan.steps
+    source = source_for(step, plan.device, "serial")[0]
+    last_sweep = source.split("for i2 in range(n2):")[-1]
+    assert "sqrt" in source and "sqrt" not in last_sweep and " / c" not in last_sweep

@@ -95,16 +95,18 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
     def compute(indent: int, b: dict, inner: range, tag: str, m=None) -> str:
         """``E`` at the current indices, written to the output; returns its local."""
         seen = known(indent, tag, m)
+        seen.update(e_fixed)
         body = _emit_body(low, b, inner, prefix=f"{tag}_")
         v = body.emit(red.child, indent, seen)
         src.lines.extend(body.lines)
         src.add(indent, _store(low, v, red.child.dtype, b[0], inner))
         return v
 
-    def finish_value(indent: int, b: dict, inner: range, tag: str, m=None) -> None:
+    def finish_value(indent: int, b: dict, inner: range, tag: str, m=None, fixed=None) -> None:
         """``f`` at the current indices, ``E`` read back from the output, ``r`` the
-        finished reduction."""
+        finished reduction; ``fixed``: locals already holding some of ``f``'s nodes."""
         seen = known(indent, tag, m)
+        seen.update(fixed or {})
         src.add(indent, f"{tag}e = {_read_out(low, b, inner)}")
         body = _emit_body(low, b, inner, reduce_value="r", prefix=f"{tag}_")
         seen[id(red.child)] = f"{tag}e"
@@ -119,6 +121,45 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
             b = _bases(src, low, indent, range(d, d + 1), b, f"{tag}{d}")
         return indent, b
 
+    def per_output(b: dict, tree, tag: str, with_r: bool = True) -> dict:
+        """Rows-first: the parts of ``tree`` computed from the reductions and constants
+        only (a mean's division, ``sqrt(var + eps)``; without ``with_r``, from the swept
+        one only), once per output of the block into arrays of their own, where a sweep
+        would compute them at every element (there they vary along its innermost loop,
+        which LLVM cannot hoist them out of). Returns the locals reading them."""
+        fixed: set = set()
+        above: dict = {}  # id -> whether some node that is not fixed reads it
+        for n in kernel_nodes(tree):
+            own = n.kind == "const" or n is swept or (with_r and n is red)
+            if own or (n.kind in ("map", "cast") and all(id(c) in fixed for c in n.children)):
+                fixed.add(id(n))
+            for c in n.children:
+                above[id(c)] = above.get(id(c), False) or id(n) not in fixed
+        nodes = [
+            n
+            for n in kernel_nodes(tree)
+            if n.kind in ("map", "cast")
+            and id(n) in fixed
+            and above.get(id(n), True)
+            and id(n) not in e_fixed  # (E's, made already)
+        ]
+        out: dict = {k: v for k, v in e_fixed.items() if k in fixed}
+        for j, n in enumerate(nodes):
+            name = f"{tag}{j}"
+            src.add(2, f"{name} = np.empty({NORMALIZE_BLOCK}, {type_name(n.dtype)})")
+            src.add(2, "for k in range(m):")
+            if with_r:
+                src.add(3, "r = res[k]")
+            seen = known(3, f"{name}_", "pres[k]")
+            seen.update(e_fixed)
+            body = _emit_body(low, b, inner, reduce_value="r", prefix=f"{name}_")
+            v = body.emit(n, 3, seen)
+            src.lines.extend(body.lines)
+            src.add(3, f"{name}[k] = {v}")
+            out[id(n)] = f"{name}[k]"
+        return out
+
+    e_fixed: dict = {}  # rows-first: E's parts computed per output (``per_output``)
     if rows_first:
         last = n_out - 1
         inner = range(last, last + 1)
@@ -167,6 +208,7 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
 
         if swept is not None:  # the first sweep: the block's rows, read from memory
             block_sweep("px", "pacc", p_t, p_init, fold_swept, "pres", p_res_t, p_finish)
+            e_fixed.update(per_output(base, red.child, "ex", with_r=False))
         res_t = "np.bool_" if red.dtype.kind == "b" else type_name(red.dtype)
         if lse:  # E stored and its max, then the sum of exp(E - max), E from cache
             to_f64 = lambda a: f"np.float64({a})"  # noqa: E731
@@ -176,10 +218,11 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
             block_sweep("ex", "acc", acc_t, init, fold_exp, "res", res_t, lse_of)
         else:
             block_sweep("sx", "acc", acc_t, init, fold_stored, "res", res_t, finish)
+        fixed = per_output(base, low.tree, "fx")
         indent, b = reduce_loops(2, base, range(n_out, rank), "nx")
         indent = outputs(indent)
         src.add(indent, "r = res[k]")
-        finish_value(indent, b, inner, "n", "pres[k]")
+        finish_value(indent, b, inner, "n", "pres[k]", fixed)
         return
     base = {k: f"o{k}" for k in range(len(low.operands))}
     if n_out:
