@@ -1,4 +1,4 @@
-"""Reductions: how two of the planner's and templates' choices pay.
+"""Reductions: how the planner's and templates' choices pay.
 
 - Sums of transcendental values: the sum's loop computing each value (one loop) against
   the values computed into a buffer first, then added up (``kernels.cpu._buffer_pays``).
@@ -12,6 +12,8 @@
   (``cost.STORE_CACHE_BYTES`` 0 while planning: the reduction's kernel into a temporary,
   then the root's reading ``x`` again), each plan run by ``run_schedule`` into the same
   destination, round-robin, next to numpy.
+- Layer norms (over the last dim, and over C of NCHW: rows-first), one normalize kernel
+  against the three kernels planned without it, the same way.
 
 python benchmarks/bench_reductions.py
 python benchmarks/bench_reductions.py --quick    # small sizes: checks that it runs
@@ -122,6 +124,40 @@ def bench_stored_inputs(sizes, repeat: int) -> None:
             )
 
 
+def _np_norm(a, axis):
+    c = a - a.mean(axis, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis, keepdims=True) + np.float32(1e-5))
+
+
+def bench_norms(shapes, repeat: int) -> None:
+    """Layer norms as users write them, over the last dim and over C of NCHW (rows-first:
+    the reduced dim strided), the normalize kernel (the mean swept, the variance's
+    ``(x - mean)**2`` stored as scratch) against the plan without it (three kernels)."""
+    print("\nlayer norms, one kernel vs three (run_schedule, median us):")
+    print(f"  {'case':<34} {'size':>14} {'1 kernel':>9} {'3 kernels':>9} {'numpy':>9}")
+    rng = np.random.default_rng(2)
+    for shape, names, over in shapes:
+        xn = rng.standard_normal(shape).astype(np.float32)
+        x = ax.tensor(xn, names)
+        out = ax.zeros(x.axes, "float32")
+        xc = x - x.mean(over)
+        e = xc / ax.sqrt((xc * xc).mean(over) + 1e-5)
+        axis = names.split().index(over)
+        plans = {"1": _plan(e, out, cost.STORE_CACHE_BYTES), "3": _plan(e, out, 0)}
+        assert [len(p.steps) for p in plans.values()] == [1, 3]
+        fns = {}
+        for way, plan in plans.items():
+            run_schedule(plan, e.node.params, out.node)
+            np.testing.assert_allclose(out.numpy(), _np_norm(xn, axis), rtol=1e-3, atol=1e-4)
+            fns[way] = lambda p=plan, o=out, r=e: run_schedule(p, r.node.params, o.node)
+        m = round_robin(dict(fns, numpy=lambda a=xn, d=axis: _np_norm(a, d)), repeat)
+        size = "x".join(map(str, shape))
+        print(
+            f"  {f'layer norm over {over}':<34} {size:>14} {m['1'] * 1e6:9.1f}"
+            f" {m['3'] * 1e6:9.1f} {m['numpy'] * 1e6:9.1f}"
+        )
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
@@ -149,6 +185,12 @@ def main(argv=None) -> None:
             )
 
     bench_stored_inputs(sizes, repeat)
+    if a.quick:
+        norms = [((4, 64), "N D", "D"), ((2, 4, 4, 8), "N C H W", "C")]
+    else:
+        norms = [((256, 512), "N D", "D"), ((8192, 512), "N D", "D"),
+                 ((8, 32, 64, 64), "N C H W", "C")]  # fmt: skip
+    bench_norms(norms, max(3, repeat // 4))
 
 
 if __name__ == "__main__":

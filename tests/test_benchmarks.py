@@ -47,6 +47,7 @@ def test_benchmarks_run_in_quick_mode():
         "sum of the kernels alone",
         "xarray on ax.array_api (lazy)",
         "transcendental sums, one loop vs buffered",
+        "layer norms, one kernel vs three",
     ):
         assert case in out
     assert "NCHW" in out and "CHWN4" in out
