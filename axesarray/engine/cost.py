@@ -46,7 +46,7 @@ import math
 from ..core.ops import OPS
 from ..core.reductions_table import REDUCTIONS
 from ..core.strided import View
-from ..kernels.ir import kernel_nodes
+from ..kernels.ir import computed_from, kernel_nodes
 
 __all__ = [
     "TRANSCENDENTAL",
@@ -187,7 +187,7 @@ def step_estimate(step) -> tuple[int, int]:
         # reductions and constants (a mean's division, a layer norm's sqrt(var + eps)) is
         # computed once per row (hoisted out of the row's loop)
         rows = math.prod(step.nest.lengths[: step.nest.n_out]) if step.nest.lengths else 1
-        fixed = _row_invariant(nodes) if n_out == total and rows < total else set()
+        fixed = computed_from(nodes, _is_reduction) if n_out == total and rows < total else set()
         for node in nodes:
             if node.kind == "leaf":
                 key = (node.src, node.view)
@@ -200,16 +200,8 @@ def step_estimate(step) -> tuple[int, int]:
     return int(moved), int(flops)
 
 
-def _row_invariant(nodes: list) -> set[int]:
-    """Ids of the nodes (``kernel_nodes`` order: children first) that read no input at
-    the kernel's own index: constants, reductions and what is computed from those."""
-    fixed: set[int] = set()
-    for node in nodes:
-        if node.kind in ("const", "reduce", "swept") or (
-            node.kind in ("map", "cast") and all(id(c) in fixed for c in node.children)
-        ):
-            fixed.add(id(node))
-    return fixed
+def _is_reduction(node) -> bool:
+    return node.kind in ("reduce", "swept")
 
 
 def serial_seconds(step) -> float:

@@ -21,7 +21,7 @@ from .cpu_parts import (
     _store,
     _sum_exp,
 )
-from .ir import kernel_nodes
+from .ir import computed_from, kernel_nodes
 from .lower import Lowered
 from .scalar import REDUCE_INIT, acc_dtype, type_name
 
@@ -127,17 +127,15 @@ def normalize_kernel(low: Lowered, src: _Src, loop: str) -> None:
         one only), once per output of the block into arrays of their own, where a sweep
         would compute them at every element (there they vary along its innermost loop,
         which LLVM cannot hoist them out of). Returns the locals reading them."""
-        fixed: set = set()
+        order = kernel_nodes(tree)
+        fixed = computed_from(order, lambda n: n is swept or (with_r and n is red))
         above: dict = {}  # id -> whether some node that is not fixed reads it
-        for n in kernel_nodes(tree):
-            own = n.kind == "const" or n is swept or (with_r and n is red)
-            if own or (n.kind in ("map", "cast") and all(id(c) in fixed for c in n.children)):
-                fixed.add(id(n))
+        for n in order:
             for c in n.children:
                 above[id(c)] = above.get(id(c), False) or id(n) not in fixed
         nodes = [
             n
-            for n in kernel_nodes(tree)
+            for n in order
             if n.kind in ("map", "cast")
             and id(n) in fixed
             and above.get(id(n), True)

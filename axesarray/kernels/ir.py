@@ -41,6 +41,7 @@ __all__ = [
     "reindex",
     "kernel_nodes",
     "kernel_leaves",
+    "computed_from",
     "stored_reads",
 ]
 
@@ -265,6 +266,18 @@ def kernel_nodes(root) -> list:
         stack.append((node, True))
         stack.extend((c, False) for c in reversed(node.children))
     return order
+
+
+def computed_from(nodes: list, given) -> set[int]:
+    """Ids of the nodes of ``nodes`` (``kernel_nodes`` order: children first) computed from
+    constants and the nodes ``given(node)`` accepts only (a normalize kernel's reductions:
+    what reads no input at the kernel's own index, the same for every element of a row)."""
+    found: set[int] = set()
+    for node in nodes:
+        computed = node.kind in ("map", "cast") and all(id(c) in found for c in node.children)
+        if computed or node.kind == "const" or given(node):
+            found.add(id(node))
+    return found
 
 
 def kernel_leaves(root) -> list[KLeaf]:
