@@ -374,6 +374,19 @@ def test_temporaries_and_dot_are_named():
     assert "over=K" in repr(ax.sigmoid(d).sum("M")) and "over=M" in repr(ax.sigmoid(d).sum("M"))
 
 
+def test_a_contraction_found_in_a_sum_of_products_is_named():
+    """``(x * w).sum("I")`` runs as a BLAS call over new views of the leaves: the loops keep
+    the leaves' names (B, H, I), carried through the views, not positions (r0)."""
+    x = ax.tensor(np.ones((64, 32), np.float32), "B I")
+    w = ax.tensor(np.ones((32, 48), np.float32), "I H")
+    plan = ax.explain((x * w).sum("I"))
+    assert [k.kind for k in plan.kernels] == ["blas"]
+    assert loop_names(plan) == {"B", "H", "I"}
+    assert not re.search(r"\b[rd]\d\b", str(plan))
+    t = ax.tensor(np.ones((32, 64), np.float32), "I B").transpose("B", "I")  # a view leaf
+    assert loop_names(ax.explain((t * w).sum("I"))) == {"B", "H", "I"}
+
+
 def test_each_reduction_kernel_names_its_own_reduced_axis():
     """A reduction reading another reduction's temporary names its loops by the axis it
     reduces itself, not by the one reduced below it (explain names a kernel's loops from

@@ -99,16 +99,44 @@ def names_up(root: ex.Node) -> dict:
     through elementwise nodes, reductions, views and dots."""
     up: dict = {}
     for node in ex.walk(root):  # children first
-        known = ex.known_names(node)
-        if known is None and node.kind == "leaf" and node.origin is None and node.tag is not None:
-            axes = getattr(node.tag, "axes", None)
-            if axes is not None and len(axes) == node.ndim:
-                known = axes.names
+        known = _leaf_names(node) if node.kind == "leaf" else ex.known_names(node)
         if known is not None:
             up[id(node)] = tuple(known)
             continue
         up[id(node)] = _derive_up(node, up)
     return up
+
+
+def _leaf_names(leaf: ex.Node) -> tuple | None:
+    """The names of a leaf's dims: remembered (``ax.tensor``), declared (a variable's or
+    placeholder's axes), or those of the leaf it is a view of, carried through the view's
+    steps (a remap moves them; a split or merge names nothing). None when nobody named it.
+    A rewrite reads a leaf through a new view (a contraction found in ``(x * w).sum``), so
+    its names come from the leaf it views."""
+    chain = []
+    while True:
+        known = ex.known_names(leaf)
+        if known is None and leaf.origin is None and leaf.tag is not None:
+            axes = getattr(leaf.tag, "axes", None)
+            if axes is not None and len(axes) == leaf.ndim:
+                known = axes.names
+        if known is not None or leaf.origin is None:
+            break
+        chain.append(leaf)
+        leaf = leaf.origin[0]
+    if known is None:
+        return None
+    for view in reversed(chain):  # from the named leaf down to the one asked about
+        step = view.origin[1]
+        if step[0] == "same":
+            continue
+        names: list = [None] * view.ndim
+        if step[0] == "remap":
+            for k, (d, _, _) in enumerate(step[2]):
+                if d >= 0 and names[d] is None:
+                    names[d] = known[k]
+        known = tuple(names)
+    return tuple(known)
 
 
 def _derive_up(node: ex.Node, up: dict) -> tuple:
