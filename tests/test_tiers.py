@@ -806,6 +806,27 @@ def test_a_quantize_into_nchw4_writes_the_blocked_destination(tiered, c, n):
     np.testing.assert_array_equal(raw[:, c // 4 :, :, :, c % 4 :], 0)
 
 
+@pytest.mark.parametrize(
+    "block, dtype, lanes",
+    [(4, "int8", True), (8, "float16", True), (4, "float32", True), (16, "float32", False)],
+)
+@pytest.mark.parametrize("n", [0, 2])
+def test_narrow_blocks_are_written_lane_by_lane(tiered, block, dtype, lanes, n):
+    """Into a split target with narrow blocks (NCHW4 int8: 4 bytes) the value is copied one
+    lane at a time, the long W innermost (numpy's own order runs an inner loop per block);
+    wide blocks (NCHW16 float32, 64 bytes) in one copy. numpy's values either way."""
+    xn = (np.random.default_rng(23).standard_normal((n, 32, 5, 12)) * 40).astype(np.float32)
+    x = ax.tensor(xn, "N C H W")
+    out = ax.zeros(x.axes, dtype, layout=f"NCHW{block}")
+    q = ax.clip(ax.round(x / 0.5), -128, 127).astype(dtype)
+    target = tier_eval._target(out.node, q.node)
+    lane = tier_eval._narrow_lanes(target, q.node.shape)
+    assert lane == (2 if lanes and n else None)
+    tier_eval.tier_assign(out.node, q.node)
+    want = np.clip(np.round(xn / np.float32(0.5)), -128, 127).astype(dtype)
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
 def test_an_integer_power_is_computed_before_the_destination_is_written(tiered):
     """numpy refuses an integer to a negative power midway: with such a node in the
     expression the tier writes nothing into an integer destination until the end."""

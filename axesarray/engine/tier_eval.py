@@ -116,7 +116,39 @@ def _write(target: np.ndarray, value: np.ndarray, shape: tuple) -> None:
         if value.shape != shape:
             value = np.broadcast_to(value, shape)
         value = value.reshape(target.shape)
+        lane = _narrow_lanes(target, shape)
+        if lane is not None:
+            for k in range(target.shape[lane]):
+                at = (slice(None),) * lane + (k,)
+                np.copyto(target[at], value[at], casting="unsafe")
+            return
     np.copyto(target, value, casting="unsafe")
+
+
+# numpy copies with the destination's smallest stride innermost: into NCHW4 that is a
+# block's 4 lanes, an inner loop of 4 elements per call, where the call costs more than the
+# copy. Block by block of at most this many bytes, one copy per lane runs the long dim (W)
+# innermost instead: 2.3x faster for float32 -> int8 NCHW4 (35 against 81 us for 2x16x56x56,
+# 587 against 1370 for 8x64x56x56), 1.4-5x for 2 to 8 lanes of 1-4 bytes. Wider blocks
+# (16 float32 lanes, 64 bytes) copy faster whole: each lane's pass would touch every line.
+LANE_BYTES = 16
+LANES = 8
+
+
+def _narrow_lanes(target: np.ndarray, shape: tuple) -> int | None:
+    """The dim of a split ``target`` (``_split``) holding a block's lanes, when its blocks
+    are narrow enough (``LANES``, ``LANE_BYTES``) to copy lane by lane; else None."""
+    # (any dim copied slice by slice gives the same values: only the speed depends on it)
+    pairs = zip(target.shape, shape, strict=False)  # the target has one dim more
+    d = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+    if d is None or d + 1 >= target.ndim or target.size == 0:
+        return None
+    lanes = target.shape[d + 1]
+    if lanes > LANES or lanes * target.itemsize > LANE_BYTES:
+        return None
+    if abs(target.strides[d + 1]) != min(abs(s) for s in target.strides):
+        return None  # the lanes are not innermost in memory: numpy's order is another
+    return d + 1
 
 
 def tier_assign(dst: Leaf, root: Node, plan=None) -> None:
