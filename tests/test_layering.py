@@ -78,6 +78,7 @@ ORDER = [
     "engine.routes",
     "engine.worker",
     "engine.tier_ops",
+    "engine.tier_write",
     "engine.tier_eval",
     "engine.tiers",
     "engine.runner",

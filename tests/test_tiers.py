@@ -17,7 +17,7 @@ import pytest
 from conftest import assert_close, ctrl_c_outcomes
 
 import axesarray as ax
-from axesarray.engine import executor, tier_eval, tiers
+from axesarray.engine import executor, tier_eval, tier_write, tiers
 
 N = ax.Axis("N", 257)
 
@@ -798,7 +798,7 @@ def test_a_quantize_into_nchw4_writes_the_blocked_destination(tiered, c, n):
     x = ax.tensor(xn, "N C H W")
     out = ax.zeros(x.axes, "int8", layout="NCHW4")
     q = ax.clip(ax.round(x / 0.5), -128, 127).astype("int8")
-    assert (tier_eval._target(out.node, q.node) is not None) == (c % 4 == 0)
+    assert (tier_write.target_of(out.node, q.node) is not None) == (c % 4 == 0)
     tier_eval.tier_assign(out.node, q.node)
     want = np.clip(np.round(xn / np.float32(0.5)), -128, 127).astype(np.int8)
     np.testing.assert_array_equal(out.numpy(), want)
@@ -819,8 +819,8 @@ def test_narrow_blocks_are_written_lane_by_lane(tiered, block, dtype, lanes, n):
     x = ax.tensor(xn, "N C H W")
     out = ax.zeros(x.axes, dtype, layout=f"NCHW{block}")
     q = ax.clip(ax.round(x / 0.5), -128, 127).astype(dtype)
-    target = tier_eval._target(out.node, q.node)
-    lane = tier_eval._narrow_lanes(target, q.node.shape)
+    target = tier_write.target_of(out.node, q.node)
+    lane = tier_write.narrow_lanes(target, q.node.shape)
     assert lane == (2 if lanes and n else None)
     tier_eval.tier_assign(out.node, q.node)
     want = np.clip(np.round(xn / np.float32(0.5)), -128, 127).astype(dtype)
@@ -832,8 +832,8 @@ def test_an_integer_power_is_computed_before_the_destination_is_written(tiered):
     expression the tier writes nothing into an integer destination until the end."""
     x = ax.tensor(np.arange(6, dtype=np.int64).reshape(2, 3), "A B")
     out = ax.zeros(x.axes, "int64")
-    assert tier_eval._target(out.node, (x**2 + 1).node) is None
-    assert tier_eval._target(out.node, (x * 2 + 1).node) is not None
+    assert tier_write.target_of(out.node, (x**2 + 1).node) is None
+    assert tier_write.target_of(out.node, (x * 2 + 1).node) is not None
     before = out.numpy().copy()
     with pytest.raises(ValueError):
         tier_eval.tier_assign(out.node, (x + x ** ax.tensor(np.full((2, 3), -1), "A B")).node)
@@ -1136,9 +1136,9 @@ def test_slabs_write_a_destination_that_is_an_operand_cut_as_it_is(tiered, monke
     if the right side were computed before the write."""
     monkeypatch.setattr(tiers, "ANSWER_ALL", True)
     seen = []
-    same_view = tier_eval._same_view
+    same_view = tier_write.same_view
     monkeypatch.setattr(
-        tier_eval, "_same_view", lambda a, b: seen.append(same_view(a, b)) or seen[-1]
+        tier_eval, "same_view", lambda a, b: seen.append(same_view(a, b)) or seen[-1]
     )
     n, k = 4 * tier_eval.SLAB_ELEMENTS // 256, 256
     rng = np.random.default_rng(47)
