@@ -28,6 +28,7 @@ import pytest
 from conftest import assert_close
 
 from axesarray.kernels import cache as kcache
+from axesarray.kernels import cache_key
 
 ROOT = os.geteuid() == 0
 NOBODY = 65534
@@ -201,7 +202,7 @@ def test_the_key_changes_with_what_machine_code_depends_on(monkeypatch, target, 
 def test_the_key_changes_with_the_cpu(monkeypatch):
     src = _source("key")
     key = kcache._key(src)
-    monkeypatch.setattr(kcache, "_cpu", ["another-cpu"])
+    monkeypatch.setattr(cache_key, "_cpu", ["another-cpu"])
     assert kcache._key(src) != key
 
 

@@ -61,6 +61,7 @@ ORDER = [
     "kernels.cpu_normalize",
     "kernels.cpu",
     "kernels.cuda",
+    "kernels.cache_key",
     "kernels.cache",
     "kernels",
     "engine.schedule",

@@ -170,6 +170,35 @@ def _exit_delay(script: str, env: dict) -> float:
     return time.time() - float(out.stdout.split()[-1])
 
 
+def test_kernels_on_disk_are_loaded_without_the_compile_process(tmp_path):
+    """A script run again finds its kernels in the disk cache: the background compile
+    loads them without starting the compile process (whose start-up was most of the time
+    the tier answered), and a kernel not on disk still goes to that process."""
+    script = textwrap.dedent(
+        """
+        import numpy as np, axesarray as ax
+        from axesarray.engine import tiers, worker
+        x = ax.tensor(np.linspace(-3, 3, 1000).astype(np.float32), "N")
+        e = ax.tanh(x * 1.25 + 0.5) / 3
+        first = e.numpy()  # the tier's answer; the kernels compile in the background
+        tiers.background_done().result()
+        assert np.allclose(first, e.numpy(), rtol=1e-6, atol=1e-7)  # (an FMA near 0)
+        print(worker.PROCESS.pid != 0, ax.explain(e).tier)
+        """
+    )
+    env = dict(os.environ, AXESARRAY_CACHE_DIR=str(tmp_path))
+
+    def run() -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split(maxsplit=1)
+
+    assert run() == ["True", "kernels\n"]  # compiled by the compile process
+    assert run() == ["False", "kernels\n"]  # loaded from disk: no compile process
+
+
 @pytest.mark.parametrize("tier_on", [True, False])
 def test_a_script_exits_soon_after_its_last_result(tmp_path, tier_on):
     """A script exits about as soon as one that only used numpy (the issue's goal: within

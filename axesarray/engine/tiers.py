@@ -33,6 +33,7 @@ import numpy as np
 
 from ..dag.nodes import Node, walk
 from ..kernels import tier_math
+from ..kernels.cache_key import on_disk
 from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
 from . import worker
@@ -230,7 +231,10 @@ def compile_schedule(
 def compile_in_background(plan: Schedule, params, dst) -> None:
     """``compile_schedule``, the compiling done by the compile process (``worker``) when
     it can: this thread then only loads the machine code from the disk cache, and the
-    user's thread keeps the GIL meanwhile."""
+    user's thread keeps the GIL meanwhile. Kernels already on disk are not sent: with
+    all of them there (a script run again) no compile process is started, whose start-up
+    (an interpreter, numpy, numba: ~0.6-0.9 s here) was most of the time the numpy tier
+    answered before the kernels ran."""
     temps: dict = {t: np.empty(1, dtype) for t, (_, dtype, _) in enumerate(plan.temps)}
     jobs = []
     with _compiler.native:  # the thread count imports numba (LLVM's start-up) the first time
@@ -241,9 +245,11 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
                 name = variant(step, plan.device)
                 if (plan.device.type, name) not in step.compiled.kernels:
                     source, entry = source_for(step, plan.device, name)
+                    if on_disk(source):
+                        continue  # (for other argument types it compiles here, in the load)
                     args = binder(step)(params, temps, dst)
                     jobs.append((source, entry, tuple(worker.spec(a) for a in args)))
-    if not _compiler.closing:
+    if jobs and not _compiler.closing:
         worker.remote_compile(jobs)  # False: compiled below, here (an error raised here)
     compile_schedule(plan, params, dst, background=True)
 

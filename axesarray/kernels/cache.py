@@ -2,12 +2,13 @@
 
 The key hashes the generated source (structure, dtypes, loop rank, stride classes, block
 sizes, library and mathlib versions) together with what the machine code depends on
-beyond it (numba, llvmlite, numpy, the Python ABI, the CPU). The module is executed from
-the source text held in memory, never imported from the cache directory, so no bytecode
-is written or read there; a copy is kept as ``<cache dir>/k_<key>.py`` for people to read.
-numba's disk cache of the machine code lives in ``<cache dir>/__pycache__``, attached by
-this module (``numba_private.DirectoryCache``); the kernel templates must not ask for
-``cache=True``, which would let numba pick a directory that nothing here checks.
+beyond it (numba, llvmlite, numpy, the Python ABI, the CPU: ``cache_key``). The module
+is executed from the source text held in memory, never imported from the cache
+directory, so no bytecode is written or read there; a copy is kept as
+``<cache dir>/k_<key>.py`` for people to read. numba's disk cache of the machine code
+lives in ``<cache dir>/__pycache__``, attached by this module
+(``numba_private.DirectoryCache``); the kernel templates must not ask for ``cache=True``,
+which would let numba pick a directory that nothing here checks.
 
 numba unpickles what it loads, so the cache is code: a directory that another user can
 write is refused, the way ssh treats its keys. See docs/kernel-cache.md.
@@ -16,16 +17,13 @@ write is refused, the way ssh treats its keys. See docs/kernel-cache.md.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import linecache
 import os
 import pickle
-import platform
 import stat
 import sys
 import tempfile
 import threading
-import time
 import types
 import warnings
 from pathlib import Path
@@ -34,6 +32,9 @@ import numba
 
 from ..errors import message
 from ..storage.numba_private import DirectoryCache, attach_cache, cache_hits
+from .cache_key import cache_dir
+from .cache_key import indexed as _indexed
+from .cache_key import key as _key
 
 __all__ = ["cache_dir", "get_kernel", "state", "STATS", "clear_memory", "Kernel"]
 
@@ -61,23 +62,6 @@ _OP = "kernel cache"
 
 
 # --- where, and whether it is safe ------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """Where generated kernels and numba's machine code are kept: ``$AXESARRAY_CACHE_DIR``
-    when set, else the user's cache directory. It is only used when private (see
-    docs/kernel-cache.md); this function creates and checks nothing.
-
-    >>> from axesarray.kernels import cache
-    >>> cache.cache_dir().is_absolute()
-    True
-    """
-    env = os.environ.get("AXESARRAY_CACHE_DIR")
-    if env:
-        return Path(os.path.abspath(os.path.expanduser(env)))
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("axesarray")) / "kernels"
 
 
 class _Disk:
@@ -220,34 +204,6 @@ def _cannot_write(disk: _Disk, exc: OSError) -> None:
         str(disk.path),
         "New kernels are kept in memory for this process",
     )
-
-
-# --- the key -------------------------------------------------------------------------------
-
-
-_cpu: list[str] = []
-
-
-def _environment() -> str:
-    """What compiled machine code depends on besides the source: a change of any of it
-    must miss the cache (numba checks only its own version and the CPU, llvmlite's bitcode
-    may not parse in another LLVM, numba's numpy typing follows numpy's version)."""
-    if not _cpu:
-        import llvmlite.binding as llvm
-
-        _cpu.append(numba.config.CPU_NAME or llvm.get_host_cpu_name())
-    import llvmlite
-    import numpy
-
-    return (
-        f"numba {numba.__version__}; llvmlite {llvmlite.__version__}; numpy {numpy.__version__}"
-        f"; {sys.implementation.cache_tag}; {platform.machine()} {_cpu[0]}"
-    )
-
-
-def _key(source: str) -> str:
-    text = _environment() + "\n" + source
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 # --- numba's disk cache, with our checks around it ----------------------------------------------
@@ -453,30 +409,6 @@ def state(source: str) -> str:
     if disk is not None and f"k_{key}" in _indexed(disk.pycache):
         return "on disk"
     return "to compile"
-
-
-_listing: dict = {}  # directory -> (its mtime, the kernel keys with an index file there)
-
-
-def _indexed(directory: Path) -> frozenset:
-    """``k_<key>`` of every kernel numba's cache in ``directory`` has an index for, listed
-    again only when the directory changed (``explain`` asks once per kernel: a listing each
-    time made explaining a long program quadratic)."""
-    try:
-        mtime = directory.stat().st_mtime_ns
-    except OSError:
-        return frozenset()
-    hit = _listing.get(directory)
-    if hit is not None and hit[0] == mtime:
-        return hit[1]
-    try:
-        with os.scandir(directory) as it:
-            names = frozenset(e.name.split(".", 1)[0] for e in it if e.name.endswith(".nbi"))
-    except OSError:
-        names = frozenset()
-    if time.time_ns() - mtime > 50_000_000:  # else a file may land in the same clock tick
-        _listing[directory] = (mtime, names)
-    return names
 
 
 def get_kernel(source: str, entry: str = "kernel") -> Kernel:
