@@ -718,8 +718,13 @@ def workloads(quick: bool, mid: bool = False) -> list[Workload]:
 # --- measuring -----------------------------------------------------------------------------
 
 
-def _interleaved(fns: dict, repeat: int) -> dict:
-    return round_robin(fns, repeat)
+# Each comparison's rounds: at least ``repeat``, more while they fit in this many seconds
+# (a row at ~1e5 elements takes ~0.1-0.7 ms a round: 9 rounds gave medians 20% apart).
+ROUND_SECONDS = 0.4
+
+
+def _interleaved(fns: dict, repeat: int, seconds: float = 0.0) -> dict:
+    return round_robin(fns, repeat, seconds)
 
 
 def _plan_numbers(w: Workload) -> tuple[int, int, int | None]:
@@ -747,7 +752,9 @@ def _evict_caches() -> None:
     _EVICT[0] += 1
 
 
-def measure(w: Workload, repeat: int) -> dict:
+def measure(w: Workload, repeat: int, seconds: float = 0.0) -> dict:
+    """The row of ``w``: each comparison in at least ``repeat`` rounds, more while they fit
+    in ``seconds`` (``round_robin``)."""
     ax.set_options(tiered=True)
     # Until the steady state the numpy tier answers every call and no compile starts
     # (``tiers.ANSWER_ALL``, as ``pytest --tiered``): the first call is the tier's, as by
@@ -768,7 +775,7 @@ def measure(w: Workload, repeat: int) -> dict:
         done = tiers.background_done()
         if done is not None:
             done.result()
-        tier = _interleaved({"tier": w.run_ax, "numpy": w.numpy}, max(5, repeat))
+        tier = _interleaved({"tier": w.run_ax, "numpy": w.numpy}, max(5, repeat), seconds)
     finally:
         tiers.ANSWER_ALL = False
     ax.set_options(tiered=False)
@@ -778,7 +785,7 @@ def measure(w: Workload, repeat: int) -> dict:
         # Inference, as the numpy twin: no autograd records (and no global switch, which
         # would break the autograd benchmark when benchmarks/run.py runs both).
         fns["torch"] = torch.no_grad()(w.torch_fn)
-    times = _interleaved(fns, repeat)
+    times = _interleaved(fns, repeat, seconds)
     kernels, temps, est = _plan_numbers(w)
     return dict(
         w=w,
@@ -792,7 +799,9 @@ def measure(w: Workload, repeat: int) -> dict:
     )
 
 
-def run(quick: bool, repeat: int, only: str = "", mid: bool = False) -> list[dict]:
+def run(
+    quick: bool, repeat: int, only: str = "", mid: bool = False, seconds: float = 0.0
+) -> list[dict]:
     """Measure the workloads (names containing one of the comma-separated ``only``)."""
     keys = [k.strip().lower() for k in only.split(",") if k.strip()]
     tiered = ax.get_option("tiered")
@@ -800,7 +809,7 @@ def run(quick: bool, repeat: int, only: str = "", mid: bool = False) -> list[dic
     try:
         for w in workloads(quick, mid):
             if not keys or any(k in w.name.lower() for k in keys):
-                rows.append(measure(w, repeat))
+                rows.append(measure(w, repeat, seconds))
     finally:
         ax.set_options(tiered=tiered)
     return rows
@@ -879,7 +888,8 @@ def main(argv=None) -> None:
         # at the first compile).
         os.environ["AXESARRAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="axesarray-workloads-")
     repeat = args.repeat or (3 if args.quick else 9)
-    rows = run(args.quick, repeat, args.only, args.mid)
+    seconds = 0.0 if args.quick else ROUND_SECONDS
+    rows = run(args.quick, repeat, args.only, args.mid, seconds)
     report(rows, copy_bandwidth(repeat))
 
 

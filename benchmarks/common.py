@@ -48,15 +48,23 @@ def copy_time(traffic_bytes: int, repeat: int = 7) -> float:
     return median_time(lambda: np.copyto(dst, src), repeat)
 
 
-def round_robin(fns: dict, repeat: int) -> dict:
+def round_robin(fns: dict, repeat: int, seconds: float = 0.0, most: int = 201) -> dict:
     """Median seconds per call of each function, after one warm-up call of each (compile,
     first touch of the pages), the functions timed in round-robin so that a slow moment of
     the (shared) machine hits all of them alike. Each round runs them in a new (seeded)
     order: a call that leaves threads spinning (torch's OpenMP pool, OpenBLAS, ~0.1 s)
     slows whichever call comes next, and in a fixed order that was always the same one
-    (the MLP workload measured 0.94-0.99x numpy right after torch, 1.10x alone)."""
+    (the MLP workload measured 0.94-0.99x numpy right after torch, 1.10x alone).
+
+    ``seconds``: at least ``repeat`` rounds, more (up to ``most``) while they fit in that
+    time, as the warm-up round measured it: programs of ~0.1 ms get the rounds a median
+    needs on a shared machine, those of ~0.1 s do not take minutes."""
+    t0 = time.perf_counter()
     for fn in fns.values():
         fn()
+    if seconds > 0:
+        per_round = max(time.perf_counter() - t0, 1e-9)
+        repeat = max(repeat, min(most, int(seconds / per_round)))
     times: dict = {k: [] for k in fns}
     order = list(fns.items())
     shuffle = random.Random(0).shuffle
