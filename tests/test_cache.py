@@ -19,6 +19,7 @@ import tempfile
 import textwrap
 import threading
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import llvmlite
@@ -204,6 +205,31 @@ def test_the_key_changes_with_the_cpu(monkeypatch):
     key = kcache._key(src)
     monkeypatch.setattr(cache_key, "_cpu", ["another-cpu"])
     assert kcache._key(src) != key
+
+
+def test_on_disk_agrees_with_the_cache_and_knows_its_limits(cdir, monkeypatch):
+    """``cache_key.on_disk`` (the compile thread's question, asked without numba) says yes
+    exactly for a kernel the cache holds; where no key can be made (no package metadata)
+    it says no, and the kernel is still found and run."""
+    src, other = _source("on disk"), _source("not on disk")
+    assert not cache_key.on_disk(src)  # an empty cache directory
+    _run(src)
+    assert cache_key.on_disk(src) and kcache.state(src) == "in memory"
+    assert not cache_key.on_disk(other) and kcache.state(other) == "to compile"
+    kcache.clear_memory()
+    assert kcache.state(src) == "on disk"
+
+    def no_metadata(name):
+        raise metadata.PackageNotFoundError(name)
+
+    with monkeypatch.context() as m:
+        m.setattr(cache_key, "_installed", {})
+        m.setattr(cache_key.metadata, "version", no_metadata)
+        m.delitem(sys.modules, "numba")  # as before numba's import: metadata asked
+        assert not cache_key.on_disk(src)
+    before = dict(kcache.STATS)
+    _run(src)  # found on disk as before
+    assert kcache.STATS["disk_hits"] == before["disk_hits"] + 1
 
 
 def test_an_upgraded_numba_misses_cleanly_and_the_old_entry_stays(cdir, monkeypatch):

@@ -106,4 +106,9 @@ def on_disk(source: str) -> bool:
     code for some argument types: for others it is compiled when loaded). Nothing is
     checked or created here; loading the kernel (``kernels.cache``) checks the directory."""
     names = indexed(cache_dir() / "__pycache__")
-    return bool(names) and f"k_{key(source)}" in names  # (an empty cache: no key to compute)
+    if not names:  # an empty cache: no key to compute
+        return False
+    try:
+        return f"k_{key(source)}" in names
+    except (ImportError, OSError, ValueError):  # no package metadata, no LLVM library: the
+        return False  # caller compiles as if it were not there (the load finds it if it is)
