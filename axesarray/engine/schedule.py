@@ -92,6 +92,9 @@ class Schedule:
     ready: bool = False  # every kernel of the next run is compiled in this process
     numpy_ok: bool | None = None  # cheap enough for the numpy tier (computed once)
     compiling: object = None  # the background compile (a Future), once started
+    # the numpy tier's answers of it: its kernels are loaded into the process from the
+    # second on (``tiers.compile_in_background``)
+    answers: int = 0
     # the numpy tier's evaluation kept between calls (``tier_eval.Program``; False: none)
     tier_program: object = None
     fast: object = None  # executor._fast_runner / _into_runner: the one-kernel straight path

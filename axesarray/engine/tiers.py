@@ -234,7 +234,11 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
     user's thread keeps the GIL meanwhile. Kernels already on disk are not sent: with
     all of them there (a script run again) no compile process is started, whose start-up
     (an interpreter, numpy, numba: ~0.6-0.9 s here) was most of the time the numpy tier
-    answered before the kernels ran."""
+    answered before the kernels ran. The kernels, on disk, are loaded into this process
+    once the tier has answered the schedule twice (else the next answer starts another
+    background compile, which loads them): a load runs here, and an exit waits for it
+    (``_Compiler.native``), so a script that evaluates an expression once and ends
+    leaves at once."""
     temps: dict = {t: np.empty(1, dtype) for t, (_, dtype, _) in enumerate(plan.temps)}
     jobs = []
     with _compiler.native:  # the thread count imports numba (LLVM's start-up) the first time
@@ -249,8 +253,13 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
                         continue  # (for other argument types it compiles here, in the load)
                     args = binder(step)(params, temps, dst)
                     jobs.append((source, entry, tuple(worker.spec(a) for a in args)))
+    on_disk_now = True
     if jobs and not _compiler.closing:
-        worker.remote_compile(jobs)  # False: compiled below, here (an error raised here)
+        # False: compiled below, here (an error is raised here)
+        on_disk_now = worker.remote_compile(jobs)
+    if on_disk_now and plan.answers < 2:
+        plan.compiling = None  # the tier's next answer starts the load
+        return
     compile_schedule(plan, params, dst, background=True)
 
 
@@ -283,16 +292,27 @@ ANSWER_ALL = False
 
 
 def start_compile(plan: Schedule, params, dst) -> None:
-    """Queue the schedule's compile on the background thread, once. The numpy tier calls
-    it after its answer is written: a compile holds the GIL for most of its time (numba's
+    """Queue the schedule's compile on the background thread, unless one is under way
+    (or done: one that left the kernels on disk without loading them is followed by
+    another, ``compile_in_background``). The numpy tier calls it after its answer is
+    written: a compile holds the GIL for most of its time (numba's
     typing and lowering are Python), so one started before would slow the answer itself,
     each numpy call waiting up to the interpreter's switch interval to get the GIL back
     (a layer norm's first call 3-5x slower than with no compile under way)."""
+    plan.answers += 1
     if _compiling(plan) is None and not ANSWER_ALL:
         with _pool_lock:
             if plan.compiling is None:
                 plan.compiling = _compiler.submit(compile_in_background, plan, params, dst)
-    load_tier_loops()
+    # The math library's loops serve the tier's later answers; loaded in this process (an
+    # exit waits for a load under way), they are queued from its second answer on: a
+    # script that asks the tier once (and ends) does not wait for them.
+    _ANSWERS[0] += 1
+    if _ANSWERS[0] > 1:
+        load_tier_loops()
+
+
+_ANSWERS = [0]  # answers of the numpy tier in this process (``start_compile``)
 
 
 _loops_queued: set = set()
