@@ -61,6 +61,7 @@ def test_a_new_cheap_expression_is_answered_by_numpy_then_by_kernels(tiered):
     assert not _plan(e).ready  # the numpy tier ran
     _wait(e)
     assert not _plan(e).ready  # compiled, not loaded: asked once
+    assert ax.explain(e).tier == "numpy reference (kernels on disk, loaded when it runs again)"
     second = e.numpy()  # the tier again, and the load starts
     _wait(e)
     assert ax.explain(e).tier == "kernels"

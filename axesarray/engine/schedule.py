@@ -93,8 +93,9 @@ class Schedule:
     numpy_ok: bool | None = None  # cheap enough for the numpy tier (computed once)
     compiling: object = None  # the background compile (a Future), once started
     # the numpy tier's answers of it: its kernels are loaded into the process from the
-    # second on (``tiers.compile_in_background``)
+    # second on (``tiers.compile_in_background``); ``on_disk``: compiled, not loaded yet
     answers: int = 0
+    on_disk: bool = False
     # the numpy tier's evaluation kept between calls (``tier_eval.Program``; False: none)
     tier_program: object = None
     fast: object = None  # executor._fast_runner / _into_runner: the one-kernel straight path

@@ -258,6 +258,7 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
         # False: compiled below, here (an error is raised here)
         on_disk_now = worker.remote_compile(jobs)
     if on_disk_now and plan.answers < 2:
+        plan.on_disk = True
         plan.compiling = None  # the tier's next answer starts the load
         return
     compile_schedule(plan, params, dst, background=True)
@@ -385,5 +386,7 @@ def describe_tier(plan: Schedule, root: Node) -> str:
     if plan.ready:
         return "kernels"
     if OPTIONS["tiered"] and _cheap(plan, root):
+        if plan.on_disk and plan.compiling is None:
+            return "numpy reference (kernels on disk, loaded when it runs again)"
         return "numpy reference (kernels compile in the background)"
     return "kernels (compiled or loaded before the first run)"
