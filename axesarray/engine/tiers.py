@@ -258,8 +258,7 @@ def compile_in_background(plan: Schedule, params, dst) -> None:
         # False: compiled below, here (an error is raised here)
         on_disk_now = worker.remote_compile(jobs)
     if on_disk_now and plan.answers < 2:
-        plan.on_disk = True
-        plan.compiling = None  # the tier's next answer starts the load
+        plan.on_disk = True  # the tier's next answer starts the load (``_compiling``)
         return
     compile_schedule(plan, params, dst, background=True)
 
@@ -338,9 +337,18 @@ def load_tier_loops() -> None:
 
 def _compiling(plan: Schedule) -> Future | None:
     """The schedule's compile future, if any and if it can still end: one made in a parent
-    process before a fork never does here (forgotten, so the compile starts again)."""
+    process before a fork never does here (forgotten, so the compile starts again), and
+    one that left the kernels on disk without loading them (``compile_in_background``)
+    is as none: the next compile loads them."""
     future = plan.compiling
-    if future is not None and not future.done() and future.pid != os.getpid():
+    if future is None:
+        return None
+    if not future.done():
+        as_none = future.pid != os.getpid()  # made before a fork
+    else:  # left the kernels on disk, and ended well (an error surfaces when waited for)
+        as_none = plan.on_disk and not plan.ready and not future.cancelled()
+        as_none = as_none and future.exception() is None
+    if as_none:
         future = plan.compiling = None
     return future
 
@@ -386,7 +394,7 @@ def describe_tier(plan: Schedule, root: Node) -> str:
     if plan.ready:
         return "kernels"
     if OPTIONS["tiered"] and _cheap(plan, root):
-        if plan.on_disk and plan.compiling is None:
+        if plan.on_disk and _compiling(plan) is None:
             return "numpy reference (kernels on disk, loaded when it runs again)"
         return "numpy reference (kernels compile in the background)"
     return "kernels (compiled or loaded before the first run)"
