@@ -3,8 +3,9 @@
 Per program, in one process, round-robin with numpy's formula (``common.round_robin``): the
 tier as it is, then without the math library's loops (float32 transcendentals in float64 by
 numpy, row maxima and minima by numpy), with slabs of 2**18 elements (the size before
-issue 18's last change), and without the kept program (``tier_eval.Program``: the rewrite
-and analysis per call). Each column is numpy's time
+issue 18's last change), without the kept program (``tier_eval.Program``: the rewrite
+and analysis per call), and with blocked destinations copied whole, not lane by lane
+(``tier_write.LANES``). Each column is numpy's time
 divided by the tier's (> 1: the tier is faster). The tier answers every call
 (``tiers.ANSWER_ALL``), its background loads awaited first.
 
@@ -28,7 +29,7 @@ import bench_workloads  # noqa: E402
 from common import round_robin  # noqa: E402
 
 import axesarray as ax  # noqa: E402
-from axesarray.engine import executor, tier_eval, tiers  # noqa: E402
+from axesarray.engine import executor, tier_eval, tier_write, tiers  # noqa: E402
 from axesarray.kernels import tier_math  # noqa: E402
 
 
@@ -42,7 +43,7 @@ def _forget_programs() -> None:
 @contextlib.contextmanager
 def _variant(name: str):
     """The tier with one mechanism switched off (``name``), as it was before."""
-    saved = (tier_math.LOOPS, tier_math.ROW_LOOPS, tier_eval.SLAB_ELEMENTS)
+    saved = (tier_math.LOOPS, tier_math.ROW_LOOPS, tier_eval.SLAB_ELEMENTS, tier_write.LANES)
     of = tier_eval.Program.__dict__["of"]  # the classmethod itself
     try:
         if name == "no loops":
@@ -51,15 +52,17 @@ def _variant(name: str):
             tier_eval.SLAB_ELEMENTS = 1 << 18
         elif name == "no program":
             tier_eval.Program.of = classmethod(lambda cls, root: None)
+        elif name == "blocks whole":  # NCHW4 and the like copied in one call, not by lanes
+            tier_write.LANES = 0
         _forget_programs()
         yield
     finally:
-        tier_math.LOOPS, tier_math.ROW_LOOPS, tier_eval.SLAB_ELEMENTS = saved
+        tier_math.LOOPS, tier_math.ROW_LOOPS, tier_eval.SLAB_ELEMENTS, tier_write.LANES = saved
         tier_eval.Program.of = of
         _forget_programs()
 
 
-VARIANTS = ("as is", "no loops", "2**18 slabs", "no program")
+VARIANTS = ("as is", "no loops", "2**18 slabs", "no program", "blocks whole")
 
 
 def _timed(w, name: str, repeat: int) -> tuple[float, float]:

@@ -130,11 +130,11 @@ def write_blocked(data: np.ndarray, view, value: np.ndarray) -> bool:
         )
 
     with np.errstate(all="ignore"):
-        if full:
+        if full:  # as ``split`` views them, written by ``write`` (narrow blocks by lanes)
             shp = shape[:d] + [full, blk.size] + shape[d + 1 :]
             st = strides[:d] + [strides[d], blk.inner] + strides[d + 1 :]
-            part = value[(*cut, slice(0, full * blk.size))].reshape(shp)
-            np.copyto(over(shp, st, view.offset), part, casting="unsafe")
+            whole = tuple(shape[:d]) + (full * blk.size,) + tuple(shape[d + 1 :])
+            write(over(shp, st, view.offset), value[(*cut, slice(0, whole[d]))], whole)
         if rest:
             shp = shape[:d] + [rest] + shape[d + 1 :]
             st = strides[:d] + [blk.inner] + strides[d + 1 :]
