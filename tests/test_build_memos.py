@@ -460,6 +460,54 @@ def test_rebuilt_maps_under_a_view_keep_interned_keys():
             assert_close(t, want)
 
 
+def _fields(node):
+    """A node's fields as a fresh build compares them (children by their fields too)."""
+    if type(node) is nodes.Leaf:
+        origin = None if node.origin is None else (id(node.origin[0]), node.origin[1])
+        return ("L", id(node.data), node.view, node.shape, node.dtype, node.writeable,
+                origin, node.tag, node.key)  # fmt: skip
+    params = tuple(_fields(p) if type(p) is nodes.Leaf else (p.key, p.value) for p in node.params)
+    if type(node) is nodes.Remap:
+        return ("X", node.maps, node.shape, node.dtype, node.key, params,
+                _fields(node.children[0]))  # fmt: skip
+    return (type(node).__name__, node.key, params, tuple(_fields(c) for c in node.children))
+
+
+def test_remembered_views_and_kept_values_are_the_built_ones(monkeypatch):
+    """A leaf broadcast each call (a derived leaf: its key from the leaf's key and the
+    view) and a computed value kept whole under a broadcast (a Remap: its key by the
+    value's key and the maps) are, field for field, what a build without the memos makes:
+    keys, params, origin, tag, writeable; values numpy's. A read-only leaf and a leaf of
+    another dtype get keys of their own."""
+    from axesarray.dag import views
+
+    xn, x = _t((B, AI), seed=21)
+    bn, b = _t((H,), seed=22)
+    ro = ax.tensor(np.frombuffer(xn.tobytes(), np.float32).reshape(3, 4), (B, AI))
+    x64 = ax.tensor(xn.astype(np.float64), (B, AI))
+
+    def cases():
+        mu = x.mean("I")  # kept whole (a division) under the broadcast back over I
+        s = ax.sqrt((x * x).sum("I") + 1e-5)
+        return [x * b, b + x, x - mu, x / s, ro * b, x64 * b]
+
+    want = [xn[:, :, None] * bn, bn[:, None, None] + xn, xn - xn.mean(1, keepdims=True),
+            xn / np.sqrt((xn * xn).sum(1, keepdims=True) + np.float32(1e-5)),
+            xn[:, :, None] * bn, xn.astype(np.float64)[:, :, None] * bn]  # fmt: skip
+    first = [_fields(t.node) for t in cases()]
+    again = cases()  # from the memos now
+    assert nodes._DERIVED and views._WHOLE
+    monkeypatch.setattr(nodes, "_DERIVED", {})
+    monkeypatch.setattr(views, "_WHOLE", {})
+    fresh = [_fields(t.node) for t in cases()]
+    assert [_fields(t.node) for t in again] == fresh == first
+    assert isinstance(again[2].node.children[1], nodes.Remap)  # the mean, kept whole
+    assert again[4].node.key != again[0].node.key != again[5].node.key
+    assert not again[4].node.children[0].writeable and again[0].node.children[0].writeable
+    for t, w in zip(again, want, strict=True):
+        assert_close(t, w)
+
+
 # --- formulas replayed from a recipe (dag.replay, nn.functional) -----------------------------
 
 

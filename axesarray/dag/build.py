@@ -134,6 +134,9 @@ def _where_shared(pa: tuple, pb: tuple) -> tuple | None:
     """For each of ``pb``'s params, its position among ``pa``'s or -1: how two operands
     share params (``x - x.max(K)``: the leaf ``x`` is a param of both), which their key
     records (``nodes._combine``); None for params too many to scan per build."""
+    if len(pb) == 1:  # one param (a leaf's view): no generator
+        p = pb[0]
+        return (pa.index(p),) if p in pa else (-1,)
     if len(pa) + len(pb) > 8:
         return None
     return tuple(pa.index(p) if p in pa else -1 for p in pb)

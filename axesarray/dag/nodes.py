@@ -354,7 +354,26 @@ def _upload(device, host: np.ndarray):
 def derived_leaf(leaf: Leaf, view: View, step: tuple, writeable: bool | None = None) -> Leaf:
     """A view of ``leaf`` (same storage) that remembers where it came from."""
     w = leaf.writeable if writeable is None else writeable
-    return Leaf(leaf.data, view, w, (leaf, step))
+    # The key of a view of the same storage follows from the leaf's key (its dtype, storage
+    # kind and flags) and the view: remembered by view object (``views`` hands the same
+    # View for a broadcast rebuilt each call), the leaf made without ``__init__``'s key.
+    memo = (leaf.key, id(view))
+    hit = _DERIVED.get(memo)
+    if hit is not None and hit[0] is view:
+        new = _new_node(Leaf)
+        new.data, new.view, new.shape, new.dtype = leaf.data, view, view.shape, leaf.dtype
+        new.writeable, new.origin, new.tag, new.key = w, (leaf, step), leaf.tag, hit[1]
+        return new
+    new = Leaf(leaf.data, view, w, (leaf, step))
+    if len(_DERIVED) >= 4096:
+        _DERIVED.clear()
+    _DERIVED[memo] = (view, new.key)  # the entry keeps the View alive: its id stays its own
+    return new
+
+
+# (leaf key, id of the View) -> (the View, the derived leaf's key): ``derived_leaf``'s. Bounded.
+_DERIVED: dict = {}
+_new_node = object.__new__
 
 
 def leaf_roots(root: Node) -> list[Leaf]:

@@ -41,8 +41,20 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     On a Leaf it becomes view math (no copy); on Map/Cast it is applied to each child, so
     ``(a + b)[slice]`` reads only the sliced elements. Shared subtrees stay shared.
     """
-    if _memo is None and type(node) is Leaf:  # a leaf alone (a broadcast operand)
-        return _leaf_remap(node, shape, maps)
+    if _memo is None:
+        if type(node) is Leaf:  # a leaf alone (a broadcast operand)
+            return _leaf_remap(node, shape, maps)
+        try:
+            hit = _WHOLE.get((node.known_key, id(maps)))
+        except AttributeError:  # a lazy node: worked out below
+            hit = None
+        if hit is not None and hit[0] is maps and hit[1] == shape:
+            # a computed value kept whole as before (``x - x.mean(K)`` built each call):
+            # the Remap below, its key remembered
+            out = _new(Remap)
+            out.children, out.maps, out.shape, out.dtype = (node,), maps, shape, node.dtype
+            out.key, out.params = hit[2], node.params
+            return out
     if (
         node.kind != "leaf"
         and shape == node.shape
@@ -74,7 +86,23 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     else:
         out = Remap(node, shape, maps)
     memo[id(node)] = out
+    if _memo is None and type(out) is Remap and out.children[0] is node:
+        _remember_whole(node, shape, maps, out)
     return out
+
+
+def _remember_whole(node: Node, shape: tuple, maps: tuple, out: Remap) -> None:
+    """Remember that ``remap`` keeps ``node`` whole under ``maps`` (structure: the same for
+    every node of its key) and the Remap's key."""
+    if len(_WHOLE) >= 1024:
+        _WHOLE.clear()
+    _WHOLE[(node.key, id(maps))] = (maps, shape, out.key)  # keeps ``maps``: its id stays
+
+
+# (node key, id of the maps) -> (the maps, shape, the Remap's key): the computed values
+# ``remap`` kept whole, by structure. Bounded.
+_WHOLE: dict = {}
+_new = object.__new__
 
 
 def _leaf_remap(node: Leaf, shape: tuple[int, ...], maps: tuple) -> Node:
