@@ -10,8 +10,9 @@ Rows:
   reference). ``run_parts`` less the direct call: the hand-over alone (a part that does
   nothing is done by the caller before a helper wakes).
 - kernels: one kernel per row, its serial and parallel variants timed interleaved, next
-  to the one-core time the cost model estimates (``cost.serial_seconds``) and the variant
-  ``dispatch.variant`` picks. "best" is the faster measured variant. The fit below it
+  to the one-core time the cost model estimates (``cost.serial_seconds``), the time it
+  estimates threads save (``cost.threads_save``) and the variant ``dispatch.variant``
+  picks. "best" is the faster measured variant. The fit below it
   (``parallel = a * serial + b``) gives the one-core time from which threads pay, the
   measure ``dispatch.LAUNCH_SECONDS`` stands for.
 - BLAS spin: the CPU time numpy's BLAS threads (every thread but this one) use in each
@@ -40,7 +41,7 @@ import numpy as np
 import axesarray as ax
 from axesarray.engine import executor
 from axesarray.engine.binder import binder
-from axesarray.engine.cost import serial_seconds
+from axesarray.engine.cost import serial_seconds, step_seconds, threads_save
 from axesarray.engine.dispatch import LAUNCH_SECONDS, kernel_for, variant
 from axesarray.kernels.threads import RANGES_PER_THREAD, num_threads, run_parts
 
@@ -96,7 +97,9 @@ def _kernel_times(e, out, repeat: int) -> tuple:
     args = binder(step)(e.node.params, {}, out.node)
     fns = {v: kernel_for(step, plan.device, v) for v in ("serial", "parallel")}
     m = round_robin({v: (lambda f=f: f(*args)) for v, f in fns.items()}, repeat)
-    return serial_seconds(step), m["serial"], m["parallel"], variant(step, plan.device, args[0])
+    saved = threads_save(step_seconds(step), num_threads())
+    chosen = variant(step, plan.device, args[0])
+    return serial_seconds(step), saved, m["serial"], m["parallel"], chosen
 
 
 def _cases():
@@ -113,18 +116,26 @@ def _cases():
         yield f"x.max('K') {rows}x1024 f32", x.max("K"), out
     x = ax.tensor(rng.standard_normal((4096, 1024)).astype(np.float32), "N K")
     yield "x.max('K') 4096x1024 f32", x.max("K"), ax.zeros(x.axes[:1], "float32")
+    for rows in (128, 256, 512, 1024, 2048):  # bound by bytes: in cache, then from memory
+        x, y = (ax.tensor(rng.standard_normal((rows, 1024)).astype(np.float32), "N K")
+                for _ in range(2))  # fmt: skip
+        yield f"x - y {rows}x1024 f32", x - y, ax.zeros(x.axes, "float32")
 
 
 def bench_kernels(repeat: int) -> None:
     print(f"\nkernels, serial vs parallel variant ({num_threads()} threads, median us):")
-    print(f"  {'kernel':<28} {'est 1 core':>10} {'serial':>8} {'parallel':>8}  chosen   best")
+    print(
+        f"  {'kernel':<28} {'est 1 core':>10} {'est saved':>9} {'serial':>8} {'parallel':>8}"
+        "  chosen   best"
+    )
     pairs = []
     for name, e, out in _cases():
-        est, ser, par, chosen = _kernel_times(e, out, repeat)
+        est, saved, ser, par, chosen = _kernel_times(e, out, repeat)
         best = "serial" if ser <= par else "parallel"
         pairs.append((ser, par))
         print(
-            f"  {name:<28} {est * 1e6:10.1f} {ser * 1e6:8.1f} {par * 1e6:8.1f}  {chosen:<8} {best}"
+            f"  {name:<28} {est * 1e6:10.1f} {saved * 1e6:9.1f} {ser * 1e6:8.1f} {par * 1e6:8.1f}"
+            f"  {chosen:<8} {best}"
         )
     _launch_fit(pairs)
 

@@ -22,7 +22,7 @@ from ..kernels.threads import interrupts_held, num_threads
 from ..options import OPTIONS
 from ..storage.devices import Device
 from .binder import binder, lowered
-from .cost import serial_seconds
+from .cost import step_seconds, threads_save
 from .schedule import KernelStep
 
 __all__ = [
@@ -86,17 +86,17 @@ LAUNCH_SECONDS = 60e-6
 
 
 def parallel_pays(step: KernelStep) -> bool:
-    """Whether the step's kernel is estimated faster on threads: its one-core time
-    (``cost.serial_seconds``) split over ``num_threads()`` plus ``LAUNCH_SECONDS`` is less
-    than the one-core time. The estimate is made once per step; the thread count is read
-    on each call (``numba.set_num_threads`` changes it)."""
+    """Whether the step's kernel is estimated faster on threads: the time ``num_threads()``
+    cores save over one (``cost.threads_save``: its work shared out, and its bytes when
+    they come from memory) exceeds ``LAUNCH_SECONDS``. The estimate is made once per step;
+    the thread count is read on each call (``numba.set_num_threads`` changes it)."""
     threads = num_threads()
     if threads == 1:
         return False
     c = step.compiled
-    if c.serial_s is None:
-        c.serial_s = serial_seconds(step)
-    return c.serial_s * (1 - 1 / threads) > LAUNCH_SECONDS
+    if c.seconds is None:
+        c.seconds = step_seconds(step)
+    return threads_save(c.seconds, threads) > LAUNCH_SECONDS
 
 
 def variant(step: KernelStep, device: Device, out=None) -> str:
