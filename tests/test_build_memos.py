@@ -258,6 +258,36 @@ def test_operands_sharing_params_are_remembered_with_where_they_share(monkeypatc
     assert first[2].node.key != first[3].node.key  # y shared at another position
 
 
+def test_a_clip_by_scalars_is_remembered_and_errors_name_clip(monkeypatch):
+    """``ax.clip(x, lo, hi)`` with Python scalar bounds takes the remembered structure of
+    ``x * 2`` (a second build makes no ``Map``), with the key a fresh build gives and
+    numpy's values (NaN kept, -0.0 kept on a tie with 0.0); a bound the dtype cannot hold
+    is refused in clip's name on every build."""
+    from axesarray.dag import build
+
+    xn = np.array([np.nan, -0.0, -2.0, 0.5, 3.0], np.float32)
+    x = ax.tensor(xn, (ax.Axis("N", 5),))
+    first = ax.clip(x, 0.0, 1.0)
+    monkeypatch.setattr(Map, "__init__", _no_map)
+    again = ax.clip(x, 0.0, 1.0)
+    monkeypatch.undo()
+    saved = dict(build._BUILT)
+    build._BUILT.clear()
+    try:
+        fresh = ax.clip(x, 0.0, 1.0)
+    finally:
+        build._BUILT.update(saved)
+    assert first.node.key == again.node.key == fresh.node.key
+    got = again.numpy()
+    np.testing.assert_array_equal(got, np.clip(xn, 0.0, 1.0))
+    assert np.signbit(got[1]) and np.isnan(got[0])
+    i8 = ax.tensor(np.arange(5, dtype=np.int8), "N")
+    np.testing.assert_array_equal(ax.clip(i8, 1, 3).numpy(), np.clip(np.arange(5), 1, 3))
+    for _ in range(2):
+        with pytest.raises(OverflowError, match="^clip: Python integer -1000 is out of bounds"):
+            ax.clip(i8, -1000, 3)
+
+
 def _no_map(*args, **kwargs):
     pytest.fail("a Map was built, not remembered")
 

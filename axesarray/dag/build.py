@@ -247,9 +247,10 @@ def map1(op: str, a: Node) -> Node:
     return Map(op, (cast(a, la),), out)
 
 
-def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
+def map_scalar(op: str, a: Node, value, reflected: bool, opname: str | None = None) -> Node:
     """``op(a, value)`` (or ``op(value, a)``) for a node and a Python scalar: the next most
-    common operator (``x * 2``, ``1 + x``)."""
+    common operator (``x * 2``, ``1 + x``). ``opname``: the name errors give (``op``'s
+    by default; ``ax.clip`` builds its ``clip_lo``/``clip_hi`` rows here)."""
     t = type(value)
     # Zeros by repr (-0.0 is not 0.0); NaN equals nothing, so it is never remembered.
     try:
@@ -278,14 +279,14 @@ def map_scalar(op: str, a: Node, value, reflected: bool) -> Node:
         return _bf16(op, (value, a) if reflected else (a, value), a.shape, op)
     types = (t, a.dtype) if reflected else (a.dtype, t)
     hit = _LOOPS.get((op, types))
-    loops, out = hit if hit is not None else _loop_dtypes(op, types, op)
+    loops, out = hit if hit is not None else _loop_dtypes(op, types, opname or op)
     if op in COMPARISONS and t is int:
         folded = _compare_out_of_range(op, (value, a) if reflected else (a, value), a.shape)
         if folded is not None:
             return folded
     la, lc = (loops[1], loops[0]) if reflected else loops
     if t is int and lc.kind in "iu":
-        dtypes.check_weak_scalar(value, lc, op)
+        dtypes.check_weak_scalar(value, lc, opname or op)
     c = _const(value, lc, a.shape)
     if a.dtype is la and type(a) is not Const:
         node = Map(op, (c, a) if reflected else (a, c), out)

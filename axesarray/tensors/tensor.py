@@ -364,6 +364,14 @@ class Tensor(
         for bound, scalar_op, tensor_op in ((lo, "clip_lo", "gt"), (hi, "clip_hi", "lt")):
             if bound is None:
                 continue
+            if type(bound) in _WEAK_TYPES and type(out) is Tensor and out._layout is None:
+                # a Python scalar: the remembered structure, as ``x * 2`` (errors say clip)
+                x = out._node
+                node = expr_ops.map_scalar(scalar_op, x, bound, False, "clip")
+                out = Tensor(
+                    out._axes, node or expr_ops.map_op(scalar_op, (x, bound), x.shape, "clip")
+                )
+                continue
             if not isinstance(bound, Tensor):
                 out = elementwise(scalar_op, out, bound, name="clip")
                 continue
