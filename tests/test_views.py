@@ -239,6 +239,10 @@ def test_isel_negative_steps_and_integers():
     assert v.names == ("C", "W")
     assert v.strides == a[-1, ::-2, 4:0:-3].strides
     assert x[{"N": 0, "C": 0, "W": 0}].shape == ()
+    d = x.isel(C=slice(1, None))  # an axis kept whole is the same Axis; a cut one is interned
+    assert d.axes[0] is x.axes[0] and d.axes[2] is x.axes[2]
+    assert d.axes[1] is ax.Axis("C", 3) and ax.Axis._known("C", 3) is d.axes[1]
+    assert ax.Axis._known("Q", 7) == ax.Axis("Q", 7)
 
 
 def test_flatten_view_copy_and_copy_false():

@@ -109,6 +109,13 @@ class Axis:
         if len(_INTERNED) < _INTERN_MAX:
             _INTERNED.setdefault((self.name, self.length), self)
 
+    @classmethod
+    def _known(cls, name: str, length: int) -> Axis:
+        """``Axis(name, length)`` for a name already checked and an int length: the
+        interned axis when there is one, without running the checks again."""
+        hit = _INTERNED.get((name, length))
+        return hit if hit is not None else cls(name, length)
+
     def __repr__(self) -> str:
         return f"Axis({self.name!r}, {self.length})"
 

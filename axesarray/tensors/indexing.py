@@ -413,7 +413,7 @@ class ViewMethods:
                 start, stop, step = key.indices(axis.length)
                 n = len(range(start, stop, step))
                 maps.append((len(new_axes), start, step))
-                new_axes.append(Axis(axis.name, n))
+                new_axes.append(axis if n == axis.length else Axis._known(axis.name, n))
                 continue
             try:
                 i = operator.index(key)
