@@ -69,6 +69,7 @@ __all__ = [
     "can_hold",
     "FLOPS_PER_SECOND",
     "CACHE_BYTES",
+    "PRIVATE_CACHE_BYTES",
     "CACHE_BYTES_PER_SECOND",
     "MEMORY_BYTES_PER_SECOND",
     "serial_seconds",
@@ -89,6 +90,9 @@ FLOPS_PER_BYTE = 0.8
 # repeat left there) move ~2.5x faster than from memory.
 FLOPS_PER_SECOND = 20e9
 CACHE_BYTES = 8 << 20
+# One core's own cache (L2: 2 MiB a core on the reference machine): bytes a kernel finds
+# there come to that core only (``threads_save``).
+PRIVATE_CACHE_BYTES = 2 << 20
 CACHE_BYTES_PER_SECOND = 25e9
 MEMORY_BYTES_PER_SECOND = 10e9
 # Nodes a kernel reads as stored values (a leaf, or a value computed by its own kernel).
@@ -213,27 +217,27 @@ def serial_seconds(step) -> float:
     return max(work, data)
 
 
-def step_seconds(step) -> tuple[float, float, bool]:
-    """``(work, bytes, cached)``: one core's seconds for the step's work and for its bytes
-    at the rates above, and whether those bytes are taken to be in cache."""
+def step_seconds(step) -> tuple[float, float, float]:
+    """``(work, bytes, private)``: one core's seconds for the step's work and for its bytes
+    at the rates above, and the share of those bytes taken to be in the calling core's
+    own cache (up to ``PRIVATE_CACHE_BYTES`` of bytes in cache; none from memory)."""
     moved, flops = step_estimate(step)
     cached = moved <= CACHE_BYTES
     rate = CACHE_BYTES_PER_SECOND if cached else MEMORY_BYTES_PER_SECOND
-    return flops / FLOPS_PER_SECOND, moved / rate, cached
+    private = min(1.0, PRIVATE_CACHE_BYTES / moved) if cached and moved else 0.0
+    return flops / FLOPS_PER_SECOND, moved / rate, private
 
 
-def threads_save(seconds: tuple[float, float, bool], threads: int) -> float:
+def threads_save(seconds: tuple[float, float, float], threads: int) -> float:
     """Seconds ``threads`` cores save over one on a step of ``step_seconds`` (before the
-    launch's cost). Its work is shared out. Its bytes are shared out only when they come
-    from memory: bytes in cache are in the calling core's caches (the step before or a
-    repeat left them there) and another core reads them no faster than the caller
-    (``benchmarks/bench_threads.py``: ``x - y`` of 262k float32 ran 140-156 us serial,
-    225-241 us on two threads; ``x.sum('K')`` of 4 MiB 182 against 185 us)."""
-    work, data, cached = seconds
-    serial = max(work, data)
-    if cached:
-        return serial - max(work / threads, data)
-    return serial - serial / threads
+    launch's cost): its work is shared out, and its bytes but those in the calling core's
+    own cache, which another core reads no faster than the caller. Measured
+    (``benchmarks/bench_threads.py``, 2 cores): ``x - y`` of 262k float32 (3 MiB) ran
+    140-160 us serial and 196-241 us on two threads; at 6 MiB the two were even; a max of
+    8 MiB ran 452 us on two threads, 483 us on one."""
+    work, data, private = seconds
+    stay = data * private
+    return max(work, data) - max(work / threads, stay + (data - stay) / threads)
 
 
 def _reduce_work(op: str) -> int:

@@ -25,7 +25,7 @@ class Compiled:
 
     lowered: object = None  # kernels.lower.Lowered: arguments and address terms
     streamable: bool | None = None  # whether the streaming-store variant may run
-    seconds: tuple | None = None  # cost.step_seconds: work, bytes, cached (parallel_pays)
+    seconds: tuple | None = None  # cost.step_seconds: work, bytes, private (parallel_pays)
     binder: Callable | None = None  # bind(params, temps, dst) -> kernel arguments
     reads: tuple | None = None  # alias analysis: (param, same place as output, view)
     via_temp: tuple | None = None  # (step into an alias temp, copy step) when aliased
