@@ -170,14 +170,30 @@ def test_the_direct_path_is_not_taken(case):
     _same(fast, general)
 
 
-def test_big_results_go_to_the_parallel_kernels():
-    """From ``serial_threshold`` elements on the kernels run on every core: the direct
-    path steps aside."""
+def test_big_results_go_to_the_parallel_kernels(monkeypatch):
+    """Where the kernels would run on threads (from ``serial_threshold`` elements, where
+    threads are estimated to pay) the direct path steps aside; below the estimate it
+    answers (one core either way)."""
+    from axesarray.engine import dispatch
+
+    big = ax.tensor(np.ones(1 << 22, np.float32), "N")  # 48 MiB moved: threads pay
+    assert direct._threads_pay((big + big).node, 1 << 22, np.dtype(np.float32))
+    assert not direct._threads_pay((big + big).node, 1 << 17, np.dtype(np.float32))
     a = ax.tensor(np.arange(64.0), "N")
     fast, general, taken = _both(lambda: a + a)
     assert taken
     with ax.set_options(serial_threshold=64):
-        fast, general, taken = _both(lambda: a + a)
+        fast, general, taken = _both(lambda: a + a)  # threads do not pay for 1.5 KiB
+        assert taken
+        _same(fast, general)
+        direct_runners = dict(engine.DIRECT)
+        engine.DIRECT.clear()
+        monkeypatch.setattr(dispatch, "LAUNCH_SECONDS", -1.0)  # threads always pay
+        try:
+            fast, general, taken = _both(lambda: a + a)
+        finally:
+            engine.DIRECT.clear()
+            engine.DIRECT.update(direct_runners)
     assert not taken
     _same(fast, general)
 

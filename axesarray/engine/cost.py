@@ -74,6 +74,7 @@ __all__ = [
     "MEMORY_BYTES_PER_SECOND",
     "serial_seconds",
     "step_seconds",
+    "seconds_of",
     "threads_save",
 ]
 
@@ -221,7 +222,11 @@ def step_seconds(step) -> tuple[float, float, float]:
     """``(work, bytes, private)``: one core's seconds for the step's work and for its bytes
     at the rates above, and the share of those bytes taken to be in the calling core's
     own cache (up to ``PRIVATE_CACHE_BYTES`` of bytes in cache; none from memory)."""
-    moved, flops = step_estimate(step)
+    return seconds_of(*step_estimate(step))
+
+
+def seconds_of(moved: int, flops: int) -> tuple[float, float, float]:
+    """``step_seconds`` of a kernel moving ``moved`` bytes and doing ``flops`` of work."""
     cached = moved <= CACHE_BYTES
     rate = CACHE_BYTES_PER_SECOND if cached else MEMORY_BYTES_PER_SECOND
     private = min(1.0, PRIVATE_CACHE_BYTES / moved) if cached and moved else 0.0

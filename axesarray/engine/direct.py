@@ -11,10 +11,13 @@ and the library's agree: no cast runs), float16/bfloat16 excluded. Floating-poin
 warnings are ignored, as the kernels raise none. The result is laid out as the general path
 lays it out (``order.allocate_for``), and gets the same leaf key.
 
-Only below ``serial_threshold`` elements: from there the kernels run on every core, numpy's
-ufunc on one. The decision is made once per root key (the key fixes the op, dtypes, views
-and storage kinds of every leaf); per call only the storage sizes are checked (a view over
-a prefix of a longer storage has the same key). ``ENABLED`` turns the path off (the kernel tests);
+Not where the kernels would run on threads, estimated faster than one core (from
+``serial_threshold`` elements, where ``cost.threads_save`` exceeds ``dispatch.LAUNCH_SECONDS``):
+numpy's ufunc runs on one. Below that it is the serial kernel's equal, for less overhead
+(``(x - y).eval()`` of 262k float32: the kernels' 157 us, numpy's 137). The decision is
+made once per root key (the key fixes the op, dtypes, views and storage kinds of every
+leaf); per call only the storage sizes are checked (a view over a prefix of a longer
+storage has the same key). ``ENABLED`` turns the path off (the kernel tests);
 ``STATS["direct"]`` counts the evaluations it answered.
 """
 
@@ -27,7 +30,9 @@ import numpy as np
 
 from ..core.strided import contiguous
 from ..dag.nodes import Const, Leaf, Map, Node
+from ..kernels.threads import num_threads
 from ..options import OPTIONS
+from .cost import seconds_of, threads_save
 from .order import allocate_for
 
 __all__ = ["runner_for", "disabled", "ENABLED", "STATS", "UFUNCS", "quiet_fp", "restore_fp"]
@@ -149,6 +154,16 @@ def _eligible(root: Node) -> bool:
     return leaves > 0 and len(root.children) == ufunc.nin
 
 
+def _threads_pay(root: Map, n: int, dtype: np.dtype) -> bool:
+    """Whether the kernels would run ``root`` (``n`` elements) on threads, estimated
+    faster than one core: what ``dispatch.parallel_pays`` weighs for a kernel, here for the
+    op's bytes (its leaves read, its result written) and one operation an element."""
+    from .dispatch import LAUNCH_SECONDS  # not at import: dispatch brings the code makers
+
+    moved = n * (dtype.itemsize + sum(c.dtype.itemsize for c in root.children if type(c) is Leaf))
+    return threads_save(seconds_of(moved, n), num_threads(load=False)) > LAUNCH_SECONDS
+
+
 def runner_for(root: Node, unbound: set):
     """``run(root) -> Leaf | None`` for a root the direct path answers, else None. ``run``
     answers None (take the general path) while the path is off (``ENABLED``), for a leaf
@@ -163,6 +178,7 @@ def runner_for(root: Node, unbound: set):
         return None
     ufunc = UFUNCS[root.op][0]
     view, key, n, shape, dtype = out.view, out.key, out.view.size, out.view.shape, out.dtype
+    threads_pay = _threads_pay(root, n, dtype)
     floats = root.children[0].dtype.kind == "f"
     kinds = tuple(type(c) is Leaf for c in root.children)
     stats, enabled, options, quiet = STATS, ENABLED, OPTIONS, _run_quiet
@@ -177,7 +193,7 @@ def runner_for(root: Node, unbound: set):
     if kinds == (True, True):
 
         def run(root):
-            if not enabled[0] or n >= options["serial_threshold"]:
+            if not enabled[0] or (threads_pay and n >= options["serial_threshold"]):
                 return None
             a, b = root.children
             if unbound and (a.tag is not None or b.tag is not None):
@@ -201,7 +217,7 @@ def runner_for(root: Node, unbound: set):
         return run
 
     def run(root):
-        if not enabled[0] or n >= options["serial_threshold"]:
+        if not enabled[0] or (threads_pay and n >= options["serial_threshold"]):
             return None
         args = []
         for c, is_leaf in zip(root.children, kinds, strict=True):
