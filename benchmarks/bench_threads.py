@@ -14,7 +14,7 @@ Rows:
   estimates threads save (``cost.threads_save``) and the variant ``dispatch.variant``
   picks. "best" is the faster measured variant. The fit below it
   (``parallel = a * serial + b``) gives the one-core time from which threads pay, the
-  measure ``dispatch.LAUNCH_SECONDS`` stands for.
+  measure ``cost.LAUNCH_SECONDS`` stands for.
 - BLAS spin: the CPU time numpy's BLAS threads (every thread but this one) use in each
   25 ms after a threaded ``np.matmul`` returns, from /proc (Linux): the window
   ``threads.BLAS_SPIN_SECONDS`` stands for.
@@ -41,8 +41,8 @@ import numpy as np
 import axesarray as ax
 from axesarray.engine import executor
 from axesarray.engine.binder import binder
-from axesarray.engine.cost import serial_seconds, step_seconds, threads_save
-from axesarray.engine.dispatch import LAUNCH_SECONDS, kernel_for, variant
+from axesarray.engine.cost import LAUNCH_SECONDS, serial_seconds, step_seconds, threads_save
+from axesarray.engine.dispatch import kernel_for, variant
 from axesarray.kernels.threads import RANGES_PER_THREAD, num_threads, run_parts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -144,8 +144,9 @@ def _launch_fit(pairs: list) -> None:
     """The line ``parallel = a * serial + b`` through the rows whose serial time is under
     2 ms (least squares): ``b`` is what a parallel run costs beyond its share (waking the
     helpers, handing ranges over), ``a`` the share; threads pay from ``b / (1 - a)`` of
-    one-core time, which ``dispatch.parallel_pays`` reads as ``LAUNCH_SECONDS`` (its
-    test: ``serial * (1 - 1 / threads) > LAUNCH_SECONDS``)."""
+    one-core time, which ``cost.threads_pay`` reads as ``LAUNCH_SECONDS`` (for a kernel
+    whose work or bytes the threads share out: ``serial * (1 - 1 / threads) >
+    LAUNCH_SECONDS``)."""
     pts = [(s, p) for s, p in pairs if s < 2e-3]
     if len(pts) < 3:
         return
@@ -160,7 +161,7 @@ def _launch_fit(pairs: list) -> None:
     print(
         f"  fit: parallel = {a:.2f} x serial + {b * 1e6:.0f} us: threads pay from "
         f"{even * 1e6:.0f} us of one-core time, LAUNCH_SECONDS = "
-        f"{even * (1 - 1 / threads) * 1e6:.0f} us (dispatch.LAUNCH_SECONDS: "
+        f"{even * (1 - 1 / threads) * 1e6:.0f} us (cost.LAUNCH_SECONDS: "
         f"{LAUNCH_SECONDS * 1e6:.0f} us)"
     )
 

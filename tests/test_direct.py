@@ -174,7 +174,7 @@ def test_big_results_go_to_the_parallel_kernels(monkeypatch):
     """Where the kernels would run on threads (from ``serial_threshold`` elements, where
     threads are estimated to pay) the direct path steps aside; below the estimate it
     answers (one core either way)."""
-    from axesarray.engine import dispatch
+    from axesarray.engine import cost
 
     big = ax.tensor(np.ones(1 << 22, np.float32), "N")  # 48 MiB moved: threads pay
     assert direct._threads_pay((big + big).node, 1 << 22, np.dtype(np.float32))
@@ -188,7 +188,7 @@ def test_big_results_go_to_the_parallel_kernels(monkeypatch):
         _same(fast, general)
         direct_runners = dict(engine.DIRECT)
         engine.DIRECT.clear()
-        monkeypatch.setattr(dispatch, "LAUNCH_SECONDS", -1.0)  # threads always pay
+        monkeypatch.setattr(cost, "LAUNCH_SECONDS", -1.0)  # threads always pay
         try:
             fast, general, taken = _both(lambda: a + a)
         finally:

@@ -76,6 +76,8 @@ __all__ = [
     "step_seconds",
     "seconds_of",
     "threads_save",
+    "threads_pay",
+    "LAUNCH_SECONDS",
 ]
 
 TRANSCENDENTAL = 4  # an exp/log/division as additions (vectorized math library)
@@ -231,6 +233,24 @@ def seconds_of(moved: int, flops: int) -> tuple[float, float, float]:
     rate = CACHE_BYTES_PER_SECOND if cached else MEMORY_BYTES_PER_SECOND
     private = min(1.0, PRIVATE_CACHE_BYTES / moved) if cached and moved else 0.0
     return flops / FLOPS_PER_SECOND, moved / rate, private
+
+
+# What running a kernel's ranges on threads costs beyond the ranges themselves: handing
+# them to the helpers, waking them and waiting for them (kernels/threads.py), measured
+# with work to do (a part that does nothing is done by the caller before a helper wakes:
+# 11-25 us, which this constant was until issue 18). ``benchmarks/bench_threads.py``
+# ("kernels") times each kernel's serial and parallel variants and fits ``parallel = a *
+# serial + b``: a = 0.59-0.60, b = 47-54 us on the 2-core reference machine (two runs), so
+# threads pay from 116-135 us of one-core time, which is this constant over
+# ``1 - 1 / threads``: 58-68 us. At 25 us a kernel of 50-130 us ran on threads, slower
+# (relu(h + b) 256x1024: 102-108 us serial, 140-143 us parallel).
+LAUNCH_SECONDS = 60e-6
+
+
+def threads_pay(seconds: tuple[float, float, float], threads: int) -> bool:
+    """Whether ``threads`` cores are estimated faster than one on a step of
+    ``step_seconds``: what they save exceeds ``LAUNCH_SECONDS``."""
+    return threads > 1 and threads_save(seconds, threads) > LAUNCH_SECONDS
 
 
 def threads_save(seconds: tuple[float, float, float], threads: int) -> float:

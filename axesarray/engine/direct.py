@@ -12,7 +12,7 @@ warnings are ignored, as the kernels raise none. The result is laid out as the g
 lays it out (``order.allocate_for``), and gets the same leaf key.
 
 Not where the kernels would run on threads, estimated faster than one core (from
-``serial_threshold`` elements, where ``cost.threads_save`` exceeds ``dispatch.LAUNCH_SECONDS``):
+``serial_threshold`` elements, where ``cost.threads_pay``):
 numpy's ufunc runs on one. Below that it is the serial kernel's equal, for less overhead
 (``(x - y).eval()`` of 262k float32: the kernels' 157 us, numpy's 137). The decision is
 made once per root key (the key fixes the op, dtypes, views and storage kinds of every
@@ -32,7 +32,7 @@ from ..core.strided import contiguous
 from ..dag.nodes import Const, Leaf, Map, Node
 from ..kernels.threads import num_threads
 from ..options import OPTIONS
-from .cost import seconds_of, threads_save
+from .cost import seconds_of, threads_pay
 from .order import allocate_for
 
 __all__ = ["runner_for", "disabled", "ENABLED", "STATS", "UFUNCS", "quiet_fp", "restore_fp"]
@@ -158,10 +158,8 @@ def _threads_pay(root: Map, n: int, dtype: np.dtype) -> bool:
     """Whether the kernels would run ``root`` (``n`` elements) on threads, estimated
     faster than one core: what ``dispatch.parallel_pays`` weighs for a kernel, here for the
     op's bytes (its leaves read, its result written) and one operation an element."""
-    from .dispatch import LAUNCH_SECONDS  # not at import: dispatch brings the code makers
-
     moved = n * (dtype.itemsize + sum(c.dtype.itemsize for c in root.children if type(c) is Leaf))
-    return threads_save(seconds_of(moved, n), num_threads(load=False)) > LAUNCH_SECONDS
+    return threads_pay(seconds_of(moved, n), num_threads(load=False))
 
 
 def runner_for(root: Node, unbound: set):

@@ -22,13 +22,12 @@ from ..kernels.threads import interrupts_held, num_threads
 from ..options import OPTIONS
 from ..storage.devices import Device
 from .binder import binder, lowered
-from .cost import step_seconds, threads_save
+from .cost import step_seconds, threads_pay
 from .schedule import KernelStep
 
 __all__ = [
     "variant",
     "parallel_pays",
-    "LAUNCH_SECONDS",
     "source_for",
     "kernel_for",
     "run_kernel",
@@ -73,30 +72,18 @@ def _streamable(step: KernelStep) -> bool:
     return c.streamable
 
 
-# What running a kernel's ranges on threads costs beyond the ranges themselves: handing
-# them to the helpers, waking them and waiting for them (kernels/threads.py), measured
-# with work to do (a part that does nothing is done by the caller before a helper wakes:
-# 11-25 us, which this constant was until issue 18). ``benchmarks/bench_threads.py``
-# ("kernels") times each kernel's serial and parallel variants and fits ``parallel = a *
-# serial + b``: a = 0.59-0.60, b = 47-54 us on the 2-core reference machine (two runs), so
-# threads pay from 116-135 us of one-core time, which is this constant over
-# ``1 - 1 / threads``: 58-68 us. At 25 us a kernel of 50-130 us ran on threads, slower
-# (relu(h + b) 256x1024: 102-108 us serial, 140-143 us parallel).
-LAUNCH_SECONDS = 60e-6
-
-
 def parallel_pays(step: KernelStep) -> bool:
-    """Whether the step's kernel is estimated faster on threads: the time ``num_threads()``
-    cores save over one (``cost.threads_save``: its work shared out, and its bytes when
-    they come from memory) exceeds ``LAUNCH_SECONDS``. The estimate is made once per step;
-    the thread count is read on each call (``numba.set_num_threads`` changes it)."""
+    """Whether the step's kernel is estimated faster on threads (``cost.threads_pay``: the
+    time ``num_threads()`` cores save over one exceeds ``cost.LAUNCH_SECONDS``). The
+    estimate is made once per step; the thread count is read on each call
+    (``numba.set_num_threads`` changes it)."""
     threads = num_threads()
     if threads == 1:
         return False
     c = step.compiled
     if c.seconds is None:
         c.seconds = step_seconds(step)
-    return threads_save(c.seconds, threads) > LAUNCH_SECONDS
+    return threads_pay(c.seconds, threads)
 
 
 def variant(step: KernelStep, device: Device, out=None) -> str:
