@@ -244,6 +244,39 @@ def test_parallel_and_serial_variants_agree(parallel_kernels):
     assert int(m) == int(np.argmax(xn))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8"])
+def test_argmax_and_argmin_in_two_passes_keep_numpys_first_index(dtype):
+    """A row's argmax/argmin runs in two vectorized passes (``cpu._arg_two_pass``: the
+    extreme, then the first index holding it): numpy's first index on ties, the first NaN
+    when there is one, -0.0 and 0.0 tied, a row of -inf at 0; serial and on threads; a
+    computed child too."""
+    rng = np.random.default_rng(5)
+    if np.dtype(dtype).kind == "f":
+        pool = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 2.5], dtype)
+    else:
+        info = np.iinfo(dtype)
+        pool = np.array([info.min, info.max, 0, 1, 2], dtype)
+    rows = rng.choice(pool, (40, 33))
+    rows[0] = pool[5] if np.dtype(dtype).kind == "f" else pool[0]  # all -inf (or all min)
+    x = ax.tensor(rows, "N K")
+    ops = [("argmax", "K", lambda a: a.argmax(-1)), ("argmin", "K", lambda a: a.argmin(-1))]
+    with ax.set_options(tiered=False):
+        for op, name, want in ops:
+            np.testing.assert_array_equal(getattr(x, op)(name).numpy(), want(rows))
+            big = np.tile(rows.reshape(-1), 40)  # 52,800 elements: chunks on threads
+            t = ax.tensor(big, "L")
+            with ax.set_options(serial_threshold=0):
+                assert int(getattr(t, op)("L").numpy()) == int(getattr(big, op)())
+        if np.dtype(dtype).kind == "f":
+            np.testing.assert_array_equal((x * 2).argmin("K").numpy(), (rows * 2).argmin(-1))
+    from axesarray.engine import executor
+    from axesarray.engine.dispatch import source_for
+
+    plan, _ = executor.schedule_for(x.argmax("K").node, None)
+    source, _ = source_for(plan.steps[0], plan.device, "serial")
+    assert "ai = min(ai, i1 if" in source and "break" not in source
+
+
 def test_concurrent_evaluation_from_threads():
     """Several threads building and evaluating expressions at once all get right answers."""
     arrays = [rng.standard_normal((40, 30)) for _ in range(6)]

@@ -281,6 +281,8 @@ def _reduce_pass(
 
     if not red_dims:
         accumulate(indent, acc, "v")
+    elif arg and _two_pass_pays(red, acc_dt, value, len(red_dims)):
+        _arg_two_pass(low, src, indent, red_dims[-1], ranges, rbase, inner, op, acc, fl)
     elif reassoc and op == "sum" and _buffer_pays(red.child, acc_t, value):
         _buffered_sum(src, low, indent, red_dims[-1], ranges, rbase, inner, acc, acc_t, value)
     elif not row.unroll or reassoc:
@@ -290,6 +292,45 @@ def _reduce_pass(
     else:
         d = red_dims[-1]
         _unrolled(src, indent, d, ranges[d], accumulate, op, init, fl, acc)
+
+
+def _two_pass_pays(red, acc_dt, value, dims: int) -> bool:
+    """Whether an argmax/argmin runs in two passes (``_arg_two_pass``): over one dim of
+    floats (float32, float64) or integers, its values read plainly (no transform, no
+    expensive op computed twice)."""
+    child = red.child.dtype
+    return (
+        dims == 1
+        and value is None
+        and child == acc_dt
+        and (child.kind in "iu" or (child.kind == "f" and child.itemsize >= 4))  # no f16
+        and not _expensive(red.child)
+    )
+
+
+def _arg_two_pass(low, src, indent: int, d: int, ranges, rbase, inner, op, acc, fl) -> None:
+    """argmax/argmin of a row in two passes, each a vectorized loop: the extreme
+    (``rmax``/``rmin`` for floats: NaN wins), then the first index holding it (the first
+    NaN when it is NaN) as a min over indices. The one-pass loop's update on ``v > acc``
+    is a branch per element; a row is in cache for the second pass."""
+    fold = ("rmax" if op == "argmax" else "rmin") if fl else ("max" if op == "argmax" else "min")
+    loop = f"for i{d} in range({', '.join(ranges[d])}):"
+    src.add(indent, loop)
+    body = _emit_body(low, rbase, inner, prefix="v")
+    v = body.emit(low.reduce.child, indent + 1, {})
+    src.lines.extend(body.lines)
+    src.add(indent + 1, f"{acc} = {fold}({acc}, {v})")
+    stop = ranges[d][1]
+    src.add(indent, f"ai = {stop}")
+    if fl:
+        src.add(indent, f"nan = {acc} != {acc}")
+    src.add(indent, loop)
+    body = _emit_body(low, rbase, inner, prefix="w")
+    w = body.emit(low.reduce.child, indent + 1, {})
+    src.lines.extend(body.lines)
+    # the first match as a min over indices (a select and a min: vectorized, no exit)
+    found = f"({w} == {acc}) | (nan & ({w} != {w}))" if fl else f"{w} == {acc}"
+    src.add(indent + 1, f"ai = min(ai, i{d} if {found} else {stop})")
 
 
 ROW_BUFFER = 4096  # values of a transcendental reduction computed ahead of the sum
