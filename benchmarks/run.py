@@ -1,7 +1,7 @@
 """All benchmarks (``make bench``): the fused engine, latency, layout repacks, dask, autograd,
 programs (a recurrent loop and its gradients),
 xarray on lazy arrays, the workload suite, the numpy tier's mechanisms, the expensive ops'
-costs and the sums of transcendental values.
+costs, the sums of transcendental values and single operations against numpy.
 
 python benchmarks/run.py            # full sizes (a few minutes)
 python benchmarks/run.py --quick    # small sizes: checks that everything runs
@@ -19,6 +19,7 @@ import bench_fused  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_layouts  # noqa: E402
 import bench_op_work  # noqa: E402
+import bench_ops  # noqa: E402
 import bench_programs  # noqa: E402
 import bench_reductions  # noqa: E402
 import bench_tier  # noqa: E402
@@ -56,6 +57,8 @@ def main(argv=None) -> None:
     bench_op_work.main(quick)
     print()
     bench_reductions.main(quick)
+    print()
+    bench_ops.main(quick)
 
 
 if __name__ == "__main__":
