@@ -11,14 +11,13 @@ and the library's agree: no cast runs), float16/bfloat16 excluded. Floating-poin
 warnings are ignored, as the kernels raise none. The result is laid out as the general path
 lays it out (``order.allocate_for``), and gets the same leaf key.
 
-Not where the kernels would run on threads, estimated faster than one core (from
-``serial_threshold`` elements, where ``cost.threads_pay``):
-numpy's ufunc runs on one. Below that it is the serial kernel's equal, for less overhead
-(``(x - y).eval()`` of 262k float32: the kernels' 157 us, numpy's 137). The decision is
-made once per root key (the key fixes the op, dtypes, views and storage kinds of every
-leaf); per call only the storage sizes are checked (a view over a prefix of a longer
-storage has the same key). ``ENABLED`` turns the path off (the kernel tests);
-``STATS["direct"]`` counts the evaluations it answered.
+Not where the kernels would run on threads (from ``serial_threshold`` elements, where
+``cost.threads_pay``): numpy's ufunc runs on one core. Elsewhere it is the serial
+kernel's equal for less overhead (``(x - y).eval()`` of 262k float32: the kernels' 157
+us, numpy's 137). The decision is made once per root key (the key fixes the op, dtypes,
+views and storage kinds of every leaf); per call only the storage sizes are checked (a
+view over a prefix of a longer storage has the same key). ``ENABLED`` turns the path off
+(the kernel tests); ``STATS["direct"]`` counts the evaluations it answered.
 """
 
 from __future__ import annotations
