@@ -258,8 +258,8 @@ def threads_save(seconds: tuple[float, float, float], threads: int) -> float:
     launch's cost): its work is shared out, and its bytes but those in the calling core's
     own cache, which another core reads no faster than the caller. Measured
     (``benchmarks/bench_threads.py``, 2 cores): ``x - y`` of 262k float32 (3 MiB) ran
-    140-160 us serial and 196-241 us on two threads; at 6 MiB the two were even; a max of
-    8 MiB ran 452 us on two threads, 483 us on one."""
+    140-160 us serial and 196-241 us on two threads; from 6 MiB two threads were faster
+    (a max of 8 MiB on fresh arrays: 370-406 us on two, 530-541 on one)."""
     work, data, private = seconds
     stay = data * private
     return max(work, data) - max(work / threads, stay + (data - stay) / threads)
