@@ -360,6 +360,8 @@ def derived_leaf(leaf: Leaf, view: View, step: tuple, writeable: bool | None = N
     memo = (leaf.key, id(view))
     hit = _DERIVED.get(memo)
     if hit is not None and hit[0] is view:
+        # ``Leaf.fresh``'s fields inline, as ``engine.direct`` does: calling it and setting
+        # three fields again cost 0.25 us of a 2.6 us broadcast (two derived leaves)
         new = _new_node(Leaf)
         new.data, new.view, new.shape, new.dtype = leaf.data, view, view.shape, leaf.dtype
         new.writeable, new.origin, new.tag, new.key = w, (leaf, step), leaf.tag, hit[1]
