@@ -57,6 +57,8 @@ ORDER = [
     "kernels.mathlib",
     "kernels.tier_loops",
     "kernels.tier_math",
+    "kernels.scan_loops",
+    "kernels.scans",
     "kernels.cpu_parts",
     "kernels.cpu_normalize",
     "kernels.cpu",

@@ -34,13 +34,16 @@ class KernelInfo:
     operations (loop iterations times the ops of its body; 2*M*N*K for a BLAS call).
     """
 
-    kind: str  # "elementwise", "reduction", "blas" or "numpy" (a numpy call)
+    # "elementwise", "reduction", "blas", "numpy" (a numpy call) or "scan" (a running sum
+    # or product by a compiled loop, ``kernels.scans``)
+    kind: str
     computes: str  # what it is for: the result, a temporary, an assignment...
     writes: str  # "destination", "result" or "temporary #i"
     loops: tuple  # ((length, label), ...) outermost first, after dropping and merging dims
     operands: int  # arrays read
     order_from: str | None  # which input ("t0", "t1"...) set a fresh output's memory order
-    cache: str  # "in memory", "on disk", "to compile" (the variant that would run), "blas", "numpy"
+    # "in memory", "on disk", "to compile" (the variant that would run), "blas", "numpy", "scan"
+    cache: str
     arg_bytes: int = 0  # bytes of its arguments: each read once, the output written once
     work: int = 0  # element operations
     time_s: float | None = None  # measured seconds per run (``ax.explain(e, timed=True)``)
@@ -153,15 +156,16 @@ def make_plan(
             loops = tuple((n, _name(out_dims, d, "d")) for d, n in enumerate(step.out.view.shape))
             moved = sum(_view_bytes(a.view, a.dtype) for a in step.args)
             moved += _view_bytes(step.out.view, step.out.dtype)
+            kind = "numpy" if step.scan is None else "scan"  # a compiled loop (kernels.scans)
             kernels.append(
                 KernelInfo(
-                    "numpy",
+                    kind,
                     step.why,
                     writes,
                     loops,
                     len(step.args),
                     None,
-                    "numpy",
+                    kind,
                     moved,
                     int(np.prod(step.out.view.shape)),
                     **_estimate(step),

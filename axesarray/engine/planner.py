@@ -37,6 +37,7 @@ from ..core.ops import OPS
 from ..core.strided import View, contiguous, merge_dims, remap_view, split_dim
 from ..dag.nodes import Leaf, Node, walk
 from ..dag.reshape import merge_order
+from ..kernels import scans
 from ..kernels.ir import KCast, KConcat, KConst, KLeaf, KMap, KPad, KReduce, kernel_nodes, reindex
 from ..kernels.loops import LoopNest, build_loop_nest
 from . import cost
@@ -556,7 +557,9 @@ class _Builder(Normalize):
                 args.append(self.realize(c))
         temp = self.temp(node.shape, node.dtype, tuple(range(node.ndim)))
         self.step_nodes[len(self.steps)] = (node, None)
-        self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, f"{node.name} (numpy)"))
+        scan = scans.plan(node.fn, args[0], temp) if len(args) == 1 else None
+        why = f"{node.name} ({'a compiled scan' if scan else 'numpy'})"
+        self.steps.append(CallStep(node.fn, tuple(args), temp, node.name, why, scan))
         return temp
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dag.nodes import Leaf, Node
+from ..kernels import scans
 from ..kernels.threads import blas_ran, interrupts_held
 from ..storage.devices import Device, host_array
 from ..storage.memory import leaf_array
@@ -100,9 +101,15 @@ def dot_runner(step: DotStep, a, b, out):
 
 def run_call(step: CallStep, params, temps: dict, dst, device: Device) -> None:
     """Evaluate a numpy call on host arrays (device operands are copied to the host) and
-    write its C-order result into the step's temp."""
-    arrays = [host_array(array_of(a.src, params, temps, dst), a.view) for a in step.args]
+    write its C-order result into the step's temp; a running sum or product by its
+    compiled loop when loaded (``kernels.scans``), from the operand's storage straight
+    into the temp's."""
     out = step.out
+    if step.scan is not None and device.is_cpu:
+        x = array_of(step.args[0].src, params, temps, dst)
+        if scans.run(step.scan, x, array_of(out.src, params, temps, dst)):
+            return
+    arrays = [host_array(array_of(a.src, params, temps, dst), a.view) for a in step.args]
     value = call_value(step.fn, step.name, out.view.shape, out.dtype, arrays)
     device.write_host(temps[out.src[1]], value.reshape(-1))
 

@@ -74,13 +74,15 @@ class DotStep:
 class CallStep:
     """``out[...] = fn(*args)`` run by numpy (an ``expr.Call`` node): each operand is a
     leaf (a parameter or a temp) read as an array, the result a C-order temp. Holds no
-    node, so a cached plan keeps no tensor alive."""
+    node, so a cached plan keeps no tensor alive. A running sum or product has its
+    compiled loop's plan in ``scan`` (``kernels.scans``; numpy's call until it is loaded)."""
 
     fn: object
     args: tuple  # KLeaf per operand
     out: KLeaf
     name: str
     why: str = "numpy call"
+    scan: object = None  # kernels.scans.Scan, or None
 
 
 @attrs.define(eq=False)

@@ -32,15 +32,15 @@ from concurrent.futures import CancelledError, Future
 import numpy as np
 
 from ..dag.nodes import Node, walk
-from ..kernels import tier_math
+from ..kernels import scans, tier_math
 from ..kernels.cache_key import on_disk
 from ..kernels.threads import block_interrupts
 from ..options import OPTIONS
 from . import worker
-from .binder import binder
+from .binder import array_of, binder
 from .dispatch import kernel_for, source_for, variant
 from .rewrite import rewrite
-from .schedule import KernelStep, Schedule
+from .schedule import CallStep, KernelStep, Schedule
 from .tier_eval import TIER_REWRITES
 
 __all__ = [
@@ -224,6 +224,13 @@ def compile_schedule(
             warm = getattr(kernel, "warm", None)
             if warm is not None:
                 warm(binder(step)(params, temps, dst))
+    for step in plan.steps:  # the compiled loops of running sums and products
+        if type(step) is CallStep and step.scan is not None:
+            x = array_of(step.args[0].src, params, temps, dst)
+            with _compiler.native if background else contextlib.nullcontext():
+                if background and _compiler.closing:
+                    return
+                scans.load(step.scan, isinstance(x, np.ndarray) and not x.flags.writeable)
     plan.ready = True
     plan.tier_program = None  # the tier's kept evaluation (its slab buffers) is done with
 
