@@ -686,3 +686,36 @@ def test_a_replayed_cross_entropy_over_new_logits_and_labels(monkeypatch):
         assert_close(g, w.numpy())
     same = ax.softmax_cross_entropy(z2, z2, "I")
     assert_close(same, numpy_ce(zn2.astype("float64"), zn2).astype("float32"))
+
+
+def test_a_remembered_slice_is_the_built_view_and_errors_stay(monkeypatch):
+    """``x.isel(T=slice)`` by keyword is remembered by the axes and the slice's bounds: the
+    same axes, maps and leaf a fresh build gives, over a computed value too; a bound that
+    is not an int (a float equal to one, a zero step) is refused on every call."""
+    from axesarray.tensors import indexing
+
+    xn = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    x = ax.tensor(xn, "B T K")
+    y = x * 2
+
+    def cases():
+        return [x.isel(T=slice(1, None)), x.isel(T=slice(None, -1)),
+                x.isel(K=slice(None, None, -2)), y.isel(T=slice(1, 3)),
+                x.isel(T=slice(None))]  # fmt: skip
+
+    want = [xn[:, 1:], xn[:, :-1], xn[:, :, ::-2], 2 * xn[:, 1:3], xn]
+    first = cases()
+    assert indexing._SLICED
+    again = cases()
+    monkeypatch.setattr(indexing, "_SLICED", {})
+    fresh = cases()
+    for a, b, c, w in zip(first, again, fresh, want, strict=True):
+        assert a.axes == b.axes == c.axes and a.axes is not None
+        assert _fields(a.node) == _fields(b.node) == _fields(c.node)
+        assert_close(b, w)
+    assert again[0].axes[1] == ax.Axis("T", 3) and again[4].axes == x.axes
+    for _ in range(2):
+        with pytest.raises(TypeError, match="slice indices must be integers"):
+            x.isel(T=slice(1.0, None))
+        with pytest.raises(ax.AxesError, match="the slice step for axis 'T' is zero"):
+            x.isel(T=slice(None, None, 0))

@@ -54,6 +54,17 @@ def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
     return expr_views.remap(t.node, axes.shape, maps)
 
 
+# (id of the axes, name, start, stop, step) -> (the axes, the view's axes, its maps): an
+# ``isel`` of one slice by keyword, remembered (its axes checked by identity). Bounded.
+_SLICED: dict = {}
+
+
+def _plain_bounds(key: slice) -> bool:
+    """Whether the slice's bounds are ints or None (a float bound equals an int as a key,
+    but ``slice.indices`` refuses it)."""
+    return all(v is None or type(v) is int for v in (key.start, key.stop, key.step))
+
+
 def _is_basic(key) -> bool:
     """A slice or a plain integer (a view); everything else is gathered."""
     if isinstance(key, (TensorBase, list, tuple)):
@@ -392,6 +403,14 @@ class ViewMethods:
         >>> x.isel(C=idx).names, x.isel(C=idx).numpy().tolist()
         (('K', 'L'), [[0, 5], [1, 2]])
         """
+        if indexers is None and len(kwargs) == 1 and self._layout is None:
+            # one slice by keyword (``x.isel(T=slice(1, None))``, a shifted view built each
+            # call): the axes and maps its first build worked out, by the axes' identity
+            ((name, key),) = kwargs.items()
+            if type(key) is slice and _plain_bounds(key):
+                hit = _SLICED.get((id(self._axes), name, key.start, key.stop, key.step))
+                if hit is not None and hit[0] is self._axes:
+                    return self._remapped(hit[1], hit[2])
         ind = dict(indexers or {}, **kwargs)
         for name in ind:
             self.axes.index(name, "isel")
@@ -439,7 +458,19 @@ class ViewMethods:
         if layout is not None:
             # Integers drop their axis from the tag; a cut through blocks marks it partial.
             layout = isel_layout(layout, self.axes, ind)
-        return self._remapped(Axes._trusted(tuple(new_axes)), tuple(maps), layout)
+        axes, maps = Axes._trusted(tuple(new_axes)), tuple(maps)
+        if indexers is None and len(kwargs) == 1 and layout is None:
+            ((name, key),) = kwargs.items()
+            if type(key) is slice and _plain_bounds(key):
+                if len(_SLICED) >= 1024:
+                    _SLICED.clear()
+                # keeps the axes: their id stays theirs
+                _SLICED[(id(self._axes), name, key.start, key.stop, key.step)] = (
+                    self._axes,
+                    axes,
+                    maps,
+                )
+        return self._remapped(axes, maps, layout)
 
     def _gather(self, keys: dict) -> Self:
         """Vectorized indexing: ``keys`` maps axis names to index tensors (or lists, masks).
