@@ -55,6 +55,31 @@ def test_zero_d_tensor_formats_rounds_and_truncates_like_a_float(value):
     assert hit == ("yes" if value < 0.5 else "no")
 
 
+def test_item_reads_the_one_element_wherever_it_sits():
+    """``item``/``float``/``int`` of a computed value, a leaf's view at an offset, a
+    blocked layout, a chunked value and integer and bool dtypes: numpy's Python scalar."""
+    arr = rng.standard_normal((4, 8)).astype(np.float32)
+    x = ax.tensor(arr, "N C")
+    cases = [
+        (x.max(), arr.max()),
+        ((x * 2).sum(), (arr * 2).astype(np.float64).sum()),
+        (x.isel(N=2, C=5), arr[2, 5]),  # a view at offset 21 of the storage
+        (x.isel(N=slice(3, 4), C=slice(7, 8)), arr[3, 7]),
+        (ax.tensor(np.arange(8, dtype=np.int16), "C").isel(C=6), 6),
+        ((x > 100).any(), False),
+    ]
+    for t, want in cases:
+        got = t.item()
+        assert type(got) is type(np.asarray(want).item())
+        assert got == pytest.approx(want, rel=1e-6)
+        assert float(t) == pytest.approx(float(want), rel=1e-6)
+    img = ax.tensor(rng.standard_normal((1, 3, 1, 1)).astype(np.float32), "N C H W")
+    blocked = img.to_layout("NCHW4").isel(C=2)
+    assert blocked.item() == img.numpy()[0, 2, 0, 0]
+    chunked = ax.tensor(arr, "N C").chunk(N=2).sum()
+    assert float(chunked) == pytest.approx(float(arr.astype(np.float64).sum()), rel=1e-5)
+
+
 def test_round_of_a_tensor_with_axes_is_elementwise():
     t, arr = sample((3, 1), "N C")
     assert_close(round(t, 2), np.round(arr, 2))

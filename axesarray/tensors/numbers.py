@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..dag.nodes import Leaf
 from ..errors import AxesError, fmt_axes, iter_hint, message
 from .base import TensorBase
 
@@ -37,7 +40,13 @@ class ScalarMethods:
                     "Reduce or select first",
                 )
             )
-        return self.numpy().reshape(()).item()
+        # ``float(loss)``: the element read from the storage of the (evaluated) leaf, without
+        # ``numpy()``'s host array and reshape (3.5 of 12 us for a full max of 131k floats)
+        value = self if self.layout is not None or self.node.kind == "leaf" else self.eval()
+        leaf = value.node  # a chunked or device value: its ``numpy()`` below
+        if type(leaf) is Leaf and type(leaf.data) is np.ndarray and leaf.view.blocks is None:
+            return leaf.data[leaf.view.offset].item()
+        return value.numpy().reshape(()).item()
 
     def __format__(self, spec: str) -> str:
         """``f"{loss:.4f}"``: a one-element tensor formats as its value; an empty
