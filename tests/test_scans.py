@@ -36,12 +36,13 @@ def _kinds(t) -> list[str]:
     st.lists(st.integers(1, 6), min_size=1, max_size=4),
     st.sampled_from(["cumsum", "cumprod"]),
     st.integers(0, 3),
-    st.sampled_from(["whole", "transposed", "sliced"]),
+    st.sampled_from(["whole", "transposed", "sliced", "reversed"]),
     st.integers(0, 2**32 - 1),
 )
 def test_scans_are_numpys_bit_for_bit(dtype, shape, op, at, how, seed):
-    """Any dim of any view (transposed, sliced, a view the dims before or after the scan's
-    do not merge in: numpy's call), sizes 1 and up, against numpy's exact values."""
+    """Any dim of any view (transposed, reversed, sliced, a view the dims before or after
+    the scan's do not merge in: numpy's call), sizes 1 and up, against numpy's exact
+    values."""
     rng = np.random.default_rng(seed)
     a = _values(rng, tuple(shape), dtype)
     names = " ".join("ABCD"[: len(shape)])
@@ -50,6 +51,9 @@ def test_scans_are_numpys_bit_for_bit(dtype, shape, op, at, how, seed):
         t, a = t.transpose(*reversed(t.names)), a.transpose()
     elif how == "sliced" and shape[0] > 1:
         t, a = t.isel(A=slice(None, None, 2)), a[::2]
+    elif how == "reversed":  # negative strides (a gradient's flipped running sum)
+        last = t.names[-1]
+        t, a = t.isel({last: slice(None, None, -1)}), a[..., ::-1]
     name = t.names[at % t.ndim]
     with ax.set_options(tiered=False):
         before = scans.STATS["scans"]
