@@ -40,9 +40,9 @@ _INNER_MIN = 8  # an inner dim this long vectorizes: ``scan_inner``, else ``scan
 
 @attrs.frozen
 class Scan:
-    """A planned running sum or product: ``loop`` of ``scan_loops`` with ``args``
-    ((input offset, outer, along and inner strides), output offset, (outer, along, inner
-    lengths))."""
+    """A planned running sum or product: ``loop`` of ``scan_loops`` over the input read at
+    ``x_at`` (its offset, then its outer, along and inner strides, in elements) into the
+    output from ``out_at``, ``lengths`` (outer, along, inner) elements."""
 
     prod: bool
     loop: str  # "scan_inner" or "scan_rows"

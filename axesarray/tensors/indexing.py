@@ -459,7 +459,7 @@ class ViewMethods:
             # Integers drop their axis from the tag; a cut through blocks marks it partial.
             layout = isel_layout(layout, self.axes, ind)
         axes, maps = Axes._trusted(tuple(new_axes)), tuple(maps)
-        if indexers is None and len(kwargs) == 1 and layout is None:
+        if indexers is None and len(kwargs) == 1 and self._layout is None:
             ((name, key),) = kwargs.items()
             if type(key) is slice and _plain_bounds(key):
                 if len(_SLICED) >= 1024:
