@@ -719,3 +719,34 @@ def test_a_remembered_slice_is_the_built_view_and_errors_stay(monkeypatch):
             x.isel(T=slice(1.0, None))
         with pytest.raises(ax.AxesError, match="the slice step for axis 'T' is zero"):
             x.isel(T=slice(None, None, 0))
+
+
+def test_a_map_over_casts_is_remembered_by_the_casts_keys(monkeypatch):
+    """``x32 / n64`` (numpy promotes both to float64) built again makes no Cast and no Map
+    by their constructors: the same keys, params and fields as a fresh build, the leaf
+    ``x / x64`` reads twice seen as shared."""
+    from axesarray.dag import build
+
+    xn = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    nn = np.array([2, 4], np.int64)
+    x, n = ax.tensor(xn, "B D"), ax.tensor(nn, "B")
+    x64 = x.astype("float64")
+
+    def cases():
+        return [x / n, n * x, x / x64, (x / n) / n]
+
+    want = [xn / nn[:, None], nn[:, None] * xn, xn / xn.astype(np.float64),
+            xn / nn[:, None] / nn[:, None]]  # fmt: skip
+    first = [_fields(t.node) for t in cases()]
+    monkeypatch.setattr(Map, "__init__", _no_map)
+    monkeypatch.setattr(nodes.Cast, "__init__", _no_map)
+    again = cases()
+    monkeypatch.undo()
+    assert build._CASTS
+    monkeypatch.setattr(build, "_CASTS", {})
+    monkeypatch.setattr(build, "_BUILT", {})
+    fresh = [_fields(t.node) for t in cases()]
+    assert [_fields(t.node) for t in again] == fresh == first
+    for t, w in zip(again, want, strict=True):
+        assert t.dtype == np.float64
+        assert_close(t, w)

@@ -44,7 +44,26 @@ def cast(node: Node, dtype: np.dtype) -> Node:
         if COUNTS and node in COUNTS:  # a mean's count: the cast follows it
             counted(out, node, lambda n: np.array(n).astype(dtype)[()])
         return out
-    return Cast(node, dtype)
+    try:
+        memo = (node.known_key, dtype)
+    except AttributeError:  # a lazy operand: built as it is
+        return Cast(node, dtype)
+    key = _CASTS.get(memo)
+    if key is not None:  # ``Cast.__init__``'s fields, its key remembered
+        out = _new(Cast)
+        out.children, out.shape, out.dtype, out.key = (node,), node.shape, dtype, key
+        out.params = node.params
+        return out
+    out = Cast(node, dtype)
+    if not lazy(out):
+        if len(_CASTS) >= _MEMO_MAX:
+            _CASTS.clear()
+        _CASTS[memo] = out.key
+    return out
+
+
+# (node key, dtype) -> the key of its Cast (not lazy: see ``nodes.LAZY_PARAMS``). Bounded.
+_CASTS: dict = {}
 
 
 # (op, operand types) -> (loop dtypes, result dtype); types are dtypes or weak Python types.
@@ -218,6 +237,11 @@ def map2(op: str, a: Node, b: Node) -> Node:
         b = cast(b, lb)
     if type(a) is Const and type(b) is Const:
         return _folded(op, [a, b], out, a.shape)
+    # ``x32 / n64`` built each call: the Map over the casts is remembered by their keys
+    # (the call below finds no cast left to make: it does not come back here)
+    plain = type(a) is not Const is not type(b) and a.dtype is la and b.dtype is lb
+    if memo is not None and plain:
+        return map2(op, a, b)
     return Map(op, (a, b), out)
 
 
