@@ -750,3 +750,42 @@ def test_a_map_over_casts_is_remembered_by_the_casts_keys(monkeypatch):
     for t, w in zip(again, want, strict=True):
         assert t.dtype == np.float64
         assert_close(t, w)
+
+
+def test_where_built_each_call_is_remembered_with_its_scalars(monkeypatch):
+    """``ax.where(mask, x, 0.0)`` (three operands) built again: the same key, params and
+    fields as a fresh build, the scalar's shared Const; -0.0 and 0.0 stay apart, NaN is
+    never found, and an int the dtype cannot hold is refused on every build."""
+    from axesarray.dag import build
+
+    xn = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]], np.float32)
+    x = ax.tensor(xn, "B T")
+    pos = ax.arange(ax.Axis("T", 3))
+    lens = ax.tensor(np.array([1, 3]), "B")
+    i8 = ax.tensor(np.array([[1, 2, 3], [4, 5, 6]], np.int8), "B T")
+
+    def cases():
+        m = pos < lens
+        return [ax.where(m, x, 0.0), ax.where(m, x, -0.0), ax.where(m, 1.0, x),
+                ax.where(m, x, x * 2), ax.where(m, i8, 7)]  # fmt: skip
+
+    mn = np.arange(3)[None, :] < np.array([1, 3])[:, None]
+    want = [np.where(mn, xn, 0), np.where(mn, xn, -0.0), np.where(mn, 1, xn),
+            np.where(mn, xn, xn * 2), np.where(mn, i8.numpy(), 7)]  # fmt: skip
+    first = [_fields(t.node) for t in cases()]
+    assert any(k[0] == "n" for k in build._BUILT if type(k) is tuple)
+    monkeypatch.setattr(build, "_operand", _no_map)  # a remembered build casts nothing
+    again = cases()
+    monkeypatch.undo()
+    monkeypatch.setattr(build, "_BUILT", {})
+    fresh = [_fields(t.node) for t in cases()]
+    assert [_fields(t.node) for t in again] == fresh == first
+    assert again[0].node.key != again[1].node.key  # 0.0 and -0.0: two constants
+    got = [t.transpose("B", "T").numpy() for t in again]  # (pos < lens) is T B
+    assert np.signbit(got[1][0, 1]) and not np.signbit(got[0][0, 1])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    for _ in range(2):
+        assert np.isnan(ax.where(pos < lens, x, float("nan")).transpose("B", "T").numpy()[0, 1])
+        with pytest.raises(OverflowError, match="300"):
+            ax.where(pos < lens, i8, 300)

@@ -362,6 +362,13 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
     for every operator a user writes, so it avoids all work a cache can do.
     """
     opname = opname or op
+    memo = _nary_memo(op, args) if len(args) > 2 else None
+    if memo is not None:
+        hit = _BUILT.get(memo)
+        if hit is not None:  # no cast to make; each scalar's shared Const, remembered
+            out, consts = hit
+            kids = tuple(a if c is None else c for a, c in zip(args, consts, strict=True))
+            return Map(op, kids, out)
     if any(isinstance(a, Node) and a.dtype.kind == "V" for a in args):
         return _bf16(op, args, shape, opname)
     if op in COMPARISONS:
@@ -392,7 +399,22 @@ def map_op(op: str, args: tuple, shape: tuple[int, ...], opname: str | None = No
     nodes = [_operand(a, dt, shape, opname) for a, dt in zip(args, loop, strict=True)]
     if all(type(n) is Const for n in nodes):
         return _folded(op, nodes, out, shape)
+    pairs = tuple(zip(args, nodes, strict=True))
+    if memo is not None and all(n is a for a, n in pairs if isinstance(a, Node)):
+        _remember(memo, (out, tuple(None if isinstance(a, Node) else n for a, n in pairs)))
     return Map(op, tuple(nodes), out)
+
+
+def _nary_memo(op: str, args: tuple) -> tuple | None:
+    """``map_op``'s memo key for three or more operands (``where(m, x, 0.0)`` built each
+    call): the nodes' keys and the scalars (zeros by repr: -0.0 is not 0.0; NaN equals
+    nothing, so it is never found), or None for a lazy operand."""
+    try:
+        return ("n", op) + tuple(
+            a.known_key if isinstance(a, Node) else (type(a), a if a else repr(a)) for a in args
+        )
+    except AttributeError:
+        return None
 
 
 _MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}

@@ -130,9 +130,19 @@ def _spreads(memo: dict, shape: tuple[int, ...], maps: tuple) -> bool:
 
 
 def _broadcasts(shape: tuple[int, ...], maps: tuple) -> bool:
-    """Whether a remap spreads its input along a result dim of length > 1 it does not read."""
-    used = {src for src, _, _ in maps if src >= 0}
-    return any(n > 1 and d not in used for d, n in enumerate(shape))
+    """Whether a remap spreads its input along a result dim of length > 1 it does not read
+    (remembered: a broadcast built each call asks again)."""
+    hit = _SPREADS.get((shape, maps))
+    if hit is None:
+        used = {src for src, _, _ in maps if src >= 0}
+        hit = any(n > 1 and d not in used for d, n in enumerate(shape))
+        if len(_SPREADS) >= 1024:
+            _SPREADS.clear()
+        _SPREADS[(shape, maps)] = hit
+    return hit
+
+
+_SPREADS: dict = {}  # (shape, maps) -> ``_broadcasts``. Bounded.
 
 
 def _costly(node: Node) -> bool:
