@@ -519,19 +519,25 @@ def test_remembered_views_and_kept_values_are_the_built_ones(monkeypatch):
     def cases():
         mu = x.mean("I")  # kept whole (a division) under the broadcast back over I
         s = ax.sqrt((x * x).sum("I") + 1e-5)
-        return [x * b, b + x, x - mu, x / s, ro * b, x64 * b]
+        h = ax.maximum(x.sum("I") + 1.0, 0.0)  # cheap: pushed down to the sum, kept there
+        return [x * b, b + x, x - mu, x / s, ro * b, x64 * b, h * b]
 
     want = [xn[:, :, None] * bn, bn[:, None, None] + xn, xn - xn.mean(1, keepdims=True),
             xn / np.sqrt((xn * xn).sum(1, keepdims=True) + np.float32(1e-5)),
-            xn[:, :, None] * bn, xn.astype(np.float64)[:, :, None] * bn]  # fmt: skip
+            xn[:, :, None] * bn, xn.astype(np.float64)[:, :, None] * bn,
+            np.maximum(xn.sum(1) + 1, 0)[:, None] * bn]  # fmt: skip
     first = [_fields(t.node) for t in cases()]
+    monkeypatch.setattr(nodes.Remap, "__init__", _no_map)  # every Remap's key remembered
     again = cases()  # from the memos now
+    monkeypatch.undo()
     assert nodes._DERIVED and views._WHOLE
     monkeypatch.setattr(nodes, "_DERIVED", {})
     monkeypatch.setattr(views, "_WHOLE", {})
     fresh = [_fields(t.node) for t in cases()]
     assert [_fields(t.node) for t in again] == fresh == first
     assert isinstance(again[2].node.children[1], nodes.Remap)  # the mean, kept whole
+    add = again[6].node.children[0].children[0]  # maximum(add(Remap(sum), 1.0), 0.0) * b
+    assert isinstance(add.children[0], nodes.Remap) and add.children[0].children[0].op == "sum"
     assert again[4].node.key != again[0].node.key != again[5].node.key
     assert not again[4].node.children[0].writeable and again[0].node.children[0].writeable
     for t, w in zip(again, want, strict=True):

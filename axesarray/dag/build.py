@@ -92,13 +92,13 @@ _MEMO_MAX = 4096
 
 
 def _const(a, dt: np.dtype, shape: tuple) -> Const:
-    """A Python scalar as a (shared) Const; zeros are told apart by repr (-0.0, False).
+    """A Python scalar as a (shared) Const; zeros are told apart by their bytes (-0.0).
 
     Keyed by the stored value (``dt.type(a)``), so a Const rebuilt by a view
     (``dag.views.remap``) back at the original shape is the original node: a structure
     built twice then reads the same parameter, and the planner computes it once."""
     v = dt.type(a)
-    k = (dt, shape, v) if v != 0 else (dt, shape, repr(v))
+    k = (dt, shape, v) if v != 0 else (dt, shape, v.tobytes())  # bytes: cheaper than repr
     hit = _CONSTS.get(k)
     if hit is None:
         if len(_CONSTS) >= _MEMO_MAX:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..core.ops import OPS
 from ..core.strided import merge_dims, remap_view, split_dim
 from .build import _const, rebuilt_map
-from .nodes import Const, Leaf, Node, Remap, derived_leaf
+from .nodes import Const, Leaf, Node, Remap, derived_leaf, lazy
 from .resize import COUNTS, counted
 
 __all__ = ["remap", "transform_views", "compose_maps"]
@@ -77,16 +77,34 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     elif kind in _ELEMENTWISE and _spreads(memo, shape, maps) and _costly(node):
         # A computed value spread along a new axis: keep it whole so the engine computes it
         # once and broadcasts the result, instead of recomputing it per element.
-        out = Remap(node, shape, maps)
+        out = _kept(node, shape, maps)
     elif kind in _ELEMENTWISE:
         kids = tuple(remap(c, shape, maps, memo) for c in node.children)
         out = rebuilt_map(node, kids) if kind == "map" else node.rebuild(kids)
     elif kind == "remap":
         out = remap(node.arg, shape, compose_maps(node.maps, maps))
     else:
-        out = Remap(node, shape, maps)
+        out = _kept(node, shape, maps)
     memo[id(node)] = out
     if _memo is None and type(out) is Remap and out.children[0] is node:
+        _remember_whole(node, shape, maps, out)
+    return out
+
+
+def _kept(node: Node, shape: tuple, maps: tuple) -> Remap:
+    """``Remap(node, shape, maps)``, its key from ``_WHOLE`` when known (a value kept whole
+    inside a remap pushed down an expression built each call: a dot under a broadcast)."""
+    try:
+        hit = _WHOLE.get((node.known_key, id(maps)))
+    except AttributeError:  # a lazy node
+        hit = None
+    if hit is not None and hit[0] is maps and hit[1] == shape:
+        out = _new(Remap)
+        out.children, out.maps, out.shape, out.dtype = (node,), maps, shape, node.dtype
+        out.key, out.params = hit[2], node.params
+        return out
+    out = Remap(node, shape, maps)
+    if not lazy(out):
         _remember_whole(node, shape, maps, out)
     return out
 
