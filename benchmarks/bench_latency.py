@@ -300,8 +300,9 @@ def bench_build_formulas(table: Rows, batches: int) -> None:
     pos = ax.tensor(np.arange(128), "T")
     lens = ax.tensor(rng.integers(1, 128, 8), "B")
 
-    def anew():
-        functional._RECIPES.clear()
+    def anew():  # the softmax's recipes only: the other rows' stay replayed
+        for key in [k for k in functional._RECIPES if k[0] == "softmax"]:
+            del functional._RECIPES[key]
         return ax.softmax(x, "K")
 
     def by_hand():
