@@ -19,6 +19,7 @@ __all__ = [
     "as_dtype",
     "ufunc_dtypes",
     "reduce_dtype",
+    "scan_dtype",
     "check_weak_scalar",
     "can_assign",
     "is_weak",
@@ -154,6 +155,17 @@ def reduce_dtype(op: str, dtype: np.dtype) -> np.dtype:
     (dtype('int64'), dtype('int8'))
     """
     return np.asarray(REDUCERS[op](np.zeros(1, dtype))).dtype
+
+
+@lru_cache(maxsize=1024)
+def scan_dtype(func, dtype: np.dtype) -> np.dtype:
+    """Result dtype of a running ``func`` (``np.cumsum``, ``np.cumprod``), as numpy gives it
+    (int8 sums in int64, bool in int64, floats keep theirs).
+
+    >>> scan_dtype(np.cumsum, np.dtype("int8")), scan_dtype(np.cumsum, np.dtype("float32"))
+    (dtype('int64'), dtype('float32'))
+    """
+    return func(np.zeros(1, dtype)).dtype
 
 
 def check_weak_scalar(value, dtype: np.dtype, op: str) -> None:

@@ -44,16 +44,8 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     if _memo is None:
         if type(node) is Leaf:  # a leaf alone (a broadcast operand)
             return _leaf_remap(node, shape, maps)
-        try:
-            hit = _WHOLE.get((node.known_key, id(maps)))
-        except AttributeError:  # a lazy node: worked out below
-            hit = None
-        if hit is not None and hit[0] is maps and hit[1] == shape:
-            # a computed value kept whole as before (``x - x.mean(K)`` built each call):
-            # the Remap below, its key remembered
-            out = _new(Remap)
-            out.children, out.maps, out.shape, out.dtype = (node,), maps, shape, node.dtype
-            out.key, out.params = hit[2], node.params
+        out = _remembered(node, shape, maps)
+        if out is not None:  # kept whole as before (``x - x.mean(K)`` built each call)
             return out
     if (
         node.kind != "leaf"
@@ -86,35 +78,36 @@ def remap(node: Node, shape: tuple[int, ...], maps: tuple, _memo: dict | None = 
     else:
         out = _kept(node, shape, maps)
     memo[id(node)] = out
-    if _memo is None and type(out) is Remap and out.children[0] is node:
-        _remember_whole(node, shape, maps, out)
+    return out
+
+
+def _remembered(node: Node, shape: tuple, maps: tuple) -> Remap | None:
+    """``Remap(node, shape, maps)`` when ``_WHOLE`` knows its key, else None."""
+    try:
+        hit = _WHOLE.get((node.known_key, id(maps)))
+    except AttributeError:  # a lazy node
+        return None
+    if hit is None or hit[0] is not maps or hit[1] != shape:
+        return None
+    out = _new(Remap)
+    out.children, out.maps, out.shape, out.dtype = (node,), maps, shape, node.dtype
+    out.key, out.params = hit[2], node.params
     return out
 
 
 def _kept(node: Node, shape: tuple, maps: tuple) -> Remap:
-    """``Remap(node, shape, maps)``, its key from ``_WHOLE`` when known (a value kept whole
-    inside a remap pushed down an expression built each call: a dot under a broadcast)."""
-    try:
-        hit = _WHOLE.get((node.known_key, id(maps)))
-    except AttributeError:  # a lazy node
-        hit = None
-    if hit is not None and hit[0] is maps and hit[1] == shape:
-        out = _new(Remap)
-        out.children, out.maps, out.shape, out.dtype = (node,), maps, shape, node.dtype
-        out.key, out.params = hit[2], node.params
-        return out
-    out = Remap(node, shape, maps)
-    if not lazy(out):
-        _remember_whole(node, shape, maps, out)
+    """``Remap(node, shape, maps)``: a value ``remap`` keeps whole (costly, or not
+    elementwise), its key remembered in ``_WHOLE`` by structure (the same for every node
+    of its key): at the top of a remap (``x - x.mean(K)``) or inside one pushed down an
+    expression (the dot under ``h * w2``), built each call."""
+    out = _remembered(node, shape, maps)
+    if out is None:
+        out = Remap(node, shape, maps)
+        if not lazy(out):
+            if len(_WHOLE) >= 1024:
+                _WHOLE.clear()
+            _WHOLE[(node.key, id(maps))] = (maps, shape, out.key)  # keeps ``maps``: its id stays
     return out
-
-
-def _remember_whole(node: Node, shape: tuple, maps: tuple, out: Remap) -> None:
-    """Remember that ``remap`` keeps ``node`` whole under ``maps`` (structure: the same for
-    every node of its key) and the Remap's key."""
-    if len(_WHOLE) >= 1024:
-        _WHOLE.clear()
-    _WHOLE[(node.key, id(maps))] = (maps, shape, out.key)  # keeps ``maps``: its id stays
 
 
 # (node key, id of the maps) -> (the maps, shape, the Remap's key): the computed values

@@ -20,12 +20,11 @@ that may overlap the output. This module imports numba only inside ``load``.
 
 from __future__ import annotations
 
-import functools
-
 import attrs
 import numpy as np
 
-from ..core.strided import contiguous_strides
+from ..core.dtypes import scan_dtype
+from ..core.strided import contiguous_strides, merge_dims
 
 __all__ = ["Scan", "plan", "load", "run", "LOOPS", "STATS"]
 
@@ -53,48 +52,31 @@ class Scan:
     lengths: tuple[int, int, int]
 
 
-@functools.cache
-def _accumulates_to(prod: bool, dtype: np.dtype) -> np.dtype | None:
-    """numpy's result dtype of the scan of ``dtype`` (int8 sums in int64), or None where
-    the loops do not run (float16 rounds each add through float32; complex, objects)."""
-    if dtype.kind not in "biuf" or (dtype.kind == "f" and dtype.itemsize not in (4, 8)):
-        return None
-    return (np.cumprod if prod else np.cumsum)(np.zeros(1, dtype)).dtype
-
-
-def _merged(shape: tuple, strides: tuple) -> tuple[int, int] | None:
-    """(length, stride) of ``shape``'s dims read as one, or None when their strides do not
-    step evenly (length-1 dims read nothing; no dims: one element)."""
-    n, stride = 1, None
-    for length, s in zip(reversed(shape), reversed(strides), strict=True):
-        if length == 1:
-            continue
-        if stride is None:
-            stride = s
-        elif s != stride * n:
-            return None
-        n *= length
-    return n, 1 if stride is None else stride
+def _loops_take(dtype: np.dtype) -> bool:
+    """Bool, integers, float32 and float64 (float16 rounds each add through float32;
+    complex and the rest: numpy's call)."""
+    return dtype.kind in "biu" or (dtype.kind == "f" and dtype.itemsize in (4, 8))
 
 
 def plan(fn, x, out) -> Scan | None:
     """The ``Scan`` of the call ``fn`` from the kernel leaf ``x`` (its one operand) into
     the kernel leaf ``out`` (its C-ordered result), or None: numpy's call."""
-    prod = _FUNCS.get(getattr(fn, "func", None))
-    if prod is None or getattr(fn, "kwargs", None) != ():
+    func = getattr(fn, "func", None)
+    prod = _FUNCS.get(func)
+    if prod is None or getattr(fn, "kwargs", None) != () or not _loops_take(x.dtype):
         return None
-    d = fn.axis
     view, dst = x.view, out.view
     if view.blocks is not None or dst.blocks is not None or 0 in view.shape:
         return None
-    if dst.strides != contiguous_strides(dst.shape) or out.dtype != _accumulates_to(prod, x.dtype):
+    if dst.strides != contiguous_strides(dst.shape) or out.dtype != scan_dtype(func, x.dtype):
         return None
-    before = _merged(view.shape[:d], view.strides[:d])
-    after = _merged(view.shape[d + 1 :], view.strides[d + 1 :])
-    if before is None or after is None:
+    # the dims after the scanned one as one dim, then those before it: (outer, along, inner)
+    d, n = fn.axis, view.ndim
+    after = merge_dims(view, tuple(range(d + 1, n)), d + 1)
+    three = None if after is None else merge_dims(after, tuple(range(d)), 0)
+    if three is None:
         return None
-    (n0, s0), (n2, s2) = before, after
-    n1, s1 = view.shape[d], view.strides[d]
+    (n0, n1, n2), (s0, s1, s2) = three.shape, three.strides
     return Scan(
         prod,
         "scan_inner" if n2 >= _INNER_MIN else "scan_rows",

@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 from ..core.axes import Axes, Axis
+from ..core.dtypes import scan_dtype
 from ..dag import nodes as ex
 from ..errors import AxesError, fmt_axes, message
 
@@ -211,13 +212,6 @@ class Apply:
         return fn(*laid)
 
 
-@functools.cache
-def _scan_dtype(func, dtype: np.dtype) -> np.dtype:
-    """numpy's result dtype of ``func`` (cumsum, cumprod) for ``dtype``: int8 sums in int64,
-    bool in int64, floats keep theirs (remembered: a call of ``func`` costs ~1 us)."""
-    return func(np.zeros(1, dtype)).dtype
-
-
 class CallMethods:
     """Scans and sorts along one named axis (numpy-evaluated ``Call`` nodes)."""
 
@@ -241,7 +235,7 @@ class CallMethods:
         >>> ax.tensor(np.array([1, 2, 3]), "N").cumsum("N").numpy()
         array([1, 3, 6])
         """
-        return self._along(np.cumsum, name, "cumsum", _scan_dtype(np.cumsum, self.dtype))
+        return self._along(np.cumsum, name, "cumsum", scan_dtype(np.cumsum, self.dtype))
 
     def cumprod(self, name=None) -> Self:
         """Running product along the named axis (numpy's dtype).
@@ -250,7 +244,7 @@ class CallMethods:
         >>> ax.tensor(np.array([1, 2, 3, 4]), "N").cumprod("N").numpy()
         array([ 1,  2,  6, 24])
         """
-        return self._along(np.cumprod, name, "cumprod", _scan_dtype(np.cumprod, self.dtype))
+        return self._along(np.cumprod, name, "cumprod", scan_dtype(np.cumprod, self.dtype))
 
     def sort(self, name=None) -> Self:
         """Values sorted along the named axis (NaN last, as numpy).

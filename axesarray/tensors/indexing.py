@@ -59,10 +59,19 @@ def align(t: ViewMethods, axes: Axes, op: str = "align") -> ex.Node:
 _SLICED: dict = {}
 
 
-def _plain_bounds(key: slice) -> bool:
-    """Whether the slice's bounds are ints or None (a float bound equals an int as a key,
-    but ``slice.indices`` refuses it)."""
-    return all(v is None or type(v) is int for v in (key.start, key.stop, key.step))
+def _sliced_key(t, indexers, kwargs: dict) -> tuple | None:
+    """``_SLICED``'s key for ``t.isel(**kwargs)`` of one slice by keyword on a tensor
+    without a layout, whose bounds are ints or None (a float bound equals an int as a key,
+    but ``slice.indices`` refuses it); else None."""
+    if indexers is not None or len(kwargs) != 1 or t._layout is not None:
+        return None
+    ((name, key),) = kwargs.items()
+    if type(key) is not slice:
+        return None
+    bounds = (key.start, key.stop, key.step)
+    if not all(v is None or type(v) is int for v in bounds):
+        return None
+    return (id(t._axes), name) + bounds
 
 
 def _is_basic(key) -> bool:
@@ -403,14 +412,13 @@ class ViewMethods:
         >>> x.isel(C=idx).names, x.isel(C=idx).numpy().tolist()
         (('K', 'L'), [[0, 5], [1, 2]])
         """
-        if indexers is None and len(kwargs) == 1 and self._layout is None:
-            # one slice by keyword (``x.isel(T=slice(1, None))``, a shifted view built each
-            # call): the axes and maps its first build worked out, by the axes' identity
-            ((name, key),) = kwargs.items()
-            if type(key) is slice and _plain_bounds(key):
-                hit = _SLICED.get((id(self._axes), name, key.start, key.stop, key.step))
-                if hit is not None and hit[0] is self._axes:
-                    return self._remapped(hit[1], hit[2])
+        # one slice by keyword (``x.isel(T=slice(1, None))``, a shifted view built each
+        # call): the axes and maps its first build worked out, by the axes' identity
+        memo = _sliced_key(self, indexers, kwargs)
+        if memo is not None:
+            hit = _SLICED.get(memo)
+            if hit is not None and hit[0] is self._axes:
+                return self._remapped(hit[1], hit[2])
         ind = dict(indexers or {}, **kwargs)
         for name in ind:
             self.axes.index(name, "isel")
@@ -459,17 +467,10 @@ class ViewMethods:
             # Integers drop their axis from the tag; a cut through blocks marks it partial.
             layout = isel_layout(layout, self.axes, ind)
         axes, maps = Axes._trusted(tuple(new_axes)), tuple(maps)
-        if indexers is None and len(kwargs) == 1 and self._layout is None:
-            ((name, key),) = kwargs.items()
-            if type(key) is slice and _plain_bounds(key):
-                if len(_SLICED) >= 1024:
-                    _SLICED.clear()
-                # keeps the axes: their id stays theirs
-                _SLICED[(id(self._axes), name, key.start, key.stop, key.step)] = (
-                    self._axes,
-                    axes,
-                    maps,
-                )
+        if memo is not None:
+            if len(_SLICED) >= 1024:
+                _SLICED.clear()
+            _SLICED[memo] = (self._axes, axes, maps)  # keeps the axes: their id stays theirs
         return self._remapped(axes, maps, layout)
 
     def _gather(self, keys: dict) -> Self:
