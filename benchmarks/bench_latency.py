@@ -92,6 +92,8 @@ def bench_small(table: Rows, batches: int) -> None:
         "ax 1/(1+ax.exp(-(a+b))).eval()": lambda: (1 / (1 + ax.exp(-(a + b)))).eval(),
         "ax ax.sigmoid(a+b).eval()": lambda: ax.sigmoid(a + b).eval(),
         "ax out[...] = 1/(1+ax.exp(-(a+b)))": assign_formula,
+        "numpy float(an.max())": lambda: float(an.max()),
+        "ax float(a.max())": lambda: float(a.max()),
     }
     if ne is not None:
         fns["numexpr 1/(1+exp(-(a+b)))"] = lambda: ne.evaluate(
@@ -108,6 +110,7 @@ def bench_small(table: Rows, batches: int) -> None:
     t_add, t_sig = times["numpy a+b"], times["numpy 1/(1+exp(-(a+b)))"]
     for k, t in times.items():
         base = t_add if "a+b" in k and "exp" not in k and "sigmoid" not in k else t_sig
+        base = times["numpy float(an.max())"] if "max()" in k else base
         table.add("1e3 float32, per call", k, t, f"{t / base:.2f}x numpy")
 
 
@@ -255,13 +258,18 @@ def bench_object_model(table: Rows, batches: int) -> None:
 def bench_build(table: Rows, batches: int) -> None:
     """Building (not evaluating) the ops of the MLP workload (bench_workloads.py "MLP"):
     a contraction, a broadcast add to its result, a reduction, and an op on leaves, with
-    its shapes: x (256, 512) "B I", w1 (512, 1024) "I H", b1 (1024,) "H"."""
+    its shapes: x (256, 512) "B I", w1 (512, 1024) "I H", b1 (1024,) "H"; and of the MLP
+    by sums and the masked mean: a computed value broadcast to a new axis (w2 (1024, 256)
+    "H O"), a division casting both operands (n (256,) int64 "B"), a view."""
     rng = np.random.default_rng(8)
     x = ax.tensor(rng.standard_normal((256, 512)).astype(np.float32), "B I")
     w1 = ax.tensor(rng.standard_normal((512, 1024)).astype(np.float32), "I H")
     b1 = ax.tensor(rng.standard_normal(1024).astype(np.float32), "H")
+    w2 = ax.tensor(rng.standard_normal((1024, 256)).astype(np.float32), "H O")
+    n = ax.tensor(rng.integers(1, 9, 256), "B")
     d = ax.dot(x, w1, over="I")
     s = d + b1
+    h = ax.maximum(s, 0)
     from bench_workloads import MlpStep
 
     mlp, mlp_sum = MlpStep(256, 512, 1024, 256), MlpStep(256, 512, 1024, 256, how="sum")
@@ -276,6 +284,9 @@ def bench_build(table: Rows, batches: int) -> None:
             "s.mean()": lambda: s.mean(),
             "x + x": lambda: x + x,
             "x + w1 (a broadcast of leaves)": lambda: x + w1,
+            "h * w2 (h = ax.maximum(s, 0) broadcast)": lambda: h * w2,
+            's.sum("H") / n (n int64: both cast)': lambda: s.sum("H") / n,
+            "x.isel(I=slice(1, None))": lambda: x.isel(I=slice(1, None)),
         },
         batches,
         size=10,

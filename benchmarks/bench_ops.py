@@ -62,6 +62,7 @@ def cases(b: int, t: int, k: int):
             lambda: np.log1p(np.exp(xn)),
         ),
         ("x.cumsum('T')", lambda: x.cumsum("T").eval(), lambda: np.cumsum(xn, axis=1)),
+        ("x.cumsum('K') (last dim)", lambda: x.cumsum("K").eval(), lambda: np.cumsum(xn, axis=2)),
         ("x.astype('float16')", lambda: x.astype("float16").eval(), lambda: xn.astype(np.float16)),
     ]
 
