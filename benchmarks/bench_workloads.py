@@ -780,12 +780,16 @@ def measure(w: Workload, repeat: int, seconds: float = 0.0) -> dict:
         tiers.ANSWER_ALL = False
     ax.set_options(tiered=False)
     w.check()
-    fns = {"axesarray": w.run_ax, "numpy": w.numpy}
+    times = _interleaved({"axesarray": w.run_ax, "numpy": w.numpy}, repeat, seconds)
     if w.torch_fn is not None:
-        # Inference, as the numpy twin: no autograd records (and no global switch, which
-        # would break the autograd benchmark when benchmarks/run.py runs both).
-        fns["torch"] = torch.no_grad()(w.torch_fn)
-    times = _interleaved(fns, repeat, seconds)
+        # torch in a round of its own, beside numpy (as bench_layouts' peers): a call right
+        # after torch's ran slower whoever made it (~1e5 elements: the masked mean 97 ->
+        # 116 us after torch against after numpy, numpy's own 136 -> 169), which is no
+        # property of the program measured. Inference, as the numpy twin: no autograd
+        # records (and no global switch, which would break the autograd benchmark when
+        # benchmarks/run.py runs both).
+        peer = torch.no_grad()(w.torch_fn)
+        times["torch"] = _interleaved({"torch": peer, "numpy": w.numpy}, repeat, seconds)["torch"]
     kernels, temps, est = _plan_numbers(w)
     return dict(
         w=w,
@@ -865,7 +869,8 @@ def report(rows: list[dict], bandwidth: float | None = None) -> None:
             f" {r['kernels']:4d} {moved / minb:9.2f} {est:>7} {roof:6.2f}  {'; '.join(notes)}"
         )
     print(
-        "x numpy / x torch: their time / axesarray's (> 1: axesarray faster); 1st call: a"
+        "x numpy / x torch: their time / axesarray's (> 1: axesarray faster; torch timed in a"
+        " round of its own, beside numpy); 1st call: a"
         " never-seen program, default options; tier x np: the numpy tier's steady state (it"
         " answers while kernels compile), numpy's time / its; bytes/min: (minimum + each"
         " temporary written"
