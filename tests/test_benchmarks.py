@@ -88,6 +88,39 @@ def test_the_workload_suite_has_a_mid_size_of_the_same_programs():
     assert all(5e4 <= w.elements() <= 3e5 for w in mid)
 
 
+def test_the_workload_suite_times_torch_in_a_round_of_its_own(monkeypatch):
+    """A call right after torch's runs slower whoever makes it (docs/design.md, "torch in a
+    round of its own"): axesarray is timed beside numpy only, torch beside numpy in another
+    round, and the row's torch time is the one from that round."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_workloads
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rounds = []
+
+    def recorded(fns, repeat, seconds=0.0):
+        rounds.append(sorted(fns))
+        return {k: 1e-3 * (1 + len(rounds)) for k in fns}
+
+    w = bench_workloads.workloads(quick=True)[0]
+    w.torch_fn = lambda: None
+    monkeypatch.setattr(bench_workloads, "_interleaved", recorded)
+    monkeypatch.setattr(bench_workloads, "torch", _NoGrad())
+    row = bench_workloads.measure(w, 1)
+    assert rounds == [["numpy", "tier"], ["axesarray", "numpy"], ["numpy", "torch"]]
+    assert row["times"]["axesarray"] == pytest.approx(3e-3)  # from its round with numpy
+    assert row["times"]["torch"] == pytest.approx(4e-3)  # from torch's own round
+
+
+class _NoGrad:
+    """A stand-in for torch: ``no_grad()`` as a decorator that changes nothing."""
+
+    @staticmethod
+    def no_grad():
+        return lambda fn: fn
+
+
 def test_the_expensive_ops_costs_are_measured_beside_the_table():
     """``bench_op_work.py`` times every op it lists (each an expensive row of the op table)
     and prints the table's weight beside the measure."""
