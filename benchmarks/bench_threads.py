@@ -99,7 +99,16 @@ def _kernel_times(e, out, repeat: int) -> tuple:
     m = round_robin({v: (lambda f=f: f(*args)) for v, f in fns.items()}, repeat)
     saved = threads_save(step_seconds(step), num_threads())
     chosen = variant(step, plan.device, args[0])
-    return serial_seconds(step), saved, m["serial"], m["parallel"], chosen
+    # the parallel variant called back to back (a loop of launches: the helper has just
+    # finished the last one), where the round-robin's calls alternate with serial ones
+    par = fns["parallel"]
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        par(*args)
+        times.append(time.perf_counter() - t0)
+    b2b = statistics.median(times)
+    return serial_seconds(step), saved, m["serial"], m["parallel"], b2b, chosen
 
 
 def _cases():
@@ -126,21 +135,24 @@ def bench_kernels(repeat: int) -> None:
     print(f"\nkernels, serial vs parallel variant ({num_threads()} threads, median us):")
     print(
         f"  {'kernel':<28} {'est 1 core':>10} {'est saved':>9} {'serial':>8} {'parallel':>8}"
-        "  chosen   best"
+        f" {'b2b':>8}  chosen   best"
     )
-    pairs = []
+    pairs, b2b_pairs = [], []
     for name, e, out in _cases():
-        est, saved, ser, par, chosen = _kernel_times(e, out, repeat)
+        est, saved, ser, par, b2b, chosen = _kernel_times(e, out, repeat)
         best = "serial" if ser <= par else "parallel"
         pairs.append((ser, par))
+        b2b_pairs.append((ser, b2b))
         print(
             f"  {name:<28} {est * 1e6:10.1f} {saved * 1e6:9.1f} {ser * 1e6:8.1f} {par * 1e6:8.1f}"
-            f"  {chosen:<8} {best}"
+            f" {b2b * 1e6:8.1f}  {chosen:<8} {best}"
         )
+    print("  (b2b: the parallel variant called back to back, not alternating with serial)")
     _launch_fit(pairs)
+    _launch_fit(b2b_pairs, "back to back")
 
 
-def _launch_fit(pairs: list) -> None:
+def _launch_fit(pairs: list, label: str = "") -> None:
     """The line ``parallel = a * serial + b`` through the rows whose serial time is under
     2 ms (least squares): ``b`` is what a parallel run costs beyond its share (waking the
     helpers, handing ranges over), ``a`` the share; threads pay from ``b / (1 - a)`` of
@@ -153,13 +165,14 @@ def _launch_fit(pairs: list) -> None:
     ms, mp = statistics.fmean(s for s, _ in pts), statistics.fmean(p for _, p in pts)
     a = sum((s - ms) * (p - mp) for s, p in pts) / sum((s - ms) ** 2 for s, _ in pts)
     b = mp - a * ms
+    fit = f"fit ({label})" if label else "fit"
     if not 0 < a < 1:
-        print(f"  fit: parallel = {a:.2f} x serial + {b * 1e6:.0f} us (threads never pay)")
+        print(f"  {fit}: parallel = {a:.2f} x serial + {b * 1e6:.0f} us (threads never pay)")
         return
     even = b / (1 - a)
     threads = num_threads()
     print(
-        f"  fit: parallel = {a:.2f} x serial + {b * 1e6:.0f} us: threads pay from "
+        f"  {fit}: parallel = {a:.2f} x serial + {b * 1e6:.0f} us: threads pay from "
         f"{even * 1e6:.0f} us of one-core time, LAUNCH_SECONDS = "
         f"{even * (1 - 1 / threads) * 1e6:.0f} us (cost.LAUNCH_SECONDS: "
         f"{LAUNCH_SECONDS * 1e6:.0f} us)"

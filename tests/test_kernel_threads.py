@@ -58,12 +58,13 @@ def _source(e, kind):
 def test_a_parallel_kernel_is_compiled_serial_over_a_range():
     a = ax.zeros((ax.Axis("R", 300), ax.Axis("K", 5)), "float32")
     src = _source(a.sum("K"), "parallel")
-    assert "def part(jlo, jhi, " in src and "parallel=False" in src
-    assert "run_parts(part, n0, " in src and "prange(" not in src.split("def part", 1)[1]
+    assert "def part(sync, jlo, jhi, " in src and "parallel=False" in src
+    assert "run_claimed(part, n0, " in src and "prange(" not in src.split("def part", 1)[1]
+    assert "r_ = claim(sync)" in src  # the threads claim the ranges themselves
     # a full reduction: ranges of chunks, then a last call combining them in order
     full = _source(a.sum(), "parallel")
-    assert "def part(jlo, jhi, parts, " in full and "parallel=False" in full
-    assert "part(-1, -1, *args)" in full
+    assert "def part(sync, jlo, jhi, parts, " in full and "parallel=False" in full
+    assert "part(PLAIN, -1, -1, *args)" in full
 
 
 def test_a_parallel_full_reduction_agrees_with_numpy_and_is_deterministic(parallel_kernels):
@@ -197,6 +198,183 @@ def test_a_part_launching_parts_runs_them_itself(three_threads):
     assert not t.is_alive()
     covered = sorted(i for lo, hi, _ in seen for i in range(lo, hi))
     assert covered == list(range(60))
+
+
+# --- claiming launches (run_claimed): the generated kernels' --------------------------------
+
+_CLAIMING = """
+import time
+from numba import njit
+from axesarray.kernels.atomics import NR, PLAIN, claim, claimed_bounds, enter_claims, leave_claims
+
+
+@njit(nogil=True)
+def busy(n):
+    s = 0.0
+    for k in range(n):
+        s += (k % 7) * 0.5
+    return s
+
+
+@njit(nogil=True)
+def part(sync, jlo, jhi, runs, role, work, fail_at):
+{body}
+"""
+
+
+def _claiming_part():
+    """A part of the generated kernels' shape (``cpu._claimed`` over a loop of ``jlo..jhi``):
+    each index counts its runs and records which thread ran it (-1: a plain call), after
+    ``work`` iterations of busy work; index ``fail_at`` raises."""
+    from axesarray.kernels.cpu import _claimed
+
+    loop = [
+        "    for jo in range(jlo, jhi):",
+        "        if jo == fail_at:",
+        "            raise ZeroDivisionError('range failed')",
+        "        runs[jo] += 1 + 0 * busy(work)",
+        "        role[jo] = jhi if sync[NR] else -1",
+    ]
+    ns: dict = {}
+    exec(_CLAIMING.format(body="\n".join(_claimed(loop))), ns)  # noqa: S102 - test source
+    return ns["part"]
+
+
+@pytest.fixture(scope="module")
+def claiming_part():
+    return _claiming_part()
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 7, 1000])
+def test_claimed_ranges_cover_each_index_once(three_threads, claiming_part, count):
+    runs, role = np.zeros(count, np.int64), np.zeros(count, np.int64)
+    threads.run_claimed(claiming_part, count, (runs, role, 20000, -1))
+    assert (runs == 1).all()
+    if count >= 2:  # claimed: by the caller (0) or a helper (1, 2)
+        assert set(role) <= {0, 1, 2}
+
+
+def test_helpers_claim_ranges_once_awake(three_threads, claiming_part):
+    """Busy ranges: the helpers wake while the caller works and take some of them."""
+    roles = set()
+    for _ in range(20):
+        runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
+        threads.run_claimed(claiming_part, 64, (runs, role, 200000, -1))
+        assert (runs == 1).all()
+        roles |= set(role)
+    assert 0 in roles and roles & {1, 2}
+
+
+def test_a_claiming_launch_never_waits_for_a_helper_to_start(three_threads, claiming_part):
+    """With every helper busy, the caller claims every range and returns; a helper that
+    starts later finds none left and touches nothing."""
+    threads.run_claimed(claiming_part, 8, (np.zeros(8, np.int64), np.zeros(8, np.int64), 1, -1))
+    release = threading.Event()
+    stalled = queue.SimpleQueue()
+    for _ in threads._HELPERS:
+        threads._JOBS.put((lambda: release.wait(30) and 0, stalled, None))
+    runs, role = np.zeros(100, np.int64), np.zeros(100, np.int64)
+    try:
+        done = threading.Thread(
+            target=threads.run_claimed, args=(claiming_part, 100, (runs, role, 10, -1))
+        )
+        done.start()
+        done.join(10)
+        assert not done.is_alive()
+        assert (runs == 1).all() and (role == 0).all()
+    finally:
+        release.set()
+    for _ in threads._HELPERS:
+        assert stalled.get(timeout=10) == 0
+    time.sleep(0.05)  # the helpers have run their (late) share of the launch: nothing
+    assert (runs == 1).all()
+
+
+def test_a_failing_claimed_range_raises_in_the_caller_whoever_ran_it(three_threads, claiming_part):
+    for fail_at in (0, 5, 63):
+        runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
+        with pytest.raises(ZeroDivisionError, match="range failed"):
+            threads.run_claimed(claiming_part, 64, (runs, role, 100000, fail_at))
+        assert runs.max() <= 1 and runs[fail_at] == 0  # none twice, the failed one not done
+    runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
+    threads.run_claimed(claiming_part, 64, (runs, role, 1000, -1))  # the helpers still serve
+    assert (runs == 1).all()
+
+
+def test_concurrent_claiming_callers_each_get_their_own_ranges(three_threads, claiming_part):
+    errors, barrier = [], threading.Barrier(3)
+
+    def caller(count):
+        barrier.wait()
+        try:
+            for _ in range(200):
+                runs, role = np.zeros(count, np.int64), np.zeros(count, np.int64)
+                threads.run_claimed(claiming_part, count, (runs, role, 100, -1))
+                assert (runs == 1).all()
+        except Exception as e:  # noqa: BLE001 - reported by the test thread
+            errors.append(e)
+
+    users = [threading.Thread(target=caller, args=(n,)) for n in (37, 1000, 5)]
+    for t in users:
+        t.start()
+    for t in users:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in users)
+
+
+def test_a_claiming_launch_from_a_helper_runs_plain(three_threads, claiming_part):
+    """A launch made on a helper thread (a part launching parts) runs its ranges itself."""
+    seen = []
+
+    def outer(lo, hi):
+        for _ in range(lo, hi):
+            runs, role = np.zeros(10, np.int64), np.zeros(10, np.int64)
+            threads.run_claimed(claiming_part, 10, (runs, role, 10, -1))
+            seen.append((runs.tolist(), set(role.tolist())))
+
+    t = threading.Thread(target=run_parts, args=(outer, 6, ()))
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and len(seen) == 6
+    assert all(r == [1] * 10 for r, _ in seen)
+    assert all(roles <= {0, 1, 2, -1} for _, roles in seen)
+
+
+def test_ctrl_c_during_a_claiming_launch_waits_for_the_helpers_ranges():
+    """SIGINT while the caller runs its ranges: it raises KeyboardInterrupt once the
+    helpers are out of theirs (none running after), and the kernel's result is never
+    seen half-written by a later statement."""
+    code = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        import numpy as np
+        from axesarray.kernels import threads
+        import test_kernel_threads as tc
+        threads.num_threads = lambda: 2
+        part = tc._claiming_part()
+        runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
+        threads.run_claimed(part, 8, (runs[:8], role[:8], 1, -1))  # the helper exists
+        runs[:] = 0
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            threads.run_claimed(part, 64, (runs, role, 10_000_000, -1))
+            print("finished")
+        except KeyboardInterrupt:
+            after = runs.copy()
+            time.sleep(0.3)
+            print("raised", bool((runs == after).all()), int(runs.max()))
+        """
+    )
+    root = Path(__file__).resolve().parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(root.parent), str(root)])),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    words = out.stdout.split()
+    assert words[0] in ("raised", "finished"), out.stdout
+    if words[0] == "raised":  # nothing ran after the caller raised; nothing twice
+        assert words[1:] == ["True", "1"] or words[1:] == ["True", "0"], out.stdout
 
 
 def _child(code: str) -> subprocess.CompletedProcess:

@@ -47,6 +47,7 @@ ORDER = [
     "kernels.ir",
     "kernels.scalar",
     "kernels.lower",
+    "kernels.atomics",
     "kernels.threads",
     "kernels.repack.plan",
     "kernels.repack.simd",

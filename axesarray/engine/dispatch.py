@@ -40,7 +40,7 @@ _KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 _MATHLIB = hashlib.sha256(
     b"".join(
         (_KERNELS_DIR / name).read_bytes()
-        for name in ("mathlib.py", "repack/simd.py", "repack/plan.py")
+        for name in ("mathlib.py", "atomics.py", "repack/simd.py", "repack/plan.py")
     )
 ).hexdigest()[:12]
 # Outputs at least this big are written with streaming (non-temporal) stores when their

@@ -48,7 +48,8 @@ from numba import njit, prange
 from axesarray.kernels.mathlib import *
 from axesarray.kernels.mathlib import f16_to_f32, f32_to_f16, store_fence, stream_out
 from axesarray.kernels.mathlib import bf16_to_f32, f32_to_bf16
-from axesarray.kernels.threads import run_parts
+from axesarray.kernels.atomics import NR, PLAIN, claim, claimed_bounds, enter_claims, leave_claims
+from axesarray.kernels.threads import run_claimed
 
 @njit(inline="always")
 def R16(x):
@@ -610,11 +611,12 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
     """Module source defining ``kernel(*args)`` for ``low``. ``variant``: "serial",
     "parallel" or "stream" (parallel, big outputs written with streaming stores).
 
-    A parallel kernel is compiled serial as ``part(jlo, jhi, *args)`` over a range of its
-    outer loop, and ``kernel`` runs ranges on threads (``kernels/threads.py``): numba's
-    ``prange`` costs 3-4x the compile time. A full reduction's ranges are of chunks whose
-    partial results go to arrays the caller makes; a last call ``part(-1, -1, ...)``
-    combines them in order."""
+    A parallel kernel is compiled serial as ``part(sync, jlo, jhi, *args)``, and
+    ``kernel`` runs it on threads (``threads.run_claimed``), each claiming ranges of the
+    outer loop from ``sync`` (``_claimed``); a plain call (``atomics.PLAIN``) runs
+    ``jlo..jhi`` once. numba's ``prange`` costs 3-4x the compile time. A full reduction's
+    ranges are of chunks whose partial results go to arrays the caller makes; a last call
+    ``part(PLAIN, -1, -1, ...)`` combines them in order."""
     parallel = variant != "serial"
     src = _Src(split=parallel)
     low.inlined = {}  # inline variants used so far by this source (ops.Code.inline)
@@ -635,12 +637,44 @@ def cpu_source(low: Lowered, variant: str, version: str, mathlib: str) -> str:
         out += [f"def kernel({names}):", "    wide_vectors()", *src.lines]
         return "\n".join(out) + "\n"
     args = ", ".join([*src.extra, *low.names])
-    out += [f"def part(jlo, jhi, {args}):", "    wide_vectors()", *src.lines, "", ""]
+    out += [f"def part(sync, jlo, jhi, {args}):", "    wide_vectors()", *_claimed(src.lines)]
+    out += ["", ""]
     # part's arguments for a call with the kernel's (also read by Kernel.warm)
     out += [f"def part_args({names}):", *("    " + line for line in src.prelude)]
-    out += [f"    return (0, 0, {args})", "", ""]
-    out += [f"def kernel({names}):", f"    args = part_args({names})[2:]"]
-    out.append(f"    run_parts(part, {src.count}, args)")
+    out += [f"    return (PLAIN, 0, 0, {args})", "", ""]
+    out += [f"def kernel({names}):", f"    args = part_args({names})[3:]"]
+    out.append(f"    run_claimed(part, {src.count}, args)")
     if src.extra:
-        out.append("    part(-1, -1, *args)  # combines the chunks' partial results")
+        out.append("    part(PLAIN, -1, -1, *args)  # combines the chunks' partial results")
     return "\n".join(out) + "\n"
+
+
+def _claimed(lines: list[str]) -> list[str]:
+    """A split kernel's lines with its loop ``for v in range(jlo, jhi):`` run over the
+    ranges the thread claims from ``sync`` (``kernels.atomics``): the lines before the loop
+    (buffers, chunk counts) once per thread, its body per range, the lines after it (a full
+    reduction's combining call, ``jlo < 0``) once. In a claiming call ``jhi`` is the
+    thread's role (0: the caller, ``h``: helper ``h``); in a plain call (``sync[NR] ==
+    0``) the loop runs over ``jlo..jhi`` once."""
+    head = next(i for i, line in enumerate(lines) if line.endswith(" in range(jlo, jhi):"))
+    loop = lines[head]
+    indent = loop[: len(loop) - len(loop.lstrip())]
+    var = loop.strip()[len("for ") :].split(" in ")[0]
+    end = head + 1
+    while end < len(lines) and lines[end].startswith(indent + " "):
+        end += 1
+    body = ["    " + line for line in lines[head + 1 : end]]
+    return [
+        *lines[:head],
+        f"{indent}nr_ = sync[NR]",
+        f"{indent}r_ = enter_claims(sync, jhi) if nr_ else 0",
+        f"{indent}while r_ < max(nr_, 1):",
+        f"{indent}    lo_, hi_ = claimed_bounds(sync, r_, jlo, jhi)",
+        f"{indent}    for {var} in range(lo_, hi_):",
+        *body,
+        f"{indent}    if nr_ == 0:",
+        f"{indent}        break",
+        f"{indent}    r_ = claim(sync)",
+        f"{indent}leave_claims(sync, jhi if nr_ else 0)",
+        *lines[end:],
+    ]

@@ -1,15 +1,18 @@
 """Running a kernel's outer loop on threads: ranges taken in turn by the calling thread
 and a small pool (the kernels release the GIL; ``numba.get_num_threads()`` threads in all).
 
-The parallel CPU kernels are compiled serial, over a range ``jlo..jhi`` of their outer loop
+The parallel CPU kernels are compiled serial, over ranges of their outer loop
 (``kernels/cpu.py``): numba's ``prange`` would compile each kernel's loop body four times
 over (the parfor function and three wrappers, each optimized and turned into machine code
-again), 3-4x the compile time of the serial kernel.
+again), 3-4x the compile time of the serial kernel. A generated kernel's threads claim the
+ranges themselves, inside the kernel (``run_claimed``, ``kernels.atomics``); a Python part
+(the numpy tier's slabs, the repack kernels) takes them in Python (``run_parts``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import queue
@@ -18,8 +21,11 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 __all__ = [
     "run_parts",
+    "run_claimed",
     "num_threads",
     "blas_ran",
     "BLAS_SPIN_SECONDS",
@@ -199,7 +205,9 @@ def _helper() -> None:
                 os.sched_setaffinity(0, mask)
             except OSError:  # the CPU set changed under us (cgroups): leave it to Linux
                 mask = frozenset()
-        done.put(work())
+        result = work()
+        if done is not None:  # (a claiming launch's caller waits on its ``sync``)
+            done.put(result)
         # not kept while waiting for the next job: the job's closure holds what its parts
         # read (a tier's slabs: the inputs), which would stay alive until then
         del work, done
@@ -212,6 +220,73 @@ def _ensure_helpers(n: int) -> None:
             t = threading.Thread(target=_helper, name="axesarray-kernel", daemon=True)
             t.start()
             _HELPERS.append(t.ident)
+
+
+# Ranges per thread of a claiming launch (``run_claimed``): a helper that wakes late takes
+# what is left, in ranges small enough to share out.
+CLAIMED_RANGES_PER_THREAD = 8
+
+
+def run_claimed(part, count: int, args: tuple, threads: int | None = None) -> None:
+    """Run a generated kernel's ``part(sync, jlo, jhi, *args)`` over ``0..count`` on
+    threads (``threads`` in all, the caller included; default ``num_threads()``), each
+    claiming ranges itself (``kernels.atomics``). The caller starts on the ranges at once
+    and never waits for a helper to start: one that wakes late takes the ranges left, or
+    none. The caller's part then waits, outside the GIL, for the ranges the helpers took.
+
+    Against ``run_parts``, whose threads take each range back in Python: no GIL between
+    ranges (a thread asking for it while the other held it slept tens of microseconds),
+    and no wait for the helpers' start or for their reports through a queue."""
+    from . import atomics  # numba's: only a compiled kernel calls this
+
+    if threads is None:
+        threads = num_threads()
+    if _SPIN_UNTIL[0] and time.perf_counter() < _SPIN_UNTIL[0]:
+        threads = max(1, min(threads, _CORES - _BLAS_SPINNERS))
+    if threads == 1 or count < 2 or threading.get_ident() in _HELPERS:
+        part(atomics.PLAIN, 0, count, *args)
+        return
+    helpers = threads - 1
+    ranges = min(count, CLAIMED_RANGES_PER_THREAD * threads)
+    sync = np.zeros(atomics.slots(helpers), np.int64)
+    sync[atomics.NR] = ranges
+    sync[atomics.COUNT] = count
+    if len(_HELPERS) < helpers:
+        _ensure_helpers(helpers)
+    failed: list = []
+    cpu = _GETCPU() if _GETCPU is not None else None
+    for h in range(1, helpers + 1):
+        _JOBS.put((functools.partial(_helper_claims, part, sync, h, args, failed), None, cpu))
+    try:
+        # the part returns once the helpers' ranges are written (``atomics.leave_claims``)
+        part(sync, 0, 0, *args)
+    except BaseException as e:  # noqa: BLE001 - re-raised below, once no range runs
+        # the part failed, or Ctrl-C landed after it: no range starts any more, and the
+        # ones under way end before the caller moves on (a notebook cell's output changing
+        # after its KeyboardInterrupt, otherwise)
+        sync[atomics.NEXT] = ranges
+        failed.insert(0, e)
+        while sync[atomics.BACK + 1 :].any():
+            time.sleep(1e-5)
+    sync[atomics.BACK] = 1
+    if failed:
+        raise failed[0]
+
+
+def _helper_claims(part, sync, h: int, args: tuple, failed: list) -> None:
+    """Helper ``h``'s share of a claiming launch (``run_claimed``)."""
+    from . import atomics
+
+    if sync[atomics.NEXT] >= sync[atomics.NR]:
+        # woken after the caller took every range: nothing to do, and holding the GIL for
+        # the part's call (~5 us) could keep the caller waiting for it
+        return
+    try:
+        part(sync, 0, h, *args)
+    except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+        sync[atomics.NEXT] = sync[atomics.NR]  # the others stop too
+        failed.append(e)
+        sync[atomics.BACK + h] = 0  # out of the claim loop: the caller stops waiting
 
 
 def run_parts(part, count: int, args: tuple, threads: int | None = None) -> None:
