@@ -22,7 +22,10 @@ no range left, every helper holding a range shows 1.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -39,13 +42,19 @@ __all__ = [
     "claim",
     "claimed_bounds",
     "leave_claims",
+    "yield_cpu",
     "PLAIN",
 ]
 
 NEXT, NR, COUNT, BACK = 0, 1, 2, 3  # then helper h's "inside" flag at BACK + h (h >= 1)
-# Spins (atomic loads) a helper waits for the caller's ``BACK`` at most (~ms), then returns
+# A wait spins on an atomic load this many times (~2-5 us), then gives the CPU away
+# between loads (``yield_cpu``): a spinning caller must not keep a helper it waits for
+# off the only other core (a busy machine, the compile thread).
+_SPINS = 2048
+# A helper waits for the caller's ``BACK`` this many rounds at most (~ms), then returns
 # anyway: the flag only avoids a contended GIL, correctness never waits on it.
-_BACK_SPINS = 1 << 22
+_BACK_ROUNDS = 1 << 14
+_POSIX = os.name == "posix"
 
 
 def slots(helpers: int) -> int:
@@ -104,6 +113,23 @@ def store(typingctx, arr, i, v):
     return types.none(arr, i, v), codegen
 
 
+@intrinsic
+def yield_cpu(typingctx):
+    """``sched_yield()`` (POSIX; elsewhere nothing): the thread gives its CPU to another
+    runnable one, if any. Declared as an external symbol (resolved when the machine code
+    is loaded, so a kernel from the disk cache finds it in this process's C library)."""
+
+    def codegen(context, builder, sig, args):
+        if _POSIX:
+            fn = builder.module.globals.get("sched_yield")
+            if fn is None:
+                fn = ir.Function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
 @njit(inline="always")
 def claim(sync):
     """The next range to run (``>= sync[NR]``: none left)."""
@@ -137,13 +163,18 @@ def leave_claims(sync, role):
     spin) until the caller holds the GIL again before returning to Python."""
     if role == 0:
         for h in range(1, sync.size - BACK):
+            spins = 0
             while load(sync, BACK + h) != 0:
-                pass
+                spins += 1
+                if spins > _SPINS:
+                    yield_cpu()
     else:
         store(sync, BACK + role, 0)
-        for _ in range(_BACK_SPINS):
+        for k in range(_BACK_ROUNDS):
             if load(sync, BACK) != 0:
                 break
+            if k > _SPINS:
+                yield_cpu()
 
 
 # The ``sync`` of a plain call (``NR == 0``: the kernel runs ``jlo..jhi`` once); never
