@@ -43,17 +43,20 @@ __all__ = [
     "claimed_bounds",
     "leave_claims",
     "yield_cpu",
+    "pause",
+    "backoff",
     "PLAIN",
 ]
 
 NEXT, NR, COUNT, BACK = 0, 1, 2, 3  # then helper h's "inside" flag at BACK + h (h >= 1)
 # A wait spins on an atomic load this many times (~2-5 us), then gives the CPU away
-# between loads (``yield_cpu``): a spinning caller must not keep a helper it waits for
-# off the only other core (a busy machine, the compile thread).
+# between loads (``yield_cpu``) for as many rounds again, then sleeps 50 us a round
+# (``pause``): a spinning caller must not keep a helper it waits for off a core (more
+# threads than cores: a busy machine, the compile thread, pytest-xdist's workers).
 _SPINS = 2048
-# A helper waits for the caller's ``BACK`` this many rounds at most (~ms), then returns
-# anyway: the flag only avoids a contended GIL, correctness never waits on it.
-_BACK_ROUNDS = 1 << 14
+# A helper waits for the caller's ``BACK`` this many rounds at most, then returns anyway:
+# the flag only avoids a contended GIL, correctness never waits on it.
+_BACK_ROUNDS = 3 * _SPINS
 _POSIX = os.name == "posix"
 
 
@@ -115,19 +118,46 @@ def store(typingctx, arr, i, v):
 
 @intrinsic
 def yield_cpu(typingctx):
-    """``sched_yield()`` (POSIX; elsewhere nothing): the thread gives its CPU to another
-    runnable one, if any. Declared as an external symbol (resolved when the machine code
-    is loaded, so a kernel from the disk cache finds it in this process's C library)."""
+    """``sched_yield()``: the thread gives its CPU to another runnable one, if any."""
 
     def codegen(context, builder, sig, args):
-        if _POSIX:
-            fn = builder.module.globals.get("sched_yield")
-            if fn is None:
-                fn = ir.Function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
-            builder.call(fn, [])
+        _libc_call(builder, "sched_yield")
         return context.get_dummy_value()
 
     return types.none(), codegen
+
+
+def _libc_call(builder, name: str, args: tuple = ()) -> None:
+    """A call of the C library's ``name(int32...) -> int32`` (POSIX; elsewhere nothing),
+    declared as an external symbol: resolved when the machine code is loaded, so a kernel
+    from the disk cache finds it in this process."""
+    if not _POSIX:
+        return
+    i32 = ir.IntType(32)
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(i32, [i32] * len(args)), name)
+    builder.call(fn, [ir.Constant(i32, a) for a in args])
+
+
+@intrinsic
+def pause(typingctx):
+    """``usleep(50)``: the thread sleeps ~50 us (a wait that has spun long enough)."""
+
+    def codegen(context, builder, sig, args):
+        _libc_call(builder, "usleep", (50,))
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(inline="always")
+def backoff(k):
+    """Round ``k`` of a wait: spin, then yield the CPU, then sleep."""
+    if k > 2 * _SPINS:
+        pause()
+    elif k > _SPINS:
+        yield_cpu()
 
 
 @njit(inline="always")
@@ -163,18 +193,16 @@ def leave_claims(sync, role):
     spin) until the caller holds the GIL again before returning to Python."""
     if role == 0:
         for h in range(1, sync.size - BACK):
-            spins = 0
+            k = 0
             while load(sync, BACK + h) != 0:
-                spins += 1
-                if spins > _SPINS:
-                    yield_cpu()
+                k += 1
+                backoff(k)
     else:
         store(sync, BACK + role, 0)
         for k in range(_BACK_ROUNDS):
             if load(sync, BACK) != 0:
                 break
-            if k > _SPINS:
-                yield_cpu()
+            backoff(k)
 
 
 # The ``sync`` of a plain call (``NR == 0``: the kernel runs ``jlo..jhi`` once); never
