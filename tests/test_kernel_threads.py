@@ -162,18 +162,16 @@ def test_a_failing_part_raises_in_the_caller_whoever_ran_it(three_threads):
     assert sorted(lo for lo, _, _ in seen) == list(range(12))
 
 
-def test_concurrent_callers_each_get_their_own_ranges(three_threads):
+def _three_callers_at_once(launch) -> None:
+    """``launch(count)`` 200 times on each of three user threads started together (counts
+    37, 1000 and 5); fails with the first error one of them met."""
     errors, barrier = [], threading.Barrier(3)
 
     def caller(count):
         barrier.wait()
         try:
             for _ in range(200):
-                seen, lock = [], threading.Lock()
-                run_parts(_record, count, (seen, lock))
-                bounds = sorted((lo, hi) for lo, hi, _ in seen)
-                assert [lo for lo, _ in bounds][0] == 0 and bounds[-1][1] == count
-                assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+                launch(count)
         except Exception as e:  # noqa: BLE001 - reported by the test thread
             errors.append(e)
 
@@ -183,6 +181,17 @@ def test_concurrent_callers_each_get_their_own_ranges(three_threads):
     for t in users:
         t.join(60)
     assert not errors and not any(t.is_alive() for t in users)
+
+
+def test_concurrent_callers_each_get_their_own_ranges(three_threads):
+    def launch(count):
+        seen, lock = [], threading.Lock()
+        run_parts(_record, count, (seen, lock))
+        bounds = sorted((lo, hi) for lo, hi, _ in seen)
+        assert [lo for lo, _ in bounds][0] == 0 and bounds[-1][1] == count
+        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+
+    _three_callers_at_once(launch)
 
 
 def test_a_part_launching_parts_runs_them_itself(three_threads):
@@ -302,24 +311,12 @@ def test_a_failing_claimed_range_raises_in_the_caller_whoever_ran_it(three_threa
 
 
 def test_concurrent_claiming_callers_each_get_their_own_ranges(three_threads, claiming_part):
-    errors, barrier = [], threading.Barrier(3)
+    def launch(count):
+        runs, role = np.zeros(count, np.int64), np.zeros(count, np.int64)
+        threads.run_claimed(claiming_part, count, (runs, role, 100, -1))
+        assert (runs == 1).all()
 
-    def caller(count):
-        barrier.wait()
-        try:
-            for _ in range(200):
-                runs, role = np.zeros(count, np.int64), np.zeros(count, np.int64)
-                threads.run_claimed(claiming_part, count, (runs, role, 100, -1))
-                assert (runs == 1).all()
-        except Exception as e:  # noqa: BLE001 - reported by the test thread
-            errors.append(e)
-
-    users = [threading.Thread(target=caller, args=(n,)) for n in (37, 1000, 5)]
-    for t in users:
-        t.start()
-    for t in users:
-        t.join(60)
-    assert not errors and not any(t.is_alive() for t in users)
+    _three_callers_at_once(launch)
 
 
 def test_a_claiming_launch_from_a_helper_runs_plain(three_threads, claiming_part):

@@ -65,8 +65,14 @@ def slots(helpers: int) -> int:
     return BACK + 1 + helpers
 
 
-def _int64_array(arr) -> bool:
-    return isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1
+def _typed(arr, *ints) -> bool:
+    """Whether an intrinsic's operands are a 1-D int64 array and integers."""
+    return (
+        isinstance(arr, types.Array)
+        and arr.dtype == types.int64
+        and arr.ndim == 1
+        and all(isinstance(i, types.Integer) for i in ints)
+    )
 
 
 def _element(context, builder, aryty, ary, index):
@@ -77,7 +83,7 @@ def _element(context, builder, aryty, ary, index):
 @intrinsic
 def fetch_add(typingctx, arr, i, v):
     """``arr[i] += v`` as one atomic step; returns the value before."""
-    if not (_int64_array(arr) and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+    if not _typed(arr, i, v):
         return None
 
     def codegen(context, builder, sig, args):
@@ -91,7 +97,7 @@ def fetch_add(typingctx, arr, i, v):
 @intrinsic
 def load(typingctx, arr, i):
     """``arr[i]`` read atomically (never hoisted out of a loop)."""
-    if not (_int64_array(arr) and isinstance(i, types.Integer)):
+    if not _typed(arr, i):
         return None
 
     def codegen(context, builder, sig, args):
@@ -104,7 +110,7 @@ def load(typingctx, arr, i):
 @intrinsic
 def store(typingctx, arr, i, v):
     """``arr[i] = v`` written atomically."""
-    if not (_int64_array(arr) and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+    if not _typed(arr, i, v):
         return None
 
     def codegen(context, builder, sig, args):
