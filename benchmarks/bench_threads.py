@@ -240,6 +240,43 @@ def bench_after_blas(repeat: int) -> None:
         print(f"  {label:<18} {m['serial']:8.1f} {m['parallel']:8.1f}")
 
 
+_LOOP = """
+import sys, time
+import numpy as np
+import axesarray as ax
+ax.set_options(tiered=False)
+x = ax.tensor(np.random.default_rng(0).standard_normal((512, 1024)).astype(np.float32), "N K")
+out = ax.zeros(x.axes, "float32")
+for _ in range(5):
+    out[...] = ax.tanh(x)
+seconds, n, t0 = float(sys.argv[1]), 0, time.perf_counter()
+while time.perf_counter() - t0 < seconds:
+    out[...] = ax.tanh(x)
+    n += 1
+print(n / seconds)
+"""
+
+
+def bench_oversubscribed(seconds: float = 3.0) -> None:
+    """``tanh`` of 512x1024 float32 (a parallel kernel, ~0.5 ms) in a loop, in one process
+    and in two at once: with more threads than cores, a launch whose caller waits for its
+    helpers by spinning would keep them off the cores they need."""
+    import subprocess
+
+    print(f"\nout[...] = ax.tanh(x), 512x1024 f32, in a loop for {seconds:g} s (calls/s):")
+    for procs in (1, 2):
+        running = [
+            subprocess.Popen(
+                [sys.executable, "-c", _LOOP, str(seconds)], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(procs)
+        ]
+        rates = [float(p.communicate()[0]) for p in running]
+        print(
+            f"  {procs} process{'es' if procs > 1 else ''}: " + ", ".join(f"{r:.0f}" for r in rates)
+        )
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=101, help="samples per median")
@@ -249,6 +286,7 @@ def main(argv=None) -> None:
     bench_kernels(a.repeat)
     bench_blas_spin()
     bench_after_blas(a.repeat)
+    bench_oversubscribed()
 
 
 if __name__ == "__main__":
