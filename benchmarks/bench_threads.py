@@ -21,6 +21,11 @@ Rows:
 - after BLAS: ``relu(h + b)`` (256x1024 float32) timed right after, or some time after, a
   threaded ``np.matmul`` (256x512 by 512x1024), its serial and parallel variants: the
   parallel one against OpenBLAS's spinning threads (``threads.BLAS_SPIN_SECONDS``).
+- neighbour: numpy's logsumexp by hand (128x1024 float32, ~0.2 ms, one core) timed right
+  after a parallel launch, while its helper waits for the next one
+  (``threads.SPIN_SECONDS``), and after the helper has gone to sleep: what a waiting
+  helper costs the code the caller runs next.
+- oversubscribed: a parallel kernel in a loop, in one process and in two at once.
 Medians of ``--repeat`` samples, round-robin so the machine's load hits each alike.
 """
 
@@ -43,6 +48,7 @@ from axesarray.engine import executor
 from axesarray.engine.binder import binder
 from axesarray.engine.cost import LAUNCH_SECONDS, serial_seconds, step_seconds, threads_save
 from axesarray.engine.dispatch import kernel_for, variant
+from axesarray.kernels import threads
 from axesarray.kernels.threads import RANGES_PER_THREAD, num_threads, run_parts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -277,6 +283,36 @@ def bench_oversubscribed(seconds: float = 3.0) -> None:
         )
 
 
+def bench_neighbour(repeat: int) -> None:
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((128, 1024)).astype(np.float32)
+    x = ax.tensor(rng.standard_normal((1024, 1024)).astype(np.float32), "N K")
+    out = ax.zeros(x.axes, "float32")
+
+    def program() -> float:
+        t0 = time.perf_counter()
+        m = xs.max(axis=1, keepdims=True)
+        m + np.log(np.exp(xs - m).sum(axis=1, keepdims=True))
+        return time.perf_counter() - t0
+
+    def launch() -> None:
+        out[...] = ax.tanh(x)  # a parallel kernel (~0.5 ms on two cores)
+
+    launch()
+    times: dict = {"no launch": [], "helper waiting": [], "helper asleep": []}
+    for _ in range(repeat):
+        time.sleep(0.005)
+        times["no launch"].append(program())
+        launch()
+        times["helper waiting"].append(program())
+        launch()
+        time.sleep(max(0.005, 5 * threads.SPIN_SECONDS))
+        times["helper asleep"].append(program())
+    print("\nnumpy's logsumexp by hand, 128x1024 f32, after a parallel launch (median us):")
+    for k, v in times.items():
+        print(f"  {k:<16} {statistics.median(v) * 1e6:8.1f}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=101, help="samples per median")
@@ -286,6 +322,7 @@ def main(argv=None) -> None:
     bench_kernels(a.repeat)
     bench_blas_spin()
     bench_after_blas(a.repeat)
+    bench_neighbour(a.repeat)
     bench_oversubscribed()
 
 

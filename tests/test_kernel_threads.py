@@ -129,7 +129,7 @@ def test_a_late_helper_leaves_its_ranges_to_the_caller(three_threads):
     release = threading.Event()
     stalled = queue.SimpleQueue()
     for _ in threads._HELPERS:
-        threads._JOBS.put((lambda: release.wait(30) and 0, stalled, None))
+        threads._JOBS.put((lambda _h: release.wait(30) and 0, stalled, None))
     try:
         seen, lock = [], threading.Lock()
         done = threading.Thread(target=run_parts, args=(_record, 100, (seen, lock)))
@@ -281,7 +281,7 @@ def test_a_claiming_launch_never_waits_for_a_helper_to_start(three_threads, clai
     release = threading.Event()
     stalled = queue.SimpleQueue()
     for _ in threads._HELPERS:
-        threads._JOBS.put((lambda: release.wait(30) and 0, stalled, None))
+        threads._JOBS.put((lambda _h: release.wait(30) and 0, stalled, None))
     runs, role = np.zeros(100, np.int64), np.zeros(100, np.int64)
     try:
         done = threading.Thread(
@@ -335,6 +335,102 @@ def test_a_claiming_launch_from_a_helper_runs_plain(three_threads, claiming_part
     assert not t.is_alive() and len(seen) == 6
     assert all(r == [1] * 10 for r, _ in seen)
     assert all(roles <= {0, 1, 2, -1} for _, roles in seen)
+
+
+def test_launches_take_the_windows_of_one_chain_in_order(monkeypatch):
+    """Each claiming launch's ``sync`` is the next window of one buffer, reaching into the
+    next launch's (where its helpers wait); the last window is never taken but rung when
+    a new chain starts."""
+    from axesarray.kernels import atomics
+
+    monkeypatch.setattr(threads, "_CHAIN", [])
+    with threads._NEXT_LOCK:
+        syncs = [threads._take_sync() for _ in range(threads._CHAIN_WINDOWS)]
+    first = syncs[0].base
+    last = threads._CHAIN_WINDOWS - 1
+    for i, sync in enumerate(syncs[:last]):
+        assert sync.base is first and sync.size == (threads._CHAIN_WINDOWS - i) * atomics.WIDTH
+        assert sync[atomics.TOP] == len(threads._HELPERS)
+        assert sync[atomics.SPIN] == int(threads.SPIN_SECONDS * 1e9)
+    assert first[last * atomics.WIDTH + atomics.RING] == 1  # rung: its waiters look again
+    assert syncs[last].base is not first and syncs[last].size == first.size  # a new chain
+    assert not syncs[last][atomics.RING]
+
+
+def test_a_launch_past_a_windows_helpers_rings_the_window_it_skips(monkeypatch):
+    from axesarray.kernels import atomics
+
+    monkeypatch.setattr(threads, "_CHAIN", [])
+    monkeypatch.setattr(threads, "_HELPERS", [0] * atomics.WIDTH)
+    with threads._NEXT_LOCK:
+        window = threads._next_window()
+        sync = threads._take_sync()
+    assert window[atomics.RING] == 1  # the helpers waiting there come for the queue
+    assert sync.base is None and sync.size == atomics.slots(atomics.WIDTH)
+    assert sync[atomics.TOP] == atomics.WIDTH
+
+
+def test_await_ring_returns_once_rung_or_after_its_limit():
+    from axesarray.kernels import atomics
+
+    sync = np.zeros(atomics.WIDTH, np.int64)
+    t0 = time.perf_counter()
+    assert not atomics.await_ring(sync, 20_000_000)
+    assert time.perf_counter() - t0 >= 0.02
+    threading.Timer(0.05, sync.__setitem__, (atomics.RING, 1)).start()
+    t0 = time.perf_counter()
+    assert atomics.await_ring(sync, 10_000_000_000)
+    assert 0.04 <= time.perf_counter() - t0 < 5
+
+
+def test_a_helper_out_of_ranges_waits_in_its_part_for_the_next_ring(claiming_part):
+    """A helper leaving a chained launch's ranges stays in the part, outside the GIL, up to
+    ``sync[SPIN]`` for the next window's ring: rung, it returns at once; not rung, after
+    its limit. The caller's side never waits for it."""
+    from axesarray.kernels import atomics
+
+    for ring, limit in ((True, 10_000_000_000), (False, 30_000_000)):
+        buf = np.zeros(3 * atomics.WIDTH, np.int64)
+        sync = buf[: 2 * atomics.WIDTH]
+        sync[atomics.NR], sync[atomics.COUNT], sync[atomics.TOP] = 4, 4, 1
+        sync[atomics.SPIN] = limit
+        runs, role = np.zeros(4, np.int64), np.zeros(4, np.int64)
+        helper = threading.Thread(target=claiming_part, args=(sync, 0, 1, runs, role, 10, -1))
+        t0 = time.perf_counter()
+        helper.start()
+        helper.join(0.3 if ring else 10)
+        assert (runs == 1).all() and (role == 1).all()  # it ran every range
+        assert sync[atomics.RING + 1] == atomics.LEFT
+        if ring:
+            assert helper.is_alive()  # waiting for the next window's ring
+            buf[atomics.WIDTH + atomics.RING] = 1
+            helper.join(10)
+        assert not helper.is_alive()
+        assert time.perf_counter() - t0 >= 0.03
+
+
+def test_an_awake_helper_takes_part_in_the_next_launch(three_threads, claiming_part, monkeypatch):
+    """Launches back to back: a helper out of one launch's ranges takes the next launch's
+    job while it waits outside the GIL (``_awake_next``), not from its sleep on the queue."""
+    awake_jobs = []
+    next_job = threads._awake_next
+
+    def counted(h, last):
+        job = next_job(h, last)
+        if job is not None:
+            awake_jobs.append(h)
+        return job
+
+    monkeypatch.setattr(threads, "_awake_next", counted)
+    threads.run_claimed(claiming_part, 8, (np.zeros(8, np.int64), np.zeros(8, np.int64), 1, -1))
+    roles = set()
+    for _ in range(20):
+        runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
+        threads.run_claimed(claiming_part, 64, (runs, role, 20000, -1))
+        assert (runs == 1).all()
+        roles |= set(role)
+    assert roles & {1, 2}
+    assert awake_jobs
 
 
 def test_ctrl_c_during_a_claiming_launch_waits_for_the_helpers_ranges():

@@ -243,7 +243,10 @@ def seconds_of(moved: int, flops: int) -> tuple[float, float, float]:
 # serial + b``: a = 0.59-0.60, b = 47-54 us on the 2-core reference machine (two runs), so
 # threads pay from 116-135 us of one-core time, which is this constant over
 # ``1 - 1 / threads``: 58-68 us. At 25 us a kernel of 50-130 us ran on threads, slower
-# (relu(h + b) 256x1024: 102-108 us serial, 140-143 us parallel).
+# (relu(h + b) 256x1024: 102-108 us serial, 140-143 us parallel). With helpers that wait
+# between launches (``threads.SPIN_SECONDS``) the fit reads b = 28-35 us, but at 30 us
+# the workload suite's ~1e5-element kernels ran slower on threads (layer norm 154 ->
+# 180 us): the constant stays.
 LAUNCH_SECONDS = 60e-6
 
 

@@ -10,30 +10,48 @@ microseconds per range). The counters live in one int64 array per launch (``sync
 - ``NEXT``: the next range to claim (``fetch_add``; a value past ``NR`` means none left);
 - ``NR``: how many ranges (0: a plain call, the kernel runs ``jlo..jhi`` once);
 - ``COUNT``: the outer loop's trip count, split evenly into the ranges;
-- ``BACK``: set by the caller once it holds the GIL again: a helper returns to Python
-  only then (both asking for the GIL at once put one of them to sleep);
-- ``BACK + h``: 1 while helper ``h`` (1, 2, ...) is inside the claim loop; the caller's
-  part waits for every helper's 0 before it returns (their ranges are written by then).
+- ``TOP``: how many helper slots follow;
+- ``SPIN``: how long (ns) a helper leaving the launch waits for the next one's ring;
+- ``RING``: set by the caller's part once it runs outside the GIL;
+- ``RING + h``: helper thread ``h``'s (1, 2, ...) state: ``CLAIMING`` inside the claim
+  loop, ``LEFT`` once out of it. The caller's part waits for every ``CLAIMING`` to end
+  (the ranges are written by then).
+
+Launches take their ``sync`` in order from a chain of windows of ``WIDTH`` slots in one
+buffer (``threads._take_sync``): a launch's array reaches past its own window into the
+next launch's. A helper leaving its ranges stays in the part, outside the GIL, and waits
+up to ``SPIN`` for the next window's ring (``leave_claims``), so that it takes the GIL
+only once the next caller has let it go: it never asks for the GIL while its caller
+holds it (the one asking sleeps, and waking it cost ~40 us on a small VM), and a helper
+kept awake joins the next launch within microseconds. A helper that is not in a launch
+waits the same way from Python (``await_ring``).
 
 All accesses are sequentially consistent atomics (LLVM ``atomicrmw``/``load atomic``):
-a helper's "inside" store precedes its first claim, so once the caller's own claim finds
-no range left, every helper holding a range shows 1.
+a helper's ``CLAIMING`` store precedes its first claim, so once the caller's own claim
+finds no range left, every helper holding a range shows it.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
     "NEXT",
     "NR",
     "COUNT",
-    "BACK",
+    "TOP",
+    "SPIN",
+    "RING",
+    "CLAIMING",
+    "LEFT",
+    "WIDTH",
     "slots",
     "fetch_add",
     "load",
@@ -45,24 +63,26 @@ __all__ = [
     "yield_cpu",
     "pause",
     "backoff",
+    "monotonic_ns",
+    "wait_ring",
+    "await_ring",
     "PLAIN",
 ]
 
-NEXT, NR, COUNT, BACK = 0, 1, 2, 3  # then helper h's "inside" flag at BACK + h (h >= 1)
+NEXT, NR, COUNT, TOP, SPIN, RING = range(6)  # then helper h's state at RING + h (h >= 1)
+CLAIMING, LEFT = 1, 2  # a helper's states (0: not in the launch)
+WIDTH = 64  # slots of a chained window: helpers up to WIDTH - RING - 1
 # A wait spins on an atomic load this many times (~2-5 us), then gives the CPU away
 # between loads (``yield_cpu``) for as many rounds again, then sleeps 50 us a round
 # (``pause``): a spinning caller must not keep a helper it waits for off a core (more
 # threads than cores: a busy machine, the compile thread, pytest-xdist's workers).
 _SPINS = 2048
-# A helper waits for the caller's ``BACK`` this many rounds at most, then returns anyway:
-# the flag only avoids a contended GIL, correctness never waits on it.
-_BACK_ROUNDS = 3 * _SPINS
 _POSIX = os.name == "posix"
 
 
 def slots(helpers: int) -> int:
     """Length of a launch's ``sync`` array for ``helpers`` helper threads."""
-    return BACK + 1 + helpers
+    return RING + 1 + helpers
 
 
 def _typed(arr, *ints) -> bool:
@@ -157,6 +177,33 @@ def pause(typingctx):
     return types.none(), codegen
 
 
+@intrinsic
+def monotonic_ns(typingctx):
+    """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds (POSIX; elsewhere 0): a clock
+    read outside the GIL (the vDSO's, tens of nanoseconds)."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        if not _POSIX:
+            return ir.Constant(i64, 0)
+        i32 = ir.IntType(32)
+        spec = ir.LiteralStructType([i64, i64])  # struct timespec on 64-bit Linux and macOS
+        fn = builder.module.globals.get("clock_gettime")
+        if fn is None:
+            fnty = ir.FunctionType(i32, [i32, spec.as_pointer()])
+            fn = ir.Function(builder.module, fnty, "clock_gettime")
+        ts = cgutils.alloca_once(builder, spec)
+        builder.call(fn, [ir.Constant(i32, _CLOCK_MONOTONIC), ts])
+        sec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
+        nsec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
+        return builder.add(builder.mul(sec, ir.Constant(i64, 1_000_000_000)), nsec)
+
+    return types.int64(), codegen
+
+
+_CLOCK_MONOTONIC = 6 if sys.platform == "darwin" else 1  # CLOCK_MONOTONIC
+
+
 @njit(inline="always")
 def backoff(k):
     """Round ``k`` of a wait: spin, then yield the CPU, then sleep."""
@@ -174,10 +221,12 @@ def claim(sync):
 
 @njit(inline="always")
 def enter_claims(sync, role):
-    """A thread's first claim; ``role`` is 0 for the caller, ``h`` for helper ``h``, which
-    marks itself inside first."""
+    """A thread's first claim; ``role`` is 0 for the caller, which rings (it runs outside
+    the GIL now), ``h`` for helper ``h``, which marks itself ``CLAIMING`` first."""
     if role > 0:
-        store(sync, BACK + role, 1)
+        store(sync, RING + role, CLAIMING)
+    else:
+        store(sync, RING, 1)
     return claim(sync)
 
 
@@ -194,21 +243,43 @@ def claimed_bounds(sync, r, jlo, jhi):
 @njit(inline="always")
 def leave_claims(sync, role):
     """Out of ranges. The caller (``role`` 0) waits, still outside the GIL, until no
-    helper is inside the claim loop: the ranges they took are written (a helper that has
-    not started finds none left). A helper marks itself outside, then waits (a bounded
-    spin) until the caller holds the GIL again before returning to Python."""
+    helper is ``CLAIMING``: the ranges they took are written (one that starts later finds
+    none left). A helper marks itself ``LEFT``, then waits for the next launch's ring (the
+    next window, where the array reaches it) up to ``sync[SPIN]`` ns before it returns."""
     if role == 0:
-        for h in range(1, sync.size - BACK):
+        for h in range(1, sync[TOP] + 1):
             k = 0
-            while load(sync, BACK + h) != 0:
+            while load(sync, RING + h) == CLAIMING:
                 k += 1
                 backoff(k)
     else:
-        store(sync, BACK + role, 0)
-        for k in range(_BACK_ROUNDS):
-            if load(sync, BACK) != 0:
-                break
-            backoff(k)
+        store(sync, RING + role, LEFT)
+        if sync.size >= 2 * WIDTH:
+            wait_ring(sync, WIDTH, sync[SPIN])
+
+
+@njit(inline="always")
+def wait_ring(sync, at, limit_ns):
+    """Whether ``sync[at + RING]`` was set within ``limit_ns`` ns: spinning ~2-5 us, then
+    giving the CPU away between reads (a thread of another process, or one of this
+    process that needs the core, runs first). Without POSIX's clock: one read."""
+    if not _POSIX:
+        return load(sync, at + RING) != 0
+    k = 0
+    start = monotonic_ns()
+    while load(sync, at + RING) == 0:
+        k += 1
+        if k > _SPINS:
+            yield_cpu()
+            if monotonic_ns() - start > limit_ns:
+                return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def await_ring(sync, limit_ns):
+    """``wait_ring`` of a helper outside any launch, from Python (outside the GIL)."""
+    return wait_ring(sync, 0, limit_ns)
 
 
 # The ``sync`` of a plain call (``NR == 0``: the kernel runs ``jlo..jhi`` once); never

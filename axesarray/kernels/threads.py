@@ -6,7 +6,9 @@ The parallel CPU kernels are compiled serial, over ranges of their outer loop
 over (the parfor function and three wrappers, each optimized and turned into machine code
 again), 3-4x the compile time of the serial kernel. A generated kernel's threads claim the
 ranges themselves, inside the kernel (``run_claimed``, ``kernels.atomics``); a Python part
-(the numpy tier's slabs, the repack kernels) takes them in Python (``run_parts``).
+(the numpy tier's slabs, the repack kernels) takes them in Python (``run_parts``). Between
+launches a helper waits outside the GIL for the next one's ring (``SPIN_SECONDS``), then
+sleeps on the job queue.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "num_threads",
     "blas_ran",
     "BLAS_SPIN_SECONDS",
+    "SPIN_SECONDS",
     "RANGES_PER_THREAD",
     "block_interrupts",
     "interrupts_held",
@@ -50,9 +53,10 @@ _START = threading.Lock()
 
 def _after_fork_in_child() -> None:
     # only the forking thread lives on in a child: no helpers, and no lock held by one
-    global _JOBS, _START
-    _JOBS, _START = queue.SimpleQueue(), threading.Lock()
+    global _JOBS, _START, _NEXT_LOCK
+    _JOBS, _START, _NEXT_LOCK = queue.SimpleQueue(), threading.Lock(), threading.Lock()
     _HELPERS.clear()
+    _CHAIN.clear()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -194,30 +198,121 @@ def _cpu_getter():
 _GETCPU, _ALLOWED = _cpu_getter()
 
 
-def _helper() -> None:
+def _helper(h: int) -> None:
+    """Helper thread ``h`` (1, 2, ...): its jobs, ``work(h)``, one after another."""
     block_interrupts()
     mask = _ALLOWED  # the CPUs this helper may run on (empty: never narrowed again)
+    job = None
     while True:
-        work, done, cpu = _JOBS.get()
+        if job is None:
+            job = _JOBS.get()
+        work, done, cpu = job
         if cpu in mask:
             mask = _ALLOWED - {cpu}
             try:
                 os.sched_setaffinity(0, mask)
             except OSError:  # the CPU set changed under us (cgroups): leave it to Linux
                 mask = frozenset()
-        result = work()
+        result = work(h)
         if done is not None:  # (a claiming launch's caller waits on its ``sync``)
             done.put(result)
         # not kept while waiting for the next job: the job's closure holds what its parts
         # read (a tier's slabs: the inputs), which would stay alive until then
-        del work, done
+        del work, done, job
+        job = _awake_next(h, result if type(result) is np.ndarray else None)
+
+
+# A helper stays awake this long after a job, waiting outside the GIL for the next
+# launch's ring (``atomics.leave_claims``, ``atomics.await_ring``), then sleeps on the
+# queue: waking a sleeping thread cost ~40 us on a small VM, which kept kernels under
+# ~150 us of one-core time off threads. GNU OpenMP spins ~0.3 ms by default before
+# sleeping, OpenBLAS 0.1 s. The wait gives its CPU away to any other runnable thread
+# (sched_yield) after its first ~2-5 us.
+SPIN_SECONDS = 1e-3
+# The chain of ``sync`` windows launches take in order (``atomics``): [buffer, next
+# window]. Its last window is never taken: the launch that starts a new chain rings it.
+_CHAIN: list = []
+_CHAIN_WINDOWS = 64
+_NEXT_LOCK = threading.Lock()  # orders a launch's window and jobs against a helper's look
+
+
+def _next_window() -> np.ndarray:
+    """The ``sync`` the next launch takes, to the chain's end. Hold ``_NEXT_LOCK``."""
+    from . import atomics  # numba's: only a compiled kernel's launch gets here
+
+    if not _CHAIN:
+        _CHAIN[:] = [np.zeros(_CHAIN_WINDOWS * atomics.WIDTH, np.int64), 0]
+    buf, i = _CHAIN
+    return buf[i * atomics.WIDTH :]
+
+
+def _take_sync() -> np.ndarray:
+    """A claiming launch's ``sync``: the chain's next window (a new chain's first, the old
+    chain's last rung). Past ``WIDTH``'s helpers, an array of its own, the window rung
+    for the helpers waiting on it. Hold ``_NEXT_LOCK``."""
+    from . import atomics
+
+    sync = _next_window()
+    if _CHAIN[1] == _CHAIN_WINDOWS - 1:  # the last window: its waiters look again
+        sync[atomics.RING] = 1
+        _CHAIN.clear()
+        sync = _next_window()
+    _CHAIN[1] += 1
+    top = len(_HELPERS)
+    if atomics.slots(top) > atomics.WIDTH:
+        sync[atomics.RING] = 1
+        sync = np.zeros(atomics.slots(top), np.int64)
+    sync[atomics.TOP] = top
+    sync[atomics.SPIN] = int(SPIN_SECONDS * 1e9)
+    return sync
+
+
+def _ring() -> None:
+    """Wake the helpers waiting for a launch that is not a claiming one (``run_parts``):
+    they come for the GIL, which its caller's parts release."""
+    if _CHAIN:
+        from . import atomics
+
+        with _NEXT_LOCK:
+            _take_sync()[atomics.RING] = 1
+
+
+def _awake_next(h: int, last: np.ndarray | None):
+    """Helper ``h``'s next job, waited for outside the GIL for up to ``SPIN_SECONDS``;
+    None when none came (the helper then sleeps on the queue). ``last``: the ``sync`` of
+    the claiming launch it just ran, whose part waited already (``leave_claims``). Only
+    once a generated kernel has loaded ``kernels.atomics`` (numba's): the numpy tier's
+    parts run before numba is loaded."""
+    if not _imported(__package__ + ".atomics"):
+        return None
+    from . import atomics
+
+    if (
+        last is not None
+        and h <= last[atomics.TOP]
+        and last[atomics.RING + h] == atomics.LEFT
+        and last.size >= 2 * atomics.WIDTH
+        and not last[atomics.WIDTH + atomics.RING]
+    ):
+        return None  # its part waited the whole spin: no launch came
+    end = time.perf_counter() + SPIN_SECONDS
+    while True:
+        with _NEXT_LOCK:
+            try:  # (never a blocking get here: a launch needs the lock to put its jobs)
+                return _JOBS.get_nowait()
+            except queue.Empty:
+                sync = _next_window()
+        left = end - time.perf_counter()
+        if left <= 0 or not atomics.await_ring(sync, int(left * 1e9)):
+            return None
 
 
 def _ensure_helpers(n: int) -> None:
     """At least ``n`` helper threads are running."""
     with _START:
         while len(_HELPERS) < n:
-            t = threading.Thread(target=_helper, name="axesarray-kernel", daemon=True)
+            h = len(_HELPERS) + 1
+            t = threading.Thread(target=_helper, args=(h,), name="axesarray-kernel", daemon=True)
             t.start()
             _HELPERS.append(t.ident)
 
@@ -248,15 +343,17 @@ def run_claimed(part, count: int, args: tuple, threads: int | None = None) -> No
         return
     helpers = threads - 1
     ranges = min(count, CLAIMED_RANGES_PER_THREAD * threads)
-    sync = np.zeros(atomics.slots(helpers), np.int64)
-    sync[atomics.NR] = ranges
-    sync[atomics.COUNT] = count
     if len(_HELPERS) < helpers:
         _ensure_helpers(helpers)
     failed: list = []
     cpu = _GETCPU() if _GETCPU is not None else None
-    for h in range(1, helpers + 1):
-        _JOBS.put((functools.partial(_helper_claims, part, sync, h, args, failed), None, cpu))
+    with _NEXT_LOCK:
+        sync = _take_sync()
+        sync[atomics.NR] = ranges
+        sync[atomics.COUNT] = count
+        job = functools.partial(_helper_claims, part, sync, args, failed)
+        for _ in range(helpers):
+            _JOBS.put((job, None, cpu))
     try:
         # the part returns once the helpers' ranges are written (``atomics.leave_claims``)
         part(sync, 0, 0, *args)
@@ -266,27 +363,29 @@ def run_claimed(part, count: int, args: tuple, threads: int | None = None) -> No
         # after its KeyboardInterrupt, otherwise)
         sync[atomics.NEXT] = ranges
         failed.insert(0, e)
-        while sync[atomics.BACK + 1 :].any():
+        while (sync[atomics.RING + 1 : atomics.slots(sync[atomics.TOP])] == atomics.CLAIMING).any():
             time.sleep(1e-5)
-    sync[atomics.BACK] = 1
     if failed:
         raise failed[0]
 
 
-def _helper_claims(part, sync, h: int, args: tuple, failed: list) -> None:
-    """Helper ``h``'s share of a claiming launch (``run_claimed``)."""
+def _helper_claims(part, sync, args: tuple, failed: list, h: int) -> np.ndarray:
+    """Helper ``h``'s share of a claiming launch (``run_claimed``); returns the launch's
+    ``sync``, where the helper parks next (``_awake_next``)."""
     from . import atomics
 
-    if sync[atomics.NEXT] >= sync[atomics.NR]:
+    if sync[atomics.NEXT] >= sync[atomics.NR] or h > sync[atomics.TOP]:
         # woken after the caller took every range: nothing to do, and holding the GIL for
-        # the part's call (~5 us) could keep the caller waiting for it
-        return
+        # the part's call (~5 us) could keep the caller waiting for it (or a helper
+        # started after the launch's ``sync`` was made, which has no slot for it)
+        return sync
     try:
         part(sync, 0, h, *args)
     except BaseException as e:  # noqa: BLE001 - re-raised in the caller
         sync[atomics.NEXT] = sync[atomics.NR]  # the others stop too
         failed.append(e)
-        sync[atomics.BACK + h] = 0  # out of the claim loop: the caller stops waiting
+        sync[atomics.RING + h] = atomics.LEFT  # out of the claim loop: the caller goes on
+    return sync
 
 
 def run_parts(part, count: int, args: tuple, threads: int | None = None) -> None:
@@ -311,7 +410,7 @@ def run_parts(part, count: int, args: tuple, threads: int | None = None) -> None
     taken = itertools.count()  # next() is atomic under the GIL
     failed: list = []  # the first exception of a part; then the rest of the ranges are skipped
 
-    def work() -> int:
+    def work(_helper: int = 0) -> int:
         """Ranges taken and run (or skipped after a failure): how many."""
         for n, r in enumerate(iter(taken.__next__, None)):  # n: ranges so far
             if r >= ranges:
@@ -329,6 +428,7 @@ def run_parts(part, count: int, args: tuple, threads: int | None = None) -> None
     cpu = _GETCPU() if _GETCPU is not None else None
     for _ in range(helpers):
         _JOBS.put((work, done, cpu))
+    _ring()
     # The calling thread takes ranges too, then waits only for ranges a helper took: a
     # helper that had not started by then finds none left and reports to a queue no one
     # reads any more.
