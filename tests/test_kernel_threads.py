@@ -433,6 +433,28 @@ def test_an_awake_helper_takes_part_in_the_next_launch(three_threads, claiming_p
     assert awake_jobs
 
 
+def test_helpers_waiting_for_a_claiming_launch_take_a_run_parts_job(
+    three_threads, claiming_part, monkeypatch
+):
+    """Helpers waiting in their parts for the next window's ring (here for up to 30 s)
+    are rung by ``run_parts`` too, and take its ranges at once."""
+    monkeypatch.setattr(threads, "SPIN_SECONDS", 30.0)
+    runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
+    threads.run_claimed(claiming_part, 64, (runs, role, 20000, -1))
+    seen, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        time.sleep(0.02)
+        _record(lo, hi, seen, lock)
+
+    t0 = time.perf_counter()
+    run_parts(part, 12, ())
+    assert time.perf_counter() - t0 < 10
+    assert {ident for _, _, ident in seen} & set(threads._HELPERS)
+    monkeypatch.setattr(threads, "SPIN_SECONDS", 1e-3)
+    threads.run_claimed(claiming_part, 64, (runs, role, 1, -1))  # the helpers wait 1 ms again
+
+
 def test_ctrl_c_during_a_claiming_launch_waits_for_the_helpers_ranges():
     """SIGINT while the caller runs its ranges: it raises KeyboardInterrupt once the
     helpers are out of theirs (none running after), and the kernel's result is never
