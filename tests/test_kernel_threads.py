@@ -422,6 +422,7 @@ def test_an_awake_helper_takes_part_in_the_next_launch(three_threads, claiming_p
         return job
 
     monkeypatch.setattr(threads, "_awake_next", counted)
+    monkeypatch.setattr(threads, "SPIN_SECONDS", 0.2)  # a loaded machine's gaps, covered
     threads.run_claimed(claiming_part, 8, (np.zeros(8, np.int64), np.zeros(8, np.int64), 1, -1))
     roles = set()
     for _ in range(20):
