@@ -398,13 +398,16 @@ def test_a_helper_out_of_ranges_waits_in_its_part_for_the_next_ring(claiming_par
         helper = threading.Thread(target=claiming_part, args=(sync, 0, 1, runs, role, 10, -1))
         t0 = time.perf_counter()
         helper.start()
-        helper.join(0.3 if ring else 10)
+        while sync[atomics.RING + 1] != atomics.LEFT and time.perf_counter() - t0 < 60:
+            time.sleep(0.005)  # (the part may compile first)
         assert (runs == 1).all() and (role == 1).all()  # it ran every range
         assert sync[atomics.RING + 1] == atomics.LEFT
         if ring:
+            time.sleep(0.1)
             assert helper.is_alive()  # waiting for the next window's ring
             buf[atomics.WIDTH + atomics.RING] = 1
             helper.join(10)
+        helper.join(10)
         assert not helper.is_alive()
         assert time.perf_counter() - t0 >= 0.03
 
