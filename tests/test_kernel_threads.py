@@ -368,6 +368,7 @@ def test_a_launch_past_a_windows_helpers_rings_the_window_it_skips(monkeypatch):
     assert window[atomics.RING] == 1  # the helpers waiting there come for the queue
     assert sync.base is None and sync.size == atomics.slots(atomics.WIDTH)
     assert sync[atomics.TOP] == atomics.WIDTH
+    assert sync[atomics.SPIN] == 0  # its helpers do not wait for a next window
 
 
 def test_await_ring_returns_once_rung_or_after_its_limit():

@@ -11,7 +11,8 @@ microseconds per range). The counters live in one int64 array per launch (``sync
 - ``NR``: how many ranges (0: a plain call, the kernel runs ``jlo..jhi`` once);
 - ``COUNT``: the outer loop's trip count, split evenly into the ranges;
 - ``TOP``: how many helper slots follow;
-- ``SPIN``: how long (ns) a helper leaving the launch waits for the next one's ring;
+- ``SPIN``: how long (ns) a helper leaving the launch waits for the next one's ring (0:
+  not at all, an array outside the chain);
 - ``RING``: set by the caller's part once it runs outside the GIL;
 - ``RING + h``: helper thread ``h``'s (1, 2, ...) state: ``CLAIMING`` inside the claim
   loop, ``LEFT`` once out of it. The caller's part waits for every ``CLAIMING`` to end
@@ -254,7 +255,7 @@ def leave_claims(sync, role):
                 backoff(k)
     else:
         store(sync, RING + role, LEFT)
-        if sync.size >= 2 * WIDTH:
+        if sync[SPIN] > 0 and sync.size >= 2 * WIDTH:
             wait_ring(sync, WIDTH, sync[SPIN])
 
 

@@ -261,9 +261,10 @@ def _take_sync() -> np.ndarray:
     top = len(_HELPERS)
     if atomics.slots(top) > atomics.WIDTH:
         sync[atomics.RING] = 1
-        sync = np.zeros(atomics.slots(top), np.int64)
+        sync = np.zeros(atomics.slots(top), np.int64)  # no next window: SPIN stays 0
+    else:
+        sync[atomics.SPIN] = int(SPIN_SECONDS * 1e9)
     sync[atomics.TOP] = top
-    sync[atomics.SPIN] = int(SPIN_SECONDS * 1e9)
     return sync
 
 
@@ -291,6 +292,7 @@ def _awake_next(h: int, last: np.ndarray | None):
         last is not None
         and h <= last[atomics.TOP]
         and last[atomics.RING + h] == atomics.LEFT
+        and last[atomics.SPIN] > 0
         and last.size >= 2 * atomics.WIDTH
         and not last[atomics.WIDTH + atomics.RING]
     ):
