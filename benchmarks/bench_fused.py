@@ -30,7 +30,12 @@ torch = optional("torch")
 
 
 def _report(table: Table, case: str, fns: dict, traffic: int, repeat: int, notes=None) -> None:
-    times, copy_s = interleaved(fns, traffic, repeat)
+    # torch in a round of its own, beside numpy: a call right after torch's ran slower,
+    # whichever library made it (docs/design.md, "torch in a round of its own")
+    times, copy_s = interleaved({k: f for k, f in fns.items() if k != "torch"}, traffic, repeat)
+    if "torch" in fns:
+        own, _ = interleaved({"numpy": fns["numpy"], "torch": fns["torch"]}, traffic, repeat)
+        times["torch"] = own["torch"]
     for engine, t in times.items():
         table.add(case, engine, t, traffic, copy_s, (notes or {}).get(engine, ""))
 

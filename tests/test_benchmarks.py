@@ -113,6 +113,29 @@ def test_the_workload_suite_times_torch_in_a_round_of_its_own(monkeypatch):
     assert row["times"]["torch"] == pytest.approx(4e-3)  # from torch's own round
 
 
+def test_the_fused_benchmarks_time_torch_in_a_round_of_its_own(monkeypatch):
+    """``bench_fused.py`` as the workload suite: torch is timed beside numpy only, and its
+    row's time is the one from that round."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_fused
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rounds = []
+
+    def recorded(fns, traffic, repeat):
+        rounds.append(sorted(fns))
+        return {k: 1e-3 * (1 + len(rounds)) for k in fns}, 1e-3
+
+    monkeypatch.setattr(bench_fused, "interleaved", recorded)
+    table = bench_fused.Table("t")
+    fns = dict.fromkeys(("axesarray", "numpy", "numexpr", "torch"), lambda: None)
+    bench_fused._report(table, "case", fns, 8, 1)
+    assert rounds == [["axesarray", "numexpr", "numpy"], ["numpy", "torch"]]
+    times = {row[1]: row[2] for row in table.rows}
+    assert times["axesarray"] == pytest.approx(2e-3) and times["torch"] == pytest.approx(3e-3)
+
+
 class _NoGrad:
     """A stand-in for torch: ``no_grad()`` as a decorator that changes nothing."""
 
