@@ -263,14 +263,21 @@ def test_claimed_ranges_cover_each_index_once(three_threads, claiming_part, coun
         assert set(role) <= {0, 1, 2}
 
 
-def test_helpers_claim_ranges_once_awake(three_threads, claiming_part):
-    """Busy ranges: the helpers wake while the caller works and take some of them."""
+def _roles_of_launches(part, work: int) -> set:
+    """Which threads ran ranges over 20 claiming launches of 64 indices, each index
+    ``work`` busy iterations; every index runs once in each."""
     roles = set()
     for _ in range(20):
         runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
-        threads.run_claimed(claiming_part, 64, (runs, role, 200000, -1))
+        threads.run_claimed(part, 64, (runs, role, work, -1))
         assert (runs == 1).all()
         roles |= set(role)
+    return roles
+
+
+def test_helpers_claim_ranges_once_awake(three_threads, claiming_part):
+    """Busy ranges: the helpers wake while the caller works and take some of them."""
+    roles = _roles_of_launches(claiming_part, 200000)
     assert 0 in roles and roles & {1, 2}
 
 
@@ -428,12 +435,7 @@ def test_an_awake_helper_takes_part_in_the_next_launch(three_threads, claiming_p
     monkeypatch.setattr(threads, "_awake_next", counted)
     monkeypatch.setattr(threads, "SPIN_SECONDS", 0.2)  # a loaded machine's gaps, covered
     threads.run_claimed(claiming_part, 8, (np.zeros(8, np.int64), np.zeros(8, np.int64), 1, -1))
-    roles = set()
-    for _ in range(20):
-        runs, role = np.zeros(64, np.int64), np.zeros(64, np.int64)
-        threads.run_claimed(claiming_part, 64, (runs, role, 20000, -1))
-        assert (runs == 1).all()
-        roles |= set(role)
+    roles = _roles_of_launches(claiming_part, 20000)
     assert roles & {1, 2}
     assert awake_jobs
 

@@ -101,6 +101,12 @@ def _element(context, builder, aryty, ary, index):
     return builder.gep(a.data, [index])
 
 
+def _element_and_value(context, builder, sig, args):
+    """``(arr, i, v)``'s element pointer and ``v`` as an int64, for a writing intrinsic."""
+    ptr = _element(context, builder, sig.args[0], args[0], args[1])
+    return ptr, context.cast(builder, args[2], sig.args[2], types.int64)
+
+
 @intrinsic
 def fetch_add(typingctx, arr, i, v):
     """``arr[i] += v`` as one atomic step; returns the value before."""
@@ -108,8 +114,7 @@ def fetch_add(typingctx, arr, i, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _element(context, builder, sig.args[0], args[0], args[1])
-        value = context.cast(builder, args[2], sig.args[2], types.int64)
+        ptr, value = _element_and_value(context, builder, sig, args)
         return builder.atomic_rmw("add", ptr, value, "seq_cst")
 
     return types.int64(arr, i, v), codegen
@@ -135,8 +140,7 @@ def store(typingctx, arr, i, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _element(context, builder, sig.args[0], args[0], args[1])
-        value = context.cast(builder, args[2], sig.args[2], types.int64)
+        ptr, value = _element_and_value(context, builder, sig, args)
         builder.store_atomic(value, ptr, "seq_cst", 8)
         return context.get_dummy_value()
 

@@ -373,7 +373,7 @@ def run_claimed(part, count: int, args: tuple, threads: int | None = None) -> No
 
 def _helper_claims(part, sync, args: tuple, failed: list, h: int) -> np.ndarray:
     """Helper ``h``'s share of a claiming launch (``run_claimed``); returns the launch's
-    ``sync``, where the helper parks next (``_awake_next``)."""
+    ``sync``, whose next window its part may have waited on (``_awake_next``)."""
     from . import atomics
 
     if sync[atomics.NEXT] >= sync[atomics.NR] or h > sync[atomics.TOP]:
